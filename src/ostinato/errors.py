@@ -1,0 +1,128 @@
+"""The errors ostinato raises, split by whose fault they are.
+
+::
+
+    OstinatoError
+    ├── ClientError                 the caller's fault (HTTP 4xx)
+    │   ├── NotFound                404: no such conversation, turn, ...
+    │   ├── Conflict                409: the request clashes with the current state
+    │   └── InvalidRequest          422: the input is malformed
+    ├── ModelError                  the model provider's fault
+    │   ├── ModelTimeout            a call passed its deadline
+    │   ├── StreamIncomplete        the stream ended without its final event
+    │   ├── RetryableModelError     worth another attempt after a pause
+    │   │   ├── RateLimited         429
+    │   │   ├── Overloaded          Anthropic 529 / ``overloaded_error``
+    │   │   └── ProviderUnavailable 5xx, connection reset
+    │   ├── QuotaExhausted          credit or spend limit reached (not retried)
+    │   ├── AuthenticationFailed    bad key, no permission (not retried)
+    │   └── ContextTooLong          the request is larger than the model's window
+    ├── ToolError                   a tool's fault; becomes a tool_result the model sees
+    │   ├── ToolArgumentsInvalid    arguments failed the tool's schema
+    │   └── ToolTimeout             the tool passed its deadline
+    └── StoreError                  ours: the store could not do what it must
+
+A failing tool never raises out of a turn: the loop turns every ``ToolError`` (and any
+other exception a tool raises) into an error ``tool_result``.
+"""
+
+from __future__ import annotations
+
+
+class OstinatoError(Exception):
+    """Base of every error ostinato raises on purpose."""
+
+    code: str = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ClientError(OstinatoError):
+    """The request is wrong; ``status`` is the HTTP status to answer with."""
+
+    status: int = 400
+    code = "bad_request"
+
+
+class NotFound(ClientError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ClientError):
+    status = 409
+    code = "conflict"
+
+
+class InvalidRequest(ClientError):
+    status = 422
+    code = "invalid_request"
+
+
+class ModelError(OstinatoError):
+    """A model call failed for a reason on the provider's side."""
+
+    code = "model_error"
+    retryable: bool = False
+
+
+class ModelTimeout(ModelError):
+    code = "model_timeout"
+
+
+class StreamIncomplete(ModelError):
+    code = "stream_incomplete"
+
+
+class RetryableModelError(ModelError):
+    """A failure that may pass: retried with backoff, honouring ``retry_after``."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimited(RetryableModelError):
+    code = "rate_limited"
+
+
+class Overloaded(RetryableModelError):
+    code = "overloaded"
+
+
+class ProviderUnavailable(RetryableModelError):
+    code = "provider_unavailable"
+
+
+class QuotaExhausted(ModelError):
+    code = "quota_exhausted"
+
+
+class AuthenticationFailed(ModelError):
+    code = "authentication_failed"
+
+
+class ContextTooLong(ModelError):
+    code = "context_too_long"
+
+
+class ToolError(OstinatoError):
+    """A tool failed; the loop hands ``message`` to the model as an error result."""
+
+    code = "tool_error"
+
+
+class ToolArgumentsInvalid(ToolError):
+    code = "invalid_arguments"
+
+
+class ToolTimeout(ToolError):
+    code = "tool_timeout"
+
+
+class StoreError(OstinatoError):
+    code = "store_error"

@@ -1,0 +1,164 @@
+"""Fold a stream of model events into one assistant message. Pure, no I/O."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ostinato.messages import JSON, Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
+from ostinato.models.base import (
+    ModelEvent,
+    Retrying,
+    Stop,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+
+
+@dataclass(slots=True)
+class _Part:
+    kind: str  # "text" | "thinking" | "tool"
+    text: list[str] = field(default_factory=list)
+    signature: str | None = None
+    provider_data: JSON | None = None
+    tool_id: str = ""
+    tool_name: str = ""
+    tool_input: JSON | None = None
+    complete: bool = False
+    malformed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """One finished model call: the assistant message and what the stream said about it."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage
+    # tool_use ids whose arguments never completed (cut off by the output limit) or did not
+    # parse as a JSON object; these calls are never executed.
+    broken_calls: dict[str, str]
+
+    @property
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return self.message.tool_uses
+
+
+class MessageBuilder:
+    """Accumulates events; ``finish()`` returns the ``ModelReply``."""
+
+    __slots__ = ("_parts", "_order", "stop_reason", "usage")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._parts: dict[tuple[str, int], _Part] = {}
+        self._order: list[_Part] = []
+        self.stop_reason: StopReason | None = None
+        self.usage = Usage()
+
+    def _part(self, kind: str, index: int) -> _Part:
+        key = (kind, index)
+        part = self._parts.get(key)
+        if part is None:
+            part = _Part(kind)
+            self._parts[key] = part
+            self._order.append(part)
+        return part
+
+    def feed(self, event: ModelEvent) -> None:
+        match event:
+            case TextDelta(text=text, index=index, provider_data=pd):
+                part = self._part("text", index)
+                part.text.append(text)
+                if pd is not None:
+                    part.provider_data = pd
+            case ThinkingDelta(text=text, signature=sig, index=index, provider_data=pd):
+                part = self._part("thinking", index)
+                part.text.append(text)
+                if sig is not None:
+                    part.signature = sig
+                if pd is not None:
+                    part.provider_data = pd
+            case ToolCallStart(index=index, id=id_, name=name, provider_data=pd):
+                part = self._part("tool", index)
+                part.tool_id, part.tool_name, part.provider_data = id_, name, pd
+            case ToolCallDelta(index=index, arguments=args):
+                self._part("tool", index).text.append(args)
+            case ToolCallEnd(index=index, input=tool_input):
+                part = self._part("tool", index)
+                part.complete = True
+                if tool_input is not None:
+                    part.tool_input = tool_input
+                else:
+                    part.tool_input, part.malformed = _parse_arguments("".join(part.text))
+            case Usage():
+                self.usage = Usage(
+                    self.usage.input_tokens + event.input_tokens,
+                    self.usage.output_tokens + event.output_tokens,
+                    self.usage.cache_read_tokens + event.cache_read_tokens,
+                    self.usage.cache_write_tokens + event.cache_write_tokens,
+                )
+            case Stop(reason=reason):
+                self.stop_reason = reason
+            case Retrying():
+                self._reset()  # a retried attempt starts the reply afresh
+
+    def finish(self) -> ModelReply:
+        """The reply; call only after a ``Stop`` event."""
+        assert self.stop_reason is not None, "finish() before the Stop event"
+        blocks: list[Block] = []
+        broken: dict[str, str] = {}
+        for part in self._order:
+            if part.kind == "text":
+                text = "".join(part.text)
+                if text:
+                    blocks.append(TextBlock(text, provider_data=part.provider_data))
+            elif part.kind == "thinking":
+                blocks.append(
+                    ThinkingBlock(
+                        "".join(part.text),
+                        signature=part.signature,
+                        provider_data=part.provider_data,
+                    )
+                )
+            else:
+                if not part.complete:
+                    broken[part.tool_id] = (
+                        "this call was cut off by the output limit before its arguments "
+                        "were complete, so it was not run"
+                    )
+                elif part.malformed is not None:
+                    broken[part.tool_id] = part.malformed
+                blocks.append(
+                    ToolUseBlock(
+                        part.tool_id,
+                        part.tool_name,
+                        part.tool_input or {},
+                        provider_data=part.provider_data,
+                    )
+                )
+        stop: StopReason = self.stop_reason
+        if stop == "end_turn" and any(isinstance(b, ToolUseBlock) for b in blocks):
+            stop = "tool_use"
+        return ModelReply(
+            Message(role="assistant", blocks=tuple(blocks)), stop, self.usage, broken
+        )
+
+
+def _parse_arguments(raw: str) -> tuple[JSON, str | None]:
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"the arguments were not valid JSON ({exc.msg} at position {exc.pos})"
+    if not isinstance(value, dict):
+        return {}, "the arguments must be a JSON object"
+    return value, None

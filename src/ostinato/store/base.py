@@ -1,0 +1,195 @@
+"""The store: rows with a per-conversation sequence, the source of truth.
+
+Reads are plain async methods. Every write is a small op dataclass handed to
+``Store.write``; the ops of one ``write`` call commit together or not at all, and the call
+returns what each op produced (the stored ``Message`` for ``AppendMessage``, else None).
+Writing through one method keeps a single insert path for messages (where ``seq`` is
+allocated) and lets an engine batch concurrent writers into one commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, TypeAlias
+
+from ostinato.messages import JSON, Message
+
+ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
+TurnStopReason: TypeAlias = Literal[
+    "end_turn", "paused", "budget_exhausted", "cancelled", "failed", "crashed", "interrupted"
+]
+ToolCallStatus: TypeAlias = Literal[
+    "running", "ok", "error", "timeout", "interrupted", "skipped"
+]
+
+# The state a conversation is left in by each way a turn can end (DESIGN invariant 6).
+STATE_AFTER: dict[str, ConversationState] = {
+    "end_turn": "idle",
+    "paused": "paused",
+    "budget_exhausted": "idle",
+    "cancelled": "idle",
+    "failed": "failed",
+    "crashed": "idle",
+    "interrupted": "idle",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: str
+    state: ConversationState
+    created_at: datetime
+    updated_at: datetime
+    owner: str | None = None
+    persona: str | None = None
+    title: str | None = None
+    metadata: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    id: str
+    conversation_id: str
+    run_id: str
+    status: Literal["running", "finished"]
+    started_at: datetime
+    kind: str = "user"
+    stop_reason: TurnStopReason | None = None
+    finished_at: datetime | None = None
+    metrics: JSON = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    id: str  # the tool_use id
+    conversation_id: str
+    turn_id: str
+    name: str
+    input: JSON
+    status: ToolCallStatus
+    started_at: datetime
+    finished_at: datetime | None = None
+    duration_s: float | None = None
+    result: str | None = None
+    is_error: bool = False
+
+
+# --- write ops -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreateConversation:
+    conversation: Conversation
+
+
+@dataclass(frozen=True, slots=True)
+class SetConversationState:
+    conversation_id: str
+    state: ConversationState
+
+
+@dataclass(frozen=True, slots=True)
+class StartTurn:
+    turn: Turn
+
+
+@dataclass(frozen=True, slots=True)
+class FinishTurn:
+    """Ends a turn and moves its conversation to the state that ending implies."""
+
+    turn_id: str
+    conversation_id: str
+    stop_reason: TurnStopReason
+    finished_at: datetime
+    metrics: JSON = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendMessage:
+    """Insert one message; the store allocates its ``seq``, ``id`` and ``created_at``."""
+
+    conversation_id: str
+    message: Message
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StartToolCall:
+    record: ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class FinishToolCall:
+    tool_call_id: str
+    status: ToolCallStatus
+    result: str
+    is_error: bool
+    finished_at: datetime
+    duration_s: float
+
+
+WriteOp: TypeAlias = (
+    CreateConversation
+    | SetConversationState
+    | StartTurn
+    | FinishTurn
+    | AppendMessage
+    | StartToolCall
+    | FinishToolCall
+)
+
+
+class Store(Protocol):
+    """What the loop, the turn manager and the server need from storage."""
+
+    async def write(self, *ops: WriteOp) -> list[Any]:
+        """Commit ``ops`` atomically; one result per op (a ``Message`` for appends)."""
+        ...
+
+    async def get_conversation(self, conversation_id: str) -> Conversation | None: ...
+
+    async def list_conversations(
+        self, *, owner: str | None = None, limit: int = 50, before: str | None = None
+    ) -> list[Conversation]:
+        """Newest first; ``before`` is the id of the last conversation of the previous page."""
+        ...
+
+    async def list_messages(
+        self,
+        conversation_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        include_hidden: bool = True,
+    ) -> list[Message]:
+        """Rows in seq order, after ``after_seq``."""
+        ...
+
+    async def get_turn(self, turn_id: str) -> Turn | None: ...
+
+    async def list_turns(self, conversation_id: str) -> list[Turn]: ...
+
+    async def running_turns(self) -> list[Turn]: ...
+
+    async def list_tool_calls(
+        self, conversation_id: str, *, turn_id: str | None = None
+    ) -> list[ToolCallRecord]: ...
+
+    async def close(self) -> None: ...
+
+
+async def append(
+    store: Store, conversation_id: str, message: Message, turn_id: str | None = None
+) -> Message:
+    """Append one message and return it as stored."""
+    (stored,) = await store.write(AppendMessage(conversation_id, message, turn_id))
+    assert isinstance(stored, Message)
+    return stored
+

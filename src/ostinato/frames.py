@@ -127,4 +127,3 @@ FRAME_TYPES: tuple[str, ...] = (
     "turn.finished",
     "error",
 )
-

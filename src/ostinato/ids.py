@@ -7,7 +7,7 @@ import time
 
 
 def new_id() -> str:
-    """A 26-character id: 10 hex digits of milliseconds, then 16 random hex digits.
+    """A 27-character id: 11 hex digits of milliseconds, then 16 random hex digits.
 
     Ids made later sort later (to the millisecond), which keyset pagination relies on.
     """

@@ -139,7 +139,12 @@ def block_to_json(block: Block) -> JSON:
             body: str | list[JSON] = (
                 content if isinstance(content, str) else [block_to_json(p) for p in content]
             )
-            return {"type": "tool_result", "tool_use_id": tid, "content": body, "is_error": is_error}
+            return {
+                "type": "tool_result",
+                "tool_use_id": tid,
+                "content": body,
+                "is_error": is_error,
+            }
         case ImageBlock(media_type=mt, data=data, url=url):
             return _drop_none({"type": "image", "media_type": mt, "data": data, "url": url})
         case FileBlock(media_type=mt, data=data, url=url, name=name):
@@ -191,14 +196,18 @@ def block_from_json(raw: Any) -> Block:
             _str(raw, "tool_use_id"), parsed, is_error=bool(raw.get("is_error", False))
         )
     if kind in ("image", "file"):
-        media_type = _str(raw, "media_type")
-        data, url = _opt_str(raw, "data"), _opt_str(raw, "url")
-        if (data is None) == (url is None):
-            raise ValueError(f"{kind} block needs exactly one of 'data' or 'url'")
-        if kind == "image":
-            return ImageBlock(media_type, data=data, url=url)
-        return FileBlock(media_type, data=data, url=url, name=_opt_str(raw, "name"))
+        return _media_block(raw)
     raise ValueError(f"unknown block type {kind!r}")
+
+
+def _media_block(raw: Mapping[str, Any]) -> ImageBlock | FileBlock:
+    media_type = _str(raw, "media_type")
+    data, url = _opt_str(raw, "data"), _opt_str(raw, "url")
+    if (data is None) == (url is None):
+        raise ValueError(f"{raw['type']} block needs exactly one of 'data' or 'url'")
+    if raw["type"] == "image":
+        return ImageBlock(media_type, data=data, url=url)
+    return FileBlock(media_type, data=data, url=url, name=_opt_str(raw, "name"))
 
 
 def blocks_from_json(raw: Any) -> tuple[Block, ...]:

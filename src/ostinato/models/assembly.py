@@ -52,7 +52,7 @@ class ModelReply:
 class MessageBuilder:
     """Accumulates events; ``finish()`` returns the ``ModelReply``."""
 
-    __slots__ = ("_parts", "_order", "stop_reason", "usage")
+    __slots__ = ("_order", "_parts", "stop_reason", "usage")
 
     def __init__(self) -> None:
         self._reset()
@@ -147,9 +147,7 @@ class MessageBuilder:
         stop: StopReason = self.stop_reason
         if stop == "end_turn" and any(isinstance(b, ToolUseBlock) for b in blocks):
             stop = "tool_use"
-        return ModelReply(
-            Message(role="assistant", blocks=tuple(blocks)), stop, self.usage, broken
-        )
+        return ModelReply(Message(role="assistant", blocks=tuple(blocks)), stop, self.usage, broken)
 
 
 def _parse_arguments(raw: str) -> tuple[JSON, str | None]:
@@ -157,7 +155,7 @@ def _parse_arguments(raw: str) -> tuple[JSON, str | None]:
         return {}, None
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return {}, f"the arguments were not valid JSON ({exc.msg} at position {exc.pos})"
     if not isinstance(value, dict):
         return {}, "the arguments must be a JSON object"

@@ -12,7 +12,7 @@ A stream must end with exactly one ``Stop``; a stream that ends without one is a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -103,7 +103,14 @@ class Retrying:
 
 
 ModelEvent: TypeAlias = (
-    TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Usage | Stop | Retrying
+    TextDelta
+    | ThinkingDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | Usage
+    | Stop
+    | Retrying
 )
 
 
@@ -113,5 +120,4 @@ class Model(Protocol):
 
     name: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
-
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]: ...

@@ -19,9 +19,7 @@ ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
     "end_turn", "paused", "budget_exhausted", "cancelled", "failed", "crashed", "interrupted"
 ]
-ToolCallStatus: TypeAlias = Literal[
-    "running", "ok", "error", "timeout", "interrupted", "skipped"
-]
+ToolCallStatus: TypeAlias = Literal["running", "ok", "error", "timeout", "interrupted", "skipped"]
 
 # The state a conversation is left in by each way a turn can end (DESIGN invariant 6).
 STATE_AFTER: dict[str, ConversationState] = {
@@ -192,4 +190,3 @@ async def append(
     (stored,) = await store.write(AppendMessage(conversation_id, message, turn_id))
     assert isinstance(stored, Message)
     return stored
-

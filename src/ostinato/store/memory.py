@@ -46,7 +46,10 @@ class MemoryStore:
                 if cid not in self._conversations and cid not in created:
                     raise NotFound(f"no conversation {cid!r}")
             case StartTurn(turn=turn):
-                if turn.conversation_id not in self._conversations and turn.conversation_id not in created:
+                if (
+                    turn.conversation_id not in self._conversations
+                    and turn.conversation_id not in created
+                ):
                     raise NotFound(f"no conversation {turn.conversation_id!r}")
             case FinishTurn(turn_id=tid):
                 if tid not in self._turns and tid not in started:

@@ -1,1 +1,17 @@
+"""Tools: the registry, Python-function tools and the built-ins."""
 
+from ostinato.tools.base import Category, Risk, Tool, ToolCatalog, ToolContext, ToolRegistry
+from ostinato.tools.builtins import builtin_tools, default_registry
+from ostinato.tools.functions import function_tool
+
+__all__ = [
+    "Category",
+    "Risk",
+    "Tool",
+    "ToolCatalog",
+    "ToolContext",
+    "ToolRegistry",
+    "builtin_tools",
+    "default_registry",
+    "function_tool",
+]

@@ -1,0 +1,96 @@
+"""The bus: frames to every surface watching a conversation (in-process).
+
+Publishing never blocks and costs one dict lookup when nobody watches. Each subscriber
+has its own queue; a subscriber that falls more than ``max_backlog`` frames behind is
+disconnected (its iterator ends with ``BacklogOverflow``) rather than letting memory grow
+without bound; it reconnects and replays the rows it missed from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from ostinato.frames import Frame
+
+
+class BacklogOverflow(Exception):
+    """A subscriber fell too far behind and was dropped."""
+
+
+class Bus(Protocol):
+    def publish(self, conversation_id: str, frame: Frame) -> None: ...
+
+    def subscribe(self, conversation_id: str) -> Subscription: ...
+
+
+class Subscription:
+    """An async iterator of frames; close it (or use ``async with``) when done."""
+
+    def __init__(self, bus: LocalBus, conversation_id: str, max_backlog: int) -> None:
+        self._bus = bus
+        self.conversation_id = conversation_id
+        self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        self._max_backlog = max_backlog
+        self.overflowed = False
+
+    def _put(self, frame: Frame) -> None:
+        if self._queue.qsize() >= self._max_backlog:
+            self.overflowed = True
+            self._queue.put_nowait(None)
+            self.close()
+            return
+        self._queue.put_nowait(frame)
+
+    def __aiter__(self) -> AsyncIterator[Frame]:
+        return self
+
+    async def __anext__(self) -> Frame:
+        frame = await self._queue.get()
+        if frame is None:
+            if self.overflowed:
+                raise BacklogOverflow(f"subscriber on {self.conversation_id} fell behind")
+            raise StopAsyncIteration
+        return frame
+
+    async def get(self, within: float | None = None) -> Frame:
+        """The next frame; raises ``TimeoutError`` after ``within`` seconds."""
+        async with asyncio.timeout(within):
+            return await self.__anext__()
+
+    def close(self) -> None:
+        self._bus._remove(self)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalBus:
+    def __init__(self, *, max_backlog: int = 10_000) -> None:
+        self._subscribers: dict[str, list[Subscription]] = {}
+        self._max_backlog = max_backlog
+
+    def publish(self, conversation_id: str, frame: Frame) -> None:
+        subscribers = self._subscribers.get(conversation_id)
+        if subscribers:
+            for subscription in list(subscribers):
+                subscription._put(frame)
+
+    def subscribe(self, conversation_id: str) -> Subscription:
+        subscription = Subscription(self, conversation_id, self._max_backlog)
+        self._subscribers.setdefault(conversation_id, []).append(subscription)
+        return subscription
+
+    def subscriber_count(self, conversation_id: str) -> int:
+        return len(self._subscribers.get(conversation_id, ()))
+
+    def _remove(self, subscription: Subscription) -> None:
+        subscribers = self._subscribers.get(subscription.conversation_id)
+        if subscribers and subscription in subscribers:
+            subscribers.remove(subscription)
+            if not subscribers:
+                del self._subscribers[subscription.conversation_id]

@@ -1,0 +1,133 @@
+"""The step decision: what happens after a model reply or a round of tools. Pure.
+
+Everything that decides how a turn proceeds lives here, as two functions from
+``(LoopState, outcome)`` to ``(LoopState, NextStep)``; the driver performs the effects.
+``NextStep`` is a closed union, so the driver handles every case with ``match`` and
+``assert_never``.
+
+Rules, in the order they are checked after a model reply:
+
+1. The same non-empty reply text three model calls running ends the turn ``crashed``.
+2. No tool calls: the turn ends, ``end_turn`` (or ``budget_exhausted`` after the
+   wrap-up call).
+3. The same tool with the same arguments three calls running ends the turn ``crashed``.
+4. Tool calls during the wrap-up call are not run; the turn ends ``budget_exhausted``.
+5. Otherwise the tools run (a broken call, cut off or unparseable, gets an error result).
+
+After a round of tools: the second time a tool returns the same error this turn, a
+one-time note asks the model to re-check its inputs or ask the user. When the model-call
+budget is spent, the next call is the wrap-up call, with tools off, so the user always gets
+a sentence.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import TypeAlias
+
+from ostinato.messages import ToolUseBlock
+from ostinato.models.assembly import ModelReply
+from ostinato.store.base import TurnStopReason
+
+REPEAT_LIMIT = 3
+
+NUDGE = (
+    "Note: a tool has now returned the same error twice in this turn. Re-check the "
+    "arguments against the tool's description before calling it again; if it still "
+    "fails, stop and ask the user."
+)
+REPEATED_CALL = (
+    "not run: the same tool was called with the same arguments {n} times running, so "
+    "the turn was stopped"
+)
+REPEATED_TEXT = "not run: the same reply was repeated {n} times running, so the turn was stopped"
+OUT_OF_CALLS = "not run: this turn used all of its model calls"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    max_model_calls: int
+    model_calls: int = 0
+    wrapping_up: bool = False
+    last_call: str = ""
+    call_run: int = 0
+    last_text: str = ""
+    text_run: int = 0
+    errors_seen: frozenset[str] = frozenset()
+    nudged: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What the decision needs to know about one finished tool call."""
+
+    name: str
+    error: str | None = None
+
+
+# --- next steps ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    tools_off: bool = False
+    note: str | None = None  # appended to the tool results before the call
+
+
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    calls: tuple[ToolUseBlock, ...]
+    broken: dict[str, str]  # tool_use id -> why it is not run
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    stop_reason: TurnStopReason
+    unanswered: dict[str, str]  # tool_use id -> the synthetic result it gets
+
+
+NextStep: TypeAlias = CallModel | RunTools | Finish
+
+
+def after_reply(state: LoopState, reply: ModelReply) -> tuple[LoopState, NextStep]:
+    state = replace(state, model_calls=state.model_calls + 1)
+    calls = tuple(reply.tool_uses)
+    text = reply.message.text.strip()
+    if text:
+        run = state.text_run + 1 if text == state.last_text else 1
+        state = replace(state, last_text=text, text_run=run)
+        if run >= REPEAT_LIMIT:
+            return state, Finish("crashed", _refuse(calls, REPEATED_TEXT.format(n=run)))
+    if not calls:
+        return state, Finish("budget_exhausted" if state.wrapping_up else "end_turn", {})
+    for call in calls:
+        signature = call.name + "\x00" + json.dumps(call.input, sort_keys=True)
+        run = state.call_run + 1 if signature == state.last_call else 1
+        state = replace(state, last_call=signature, call_run=run)
+        if run >= REPEAT_LIMIT:
+            return state, Finish("crashed", _refuse(calls, REPEATED_CALL.format(n=run)))
+    if state.wrapping_up:
+        return state, Finish("budget_exhausted", _refuse(calls, OUT_OF_CALLS))
+    return state, RunTools(calls, dict(reply.broken_calls))
+
+
+def after_tools(state: LoopState, outcomes: tuple[ToolOutcome, ...]) -> tuple[LoopState, NextStep]:
+    note = None
+    seen = set(state.errors_seen)
+    for outcome in outcomes:
+        if outcome.error is None:
+            continue
+        key = outcome.name + "\x00" + outcome.error
+        if key in seen and not state.nudged:
+            note = NUDGE
+            state = replace(state, nudged=True)
+        seen.add(key)
+    state = replace(state, errors_seen=frozenset(seen))
+    if state.model_calls >= state.max_model_calls:
+        return replace(state, wrapping_up=True), CallModel(tools_off=True, note=note)
+    return state, CallModel(note=note)
+
+
+def _refuse(calls: tuple[ToolUseBlock, ...], why: str) -> dict[str, str]:
+    return {call.id: why for call in calls}

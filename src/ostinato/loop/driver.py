@@ -1,0 +1,342 @@
+"""The turn driver: performs what ``decision`` decides. The only async part of the loop.
+
+One ``TurnDriver`` runs one turn: it builds each request from the history it was given
+(stored rows) plus the rows this turn commits, calls the model under a deadline, commits
+every row before announcing it, runs tool calls concurrently under their deadlines, and
+always ends by recording a stop reason. It knows no HTTP, no SQL and no provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+from ostinato.agents import AgentConfig
+from ostinato.bus import Bus
+from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
+from ostinato.frames import (
+    ErrorFrame,
+    Frame,
+    MessageCommitted,
+    ModelRetrying,
+    TextDeltaFrame,
+    ThinkingDeltaFrame,
+    ToolStarted,
+    TurnFinished,
+)
+from ostinato.loop.decision import (
+    CallModel,
+    Finish,
+    LoopState,
+    NextStep,
+    RunTools,
+    ToolOutcome,
+    after_reply,
+    after_tools,
+)
+from ostinato.loop.metrics import TurnMetrics
+from ostinato.loop.tools import ToolRun, run_tool
+from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ostinato.models.assembly import MessageBuilder, ModelReply
+from ostinato.models.base import (
+    Model,
+    ModelRequest,
+    Retrying,
+    TextDelta,
+    ThinkingDelta,
+)
+from ostinato.store.base import (
+    STATE_AFTER,
+    AppendMessage,
+    FinishToolCall,
+    FinishTurn,
+    StartToolCall,
+    Store,
+    ToolCallRecord,
+    ToolCallStatus,
+    Turn,
+    TurnStopReason,
+    WriteOp,
+    utcnow,
+)
+from ostinato.tools.base import ToolCatalog
+
+INTERRUPTED = "interrupted: the turn was cancelled before this tool call finished"
+FAILED = "not run: the turn failed before this tool call could run"
+
+
+@dataclass(slots=True)
+class TurnResult:
+    turn_id: str
+    run_id: str
+    stop_reason: TurnStopReason
+    metrics: dict[str, Any]
+    messages: list[Message] = field(default_factory=list)
+    error: str | None = None
+
+
+class TurnDriver:
+    """Runs one turn to its end. ``history`` holds the stored rows, repaired and in order,
+    ending with the row that started the turn."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: Bus,
+        model: Model,
+        catalog: ToolCatalog,
+        settings: AgentConfig,
+        turn: Turn,
+        history: Sequence[Message],
+    ) -> None:
+        self.store, self.bus, self.model = store, bus, model
+        self.catalog, self.settings, self.turn = catalog, settings, turn
+        self.history = list(history)
+        self.seq = history[-1].seq or 0 if history else 0
+        self.metrics = TurnMetrics()
+        self.written: list[Message] = []
+        self.open_calls: dict[str, ToolUseBlock] = {}  # committed tool_use without result
+        self.unfinished: set[str] = set()  # tool-call records still marked running
+
+    # --- the loop --------------------------------------------------------------------
+
+    async def run(self) -> TurnResult:
+        state = LoopState(self.settings.max_model_calls)
+        step: NextStep = CallModel()
+        try:
+            while True:
+                match step:
+                    case CallModel(tools_off=tools_off):
+                        reply = await self._call_model(tools_off)
+                        state, step = after_reply(state, reply)
+                        await self._commit_reply(reply, step)
+                    case RunTools(calls=calls, broken=broken):
+                        runs = await self._run_tools(calls, broken)
+                        state, step = after_tools(
+                            state, tuple(ToolOutcome(r.call.name, r.error) for r in runs)
+                        )
+                        assert isinstance(step, CallModel)
+                        await self._commit_results(runs, step.note)
+                    case Finish(stop_reason=reason, unanswered=unanswered):
+                        await self._answer(unanswered)
+                        return await self._finish(reason)
+                    case _:
+                        assert_never(step)
+        except ModelError as exc:
+            self._emit(
+                ErrorFrame(
+                    run_id=self.turn.run_id, seq=self.seq, code=exc.code, message=exc.message
+                )
+            )
+            await self._answer(dict.fromkeys(self.open_calls, FAILED))
+            return await self._finish("failed", error=f"{exc.code}: {exc.message}")
+        except asyncio.CancelledError:
+            await asyncio.shield(self._teardown_cancelled())
+            raise
+
+    async def _teardown_cancelled(self) -> None:
+        await self._answer(dict.fromkeys(self.open_calls, INTERRUPTED), "interrupted")
+        await self._finish("cancelled")
+
+    # --- effects ---------------------------------------------------------------------
+
+    def _emit(self, frame: Frame) -> None:
+        self.bus.publish(self.turn.conversation_id, frame)
+
+    def _request(self, tools_off: bool) -> ModelRequest:
+        return ModelRequest(
+            system=self.settings.system_prompt,
+            messages=self.history,
+            tools=() if tools_off else self.catalog.definitions,
+            tool_choice="none" if tools_off else "auto",
+            max_tokens=self.settings.max_tokens,
+        )
+
+    async def _call_model(self, tools_off: bool) -> ModelReply:
+        builder = MessageBuilder()
+        run_id = self.turn.run_id
+        try:
+            async with (
+                asyncio.timeout(self.settings.model_timeout),
+                aclosing(self.model.stream(self._request(tools_off))) as events,
+            ):
+                async for event in events:
+                    builder.feed(event)
+                    if type(event) is TextDelta:
+                        self._emit(TextDeltaFrame(run_id=run_id, seq=self.seq, text=event.text))
+                    elif type(event) is ThinkingDelta and event.text:
+                        self._emit(ThinkingDeltaFrame(run_id=run_id, seq=self.seq, text=event.text))
+                    elif type(event) is Retrying:
+                        self._emit(
+                            ModelRetrying(
+                                run_id=run_id,
+                                seq=self.seq,
+                                attempt=event.attempt,
+                                delay_s=event.delay,
+                                error=event.error,
+                            )
+                        )
+        except TimeoutError:
+            raise ModelTimeout(
+                f"the model call passed its {self.settings.model_timeout:g} s deadline"
+            ) from None
+        if builder.stop_reason is None:
+            raise StreamIncomplete("the model's stream ended without its final event")
+        reply = builder.finish()
+        self.metrics.model_call(reply.usage)
+        return reply
+
+    async def _commit(self, messages: Sequence[Message], extra: Sequence[WriteOp] = ()) -> None:
+        """Commit messages (and other ops) together, then announce the rows."""
+        cid, turn_id = self.turn.conversation_id, self.turn.id
+        ops: list[WriteOp] = [AppendMessage(cid, m, turn_id) for m in messages]
+        results = await self.store.write(*ops, *extra)
+        for stored in results[: len(messages)]:
+            self.seq = stored.seq
+            self.history.append(stored)
+            self.written.append(stored)
+            self._emit(MessageCommitted(run_id=self.turn.run_id, seq=stored.seq, message=stored))
+
+    async def _commit_reply(self, reply: ModelReply, step: NextStep) -> None:
+        message = reply.message
+        if isinstance(step, Finish) and not reply.tool_uses:
+            message = Message(
+                role="assistant",
+                blocks=message.blocks,
+                metadata={"metrics": self.metrics.snapshot(), "stop_reason": step.stop_reason},
+            )
+        if not message.blocks:
+            # An empty reply is still a reply: keep the row so the turn has its answer.
+            message = Message(role="assistant", blocks=(TextBlock(""),), metadata=message.metadata)
+        starts: list[WriteOp] = []
+        if isinstance(step, RunTools):
+            now = utcnow()
+            for call in step.calls:
+                if call.id not in step.broken:
+                    starts.append(StartToolCall(self._record(call, now)))
+        await self._commit([message], starts)
+        for call in reply.tool_uses:
+            self.open_calls[call.id] = call
+        self.unfinished.update(op.record.id for op in starts if isinstance(op, StartToolCall))
+        if isinstance(step, RunTools):
+            for call in step.calls:
+                if call.id not in step.broken:
+                    tool = self.catalog.by_name.get(call.name)
+                    self._emit(
+                        ToolStarted(
+                            run_id=self.turn.run_id,
+                            seq=self.seq,
+                            tool_use_id=call.id,
+                            name=call.name,
+                            input=call.input,
+                            category=tool.category if tool else "action",
+                        )
+                    )
+
+    def _record(self, call: ToolUseBlock, now: Any) -> ToolCallRecord:
+        return ToolCallRecord(
+            id=call.id,
+            conversation_id=self.turn.conversation_id,
+            turn_id=self.turn.id,
+            name=call.name,
+            input=call.input,
+            status="running",
+            started_at=now,
+        )
+
+    async def _run_tools(
+        self, calls: tuple[ToolUseBlock, ...], broken: dict[str, str]
+    ) -> list[ToolRun]:
+        """Run the calls concurrently; results come back in call order.
+
+        Each finish is written as it happens; the last one rides along with the results
+        message, since both happen at that moment.
+        """
+        runs: dict[str, ToolRun] = {}
+        tasks: set[asyncio.Task[ToolRun]] = set()
+        for call in calls:
+            if call.id in broken:
+                runs[call.id] = ToolRun(call, broken[call.id], 0.0, broken[call.id], "skipped")
+            else:
+                tasks.add(asyncio.ensure_future(run_tool(call, self.catalog, self.turn)))
+        pending = tasks
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    run = task.result()
+                    runs[run.call.id] = run
+                    self.metrics.tool_call(run.call.name)
+                    if pending:
+                        await self.store.write(self._finish_op(run))
+                        run.recorded = True
+                        self.unfinished.discard(run.call.id)
+                        self._emit(run.finished_frame(self.turn.run_id, self.seq))
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        return [runs[call.id] for call in calls]
+
+    @staticmethod
+    def _finish_op(run: ToolRun) -> FinishToolCall:
+        return FinishToolCall(
+            run.call.id, run.status, run.content, run.error is not None, utcnow(), run.duration_s
+        )
+
+    async def _commit_results(self, runs: list[ToolRun], note: str | None) -> None:
+        blocks: list[Block] = [
+            ToolResultBlock(r.call.id, r.content, is_error=r.error is not None) for r in runs
+        ]
+        if note:
+            blocks.append(TextBlock(note))
+        unrecorded = [r for r in runs if r.status != "skipped" and not r.recorded]
+        await self._commit(
+            [Message(role="tool", blocks=tuple(blocks))], [self._finish_op(r) for r in unrecorded]
+        )
+        for run in runs:
+            self.open_calls.pop(run.call.id, None)
+            self.unfinished.discard(run.call.id)
+        for run in unrecorded:
+            self._emit(run.finished_frame(self.turn.run_id, self.seq))
+
+    async def _answer(self, unanswered: dict[str, str], status: ToolCallStatus = "skipped") -> None:
+        """Give every still-open tool call a synthetic result, so the history stays valid
+        for every provider, and close the tool-call records still marked running."""
+        pending = {i: why for i, why in unanswered.items() if i in self.open_calls}
+        if not pending:
+            return
+        now = utcnow()
+        closes = [
+            FinishToolCall(i, status, why, True, now, 0.0)
+            for i, why in pending.items()
+            if i in self.unfinished
+        ]
+        blocks = tuple(ToolResultBlock(i, why, is_error=True) for i, why in pending.items())
+        await self._commit([Message(role="tool", blocks=blocks)], closes)
+        for tool_use_id in pending:
+            self.open_calls.pop(tool_use_id, None)
+            self.unfinished.discard(tool_use_id)
+
+    async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
+        metrics = self.metrics.snapshot()
+        await self.store.write(
+            FinishTurn(self.turn.id, self.turn.conversation_id, reason, utcnow(), metrics, error)
+        )
+        self._emit(
+            TurnFinished(
+                run_id=self.turn.run_id,
+                seq=self.seq,
+                turn_id=self.turn.id,
+                stop_reason=reason,
+                state=STATE_AFTER[reason],
+                metrics=metrics,
+                error=error,
+            )
+        )
+        return TurnResult(self.turn.id, self.turn.run_id, reason, metrics, self.written, error)

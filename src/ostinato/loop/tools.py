@@ -1,0 +1,65 @@
+"""Running one tool call: look it up, validate, run under its deadline. Never raises
+(except on cancellation): every failure becomes an error result the model sees."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from ostinato.errors import ToolError
+from ostinato.frames import ToolFinished
+from ostinato.messages import ToolUseBlock, tool_result_content
+from ostinato.store.base import ToolCallStatus, Turn
+from ostinato.tools.base import ToolCatalog, ToolContext
+
+
+@dataclass(slots=True)
+class ToolRun:
+    call: ToolUseBlock
+    content: str
+    duration_s: float
+    error: str | None = None
+    status: ToolCallStatus = "ok"
+    recorded: bool = False  # its finish has been written to the store
+
+    def finished_frame(self, run_id: str, seq: int) -> ToolFinished:
+        return ToolFinished(
+            run_id=run_id,
+            seq=seq,
+            tool_use_id=self.call.id,
+            name=self.call.name,
+            status=self.status,
+            duration_s=round(self.duration_s, 6),
+            result=self.content if len(self.content) <= 2000 else self.content[:2000] + "…",
+        )
+
+
+async def run_tool(call: ToolUseBlock, catalog: ToolCatalog, turn: Turn) -> ToolRun:
+    started = time.perf_counter()
+
+    def failed(message: str, status: ToolCallStatus = "error") -> ToolRun:
+        return ToolRun(call, message, time.perf_counter() - started, message, status)
+
+    found = catalog.lookup(call.name)
+    if isinstance(found, str):
+        return failed(found)
+    tool = found
+    try:
+        arguments = tool.validate(call.input)
+    except ToolError as exc:
+        return failed(exc.message)
+    context = ToolContext(turn.conversation_id, turn.id, turn.run_id, call.id)
+    deadline = asyncio.timeout(tool.timeout)
+    try:
+        async with deadline:
+            value = await tool.run(arguments, context)
+    except TimeoutError as exc:
+        if not deadline.expired():
+            return failed(f"the tool {tool.name!r} failed: TimeoutError: {exc}")
+        return failed(f"the tool {tool.name!r} passed its {tool.timeout:g} s deadline", "timeout")
+    except ToolError as exc:
+        return failed(exc.message)
+    except Exception as exc:  # a tool never crashes the turn
+        return failed(f"the tool {tool.name!r} failed: {type(exc).__name__}: {exc}")
+    return ToolRun(call, tool_result_content(value), time.perf_counter() - started)

@@ -1,0 +1,133 @@
+"""Tools from Python functions: the schema comes from type hints and the docstring.
+
+The arguments are validated by a pydantic model built from the signature (the idea, like
+the docstring handling, follows pydantic-ai's function tools), so a call with a wrong
+type never reaches the function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, get_type_hints
+
+import pydantic
+
+from ostinato.errors import ToolArgumentsInvalid
+from ostinato.messages import JSON
+from ostinato.tools.base import Category, Risk, Tool, ToolContext
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and per-argument texts."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    current: str | None = None
+    in_args = False
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args = True
+            continue
+        if in_args:
+            if line and not line[0].isspace() and line.rstrip().endswith(":"):
+                in_args = False  # the next section (Returns:, Raises:) begins
+                continue
+            match = _ARG_LINE.match(line)
+            if match and (not line.startswith("        ") or current is None):
+                current = match.group(1).lstrip("*")
+                params[current] = match.group(3).strip()
+            elif current is not None and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+            continue
+        description.append(line)
+    return "\n".join(description).strip(), params
+
+
+def function_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    category: Category = "action",
+    risk: Risk = "safe",
+    idempotent: bool = True,
+    timeout: float = 30.0,
+    available: Callable[[], bool] | None = None,
+) -> Tool:
+    """Make a ``Tool`` of a sync or async function.
+
+    A parameter annotated ``ToolContext`` receives the running tool's context and is left
+    out of the schema. Sync functions run in a worker thread so they never block the loop.
+    """
+    hints = get_type_hints(fn)
+    summary, arg_docs = parse_docstring(fn.__doc__)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for pname, param in inspect.signature(fn).parameters.items():
+        annotation = hints.get(pname, Any)
+        if annotation is ToolContext:
+            context_param = pname
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {fn.__name__!r}: *args and **kwargs are not supported")
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (
+            annotation,
+            pydantic.Field(default, description=arg_docs.get(pname)),
+        )
+    model = pydantic.create_model(
+        f"{fn.__name__}_arguments",
+        __config__=pydantic.ConfigDict(extra="forbid"),
+        **fields,
+    )
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+    def validate(arguments: JSON) -> JSON:
+        try:
+            parsed = model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            raise ToolArgumentsInvalid(_explain(exc)) from None
+        return {k: getattr(parsed, k) for k in fields}
+
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def run(arguments: JSON, context: ToolContext) -> Any:
+        kwargs = dict(arguments)
+        if context_param is not None:
+            kwargs[context_param] = context
+        if is_async:
+            return await fn(**kwargs)
+        return await asyncio.to_thread(functools.partial(fn, **kwargs))
+
+    return Tool(
+        name=name or fn.__name__,
+        description=description or summary or fn.__name__,
+        parameters=schema,
+        run=run,
+        validate=validate,
+        category=category,
+        risk=risk,
+        idempotent=idempotent,
+        timeout=timeout,
+        available=available,
+    )
+
+
+def _explain(exc: pydantic.ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        problems.append(f"{where}: {error['msg']}")
+    return "invalid arguments: " + "; ".join(problems)

@@ -1,0 +1,314 @@
+"""OpenAI Chat Completions adapter (official ``openai`` SDK, streaming).
+
+The same adapter serves every OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio,
+OpenRouter, Groq, DeepSeek, Mistral, Together, xAI); ``ostinato.models.choice`` holds
+their presets.
+
+Canonical -> wire (``encode_messages``): an assistant message's tool_use blocks become its
+``tool_calls``; a canonical ``tool`` message becomes one ``tool`` message per result, in
+the order of the calls they answer, and any text or images it carries (tool messages take
+text only) follow in one ``user`` message. Thinking is not sent back: most compatible
+servers reject or ignore it.
+
+Wire -> canonical (``ChunkDecoder``): content and the compatible servers' reasoning fields
+(``reasoning_content``, ``reasoning``) become text and thinking deltas; tool call deltas are
+grouped by their index. A stream without a ``finish_reason`` is incomplete. When the output
+limit cuts the last tool call short, that call gets no ``ToolCallEnd`` and is never run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from typing import Any
+
+import openai
+
+from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
+from ostinato.messages import (
+    JSON,
+    Block,
+    FileBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+)
+from ostinato.models.base import (
+    ModelEvent,
+    ModelRequest,
+    Stop,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+from ostinato.models.retry import (
+    DEFAULT_RETRY_POLICY,
+    RetryPolicy,
+    classify_failure,
+    connection_failure,
+    retry_after_seconds,
+    with_retries,
+)
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "end_turn",
+}
+_TOOL_INDEX_BASE = 1  # tool calls are indexed after the text block (index 0)
+
+
+class OpenAIChatModel:
+    """A model behind a Chat Completions endpoint (OpenAI or a compatible server)."""
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        client: openai.AsyncOpenAI,
+        *,
+        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+        max_tokens_field: str = "max_completion_tokens",
+        include_usage: bool = True,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self._client = client
+        self._retry = retry
+        self._max_tokens_field = max_tokens_field
+        self._include_usage = include_usage
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.name!r})"
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        params = self.encode_request(request)
+        return with_retries(lambda: self._attempt(params), self._retry)
+
+    def encode_request(self, request: ModelRequest) -> JSON:
+        params: JSON = {"model": self.model, "messages": encode_messages(request)}
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+            params["tool_choice"] = request.tool_choice
+        if request.max_tokens is not None:
+            params[self._max_tokens_field] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self._include_usage:
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    async def _attempt(self, params: JSON) -> AsyncIterator[ModelEvent]:
+        try:
+            stream = await self._client.chat.completions.create(**params, stream=True)
+        except openai.APIError as exc:
+            raise openai_failure(exc) from exc
+        decoder = ChunkDecoder()
+        try:
+            async for chunk in stream:
+                for event in decoder.feed(chunk):
+                    yield event
+        except openai.APIError as exc:
+            raise openai_failure(exc) from exc
+        finally:
+            await stream.close()  # on cancellation too: the server stops generating
+        for event in decoder.finish():
+            yield event
+
+
+def openai_failure(exc: openai.APIError) -> ModelError:
+    """The typed error for an ``openai`` SDK exception (also used by the Responses adapter)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelTimeout(f"openai: {exc.message}")
+    if isinstance(exc, openai.APIConnectionError):
+        return connection_failure("openai", exc)
+    body = exc.body if isinstance(exc.body, dict) else {}
+    message = str(body.get("message") or exc.message)
+    kind = exc.code or exc.type
+    if isinstance(exc, openai.APIStatusError):
+        return classify_failure(
+            provider="openai",
+            status=exc.status_code,
+            kind=kind,
+            message=message,
+            retry_after=retry_after_seconds(exc.response.headers),
+        )
+    # an error object inside the stream: classified by its code alone
+    return classify_failure(provider="openai", status=None, kind=kind, message=message)
+
+
+# --- canonical -> wire -------------------------------------------------------------------
+
+
+def encode_messages(request: ModelRequest) -> list[JSON]:
+    out: list[JSON] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    call_order: dict[str, int] = {}
+    for message in request.messages:
+        if message.role == "assistant":
+            out.append(_encode_assistant(message))
+            call_order = {u.id: i for i, u in enumerate(message.tool_uses)}
+        elif message.role == "tool":
+            out.extend(_encode_tool_message(message, call_order))
+        elif message.role == "system":
+            out.append({"role": "system", "content": message.text})
+        else:
+            parts = _encode_parts(message.blocks)
+            if parts:
+                out.append({"role": "user", "content": _compact(parts)})
+    return out
+
+
+def _encode_assistant(message: Message) -> JSON:
+    text = message.text
+    wire: JSON = {"role": "assistant", "content": text or None}
+    if message.tool_uses:
+        wire["tool_calls"] = [
+            {
+                "id": use.id,
+                "type": "function",
+                "function": {"name": use.name, "arguments": json.dumps(use.input)},
+            }
+            for use in message.tool_uses
+        ]
+    elif not text:
+        wire["content"] = ""
+    return wire
+
+
+def _encode_tool_message(message: Message, call_order: dict[str, int]) -> list[JSON]:
+    results = sorted(message.tool_results, key=lambda r: call_order.get(r.tool_use_id, 1 << 30))
+    out: list[JSON] = []
+    extra: list[Block] = []
+    for result in results:
+        text = result.text
+        if result.is_error and not text.startswith("Error"):
+            text = f"Error: {text}"
+        out.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": text})
+        if not isinstance(result.content, str):
+            extra += [p for p in result.content if isinstance(p, ImageBlock)]
+    extra += [b for b in message.blocks if not isinstance(b, ToolResultBlock)]
+    parts = _encode_parts(extra)
+    if parts:
+        out.append({"role": "user", "content": _compact(parts)})
+    return out
+
+
+def _encode_parts(blocks: Iterable[Block]) -> list[JSON]:
+    parts: list[JSON] = []
+    for block in blocks:
+        match block:
+            case TextBlock(text=text) if text:
+                parts.append({"type": "text", "text": text})
+            case ImageBlock(media_type=mt, data=data, url=url):
+                parts.append({"type": "image_url", "image_url": {"url": _data_url(mt, data, url)}})
+            case FileBlock(media_type=mt, data=data, url=url, name=name) if data is not None:
+                file: JSON = {"file_data": _data_url(mt, data, url)}
+                if name:
+                    file["filename"] = name
+                parts.append({"type": "file", "file": file})
+            case FileBlock(url=url, name=name):
+                parts.append({"type": "text", "text": f"[file {name or ''} at {url}]"})
+    return parts
+
+
+def _compact(parts: list[JSON]) -> str | list[JSON]:
+    """Plain text as a string (what every compatible server accepts), else content parts."""
+    if all(p["type"] == "text" for p in parts):
+        return "\n\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _data_url(media_type: str, data: str | None, url: str | None) -> str:
+    return f"data:{media_type};base64,{data}" if data is not None else str(url)
+
+
+# --- wire -> canonical -------------------------------------------------------------------
+
+
+class ChunkDecoder:
+    """Folds ``ChatCompletionChunk`` objects into model events. Pure: no I/O."""
+
+    def __init__(self) -> None:
+        self._arguments: dict[int, list[str]] = {}  # event index -> argument pieces
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+
+    def feed(self, chunk: Any) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            details = getattr(usage, "prompt_tokens_details", None)
+            self._usage = Usage(
+                input_tokens=usage.prompt_tokens or 0,
+                output_tokens=usage.completion_tokens or 0,
+                cache_read_tokens=getattr(details, "cached_tokens", None) or 0,
+            )
+        for choice in getattr(chunk, "choices", None) or ():
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                out += self._delta(delta)
+            if choice.finish_reason:
+                self._finish = choice.finish_reason
+        return out
+
+    def _delta(self, delta: Any) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        if isinstance(reasoning, str) and reasoning:
+            out.append(ThinkingDelta(reasoning, index=0))
+        if delta.content:
+            out.append(TextDelta(delta.content, index=0))
+        for position, call in enumerate(delta.tool_calls or ()):
+            index = _TOOL_INDEX_BASE + (call.index if call.index is not None else position)
+            function = call.function
+            if index not in self._arguments:
+                self._arguments[index] = []
+                call_id = call.id or f"call_{index}"
+                out.append(ToolCallStart(index, call_id, (function and function.name) or ""))
+            if function is not None and function.arguments:
+                self._arguments[index].append(function.arguments)
+                out.append(ToolCallDelta(index, function.arguments))
+        return out
+
+    def finish(self) -> list[ModelEvent]:
+        if self._finish is None:
+            raise StreamIncomplete("openai: the stream ended without a finish_reason")
+        stop = _STOP_REASONS.get(self._finish, "end_turn")
+        out: list[ModelEvent] = []
+        last = max(self._arguments, default=None)
+        for index, pieces in self._arguments.items():
+            cut_off = stop == "max_tokens" and index == last
+            if not cut_off or _is_json_object("".join(pieces)):
+                out.append(ToolCallEnd(index))
+        if self._usage is not None:
+            out.append(self._usage)
+        out.append(Stop(stop))
+        return out
+
+
+def _is_json_object(raw: str) -> bool:
+    try:
+        return isinstance(json.loads(raw), dict)
+    except ValueError:
+        return False

@@ -150,7 +150,7 @@ class TurnDriver:
     def _request(self, tools_off: bool) -> ModelRequest:
         return ModelRequest(
             system=self.settings.system_prompt,
-            messages=self.history,
+            messages=tuple(self.history),
             tools=() if tools_off else self.catalog.definitions,
             tool_choice="none" if tools_off else "auto",
             max_tokens=self.settings.max_tokens,

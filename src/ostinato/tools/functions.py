@@ -20,35 +20,39 @@ from ostinato.errors import ToolArgumentsInvalid
 from ostinato.messages import JSON
 from ostinato.tools.base import Category, Risk, Tool, ToolContext
 
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
-_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Returns?|Raises|Yields|Examples?|Notes?|Attributes):\s*$"
+)
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a Google-style docstring into its description and per-argument texts."""
     if not doc:
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
     description: list[str] = []
     params: dict[str, str] = {}
+    section: str | None = None
     current: str | None = None
-    in_args = False
-    for line in lines:
-        if _ARGS_HEADER.match(line):
-            in_args = True
+    base_indent: int | None = None
+    for line in inspect.cleandoc(doc).splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section, current, base_indent = header.group(1), None, None
             continue
-        if in_args:
-            if line and not line[0].isspace() and line.rstrip().endswith(":"):
-                in_args = False  # the next section (Returns:, Raises:) begins
-                continue
-            match = _ARG_LINE.match(line)
-            if match and (not line.startswith("        ") or current is None):
-                current = match.group(1).lstrip("*")
-                params[current] = match.group(3).strip()
-            elif current is not None and line.strip():
-                params[current] = f"{params[current]} {line.strip()}".strip()
+        if section is None:
+            description.append(line)
             continue
-        description.append(line)
+        if section not in ("Args", "Arguments", "Parameters") or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        match = _ARG_LINE.match(line.strip())
+        if match and (base_indent is None or indent <= base_indent):
+            base_indent = indent
+            current = match.group(1).lstrip("*")
+            params[current] = match.group(3).strip()
+        elif current is not None:
+            params[current] = f"{params[current]} {line.strip()}".strip()
     return "\n".join(description).strip(), params
 
 

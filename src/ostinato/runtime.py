@@ -13,7 +13,6 @@ from ostinato.errors import InvalidRequest, NotFound
 from ostinato.frames import Frame, MessageCommitted, TurnFinished, TurnStarted
 from ostinato.ids import new_id
 from ostinato.loop.driver import TurnDriver, TurnResult
-from ostinato.loop.history import repair
 from ostinato.messages import JSON, Message, TextBlock, ToolResultBlock
 from ostinato.models.base import Model
 from ostinato.store.base import (
@@ -147,7 +146,7 @@ class Runtime:
                 catalog=self.tools.catalog(self.agent.tools),
                 settings=self.agent,
                 turn=turn,
-                history=[*repair(history), stored],
+                history=[*history, stored],
             )
             task = asyncio.create_task(self._drive(driver), name=f"turn-{turn.id}")
         except BaseException:
@@ -207,7 +206,9 @@ class Runtime:
                 ops.append(AppendMessage(turn.conversation_id, Message("tool", blocks), turn.id))
             for record in await self.store.list_tool_calls(turn.conversation_id, turn_id=turn.id):
                 if record.status == "running":
-                    ops.append(FinishToolCall(record.id, "interrupted", RECOVERED, True, now, 0.0))
+                    ops.append(
+                        FinishToolCall(turn.id, record.id, "interrupted", RECOVERED, True, now, 0.0)
+                    )
             ops.append(FinishTurn(turn.id, turn.conversation_id, "interrupted", now))
             await self.store.write(*ops)
             recovered.append(turn.id)

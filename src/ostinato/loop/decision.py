@@ -91,39 +91,49 @@ NextStep: TypeAlias = CallModel | RunTools | Finish
 
 
 def after_reply(state: LoopState, reply: ModelReply) -> tuple[LoopState, NextStep]:
-    state = replace(state, model_calls=state.model_calls + 1)
     calls = tuple(reply.tool_uses)
+    last_text, text_run = state.last_text, state.text_run
     text = reply.message.text.strip()
     if text:
-        run = state.text_run + 1 if text == state.last_text else 1
-        state = replace(state, last_text=text, text_run=run)
-        if run >= REPEAT_LIMIT:
-            return state, Finish("crashed", _refuse(calls, REPEATED_TEXT.format(n=run)))
-    if not calls:
-        return state, Finish("budget_exhausted" if state.wrapping_up else "end_turn", {})
+        text_run = text_run + 1 if text == last_text else 1
+        last_text = text
+    last_call, call_run = state.last_call, state.call_run
+    repeated = 0
     for call in calls:
         signature = call.name + "\x00" + json.dumps(call.input, sort_keys=True)
-        run = state.call_run + 1 if signature == state.last_call else 1
-        state = replace(state, last_call=signature, call_run=run)
-        if run >= REPEAT_LIMIT:
-            return state, Finish("crashed", _refuse(calls, REPEATED_CALL.format(n=run)))
+        call_run = call_run + 1 if signature == last_call else 1
+        last_call = signature
+        repeated = max(repeated, call_run)
+    state = replace(
+        state,
+        model_calls=state.model_calls + 1,
+        last_text=last_text,
+        text_run=text_run,
+        last_call=last_call,
+        call_run=call_run,
+    )
+    if text and text_run >= REPEAT_LIMIT:
+        return state, Finish("crashed", _refuse(calls, REPEATED_TEXT.format(n=text_run)))
+    if not calls:
+        return state, Finish("budget_exhausted" if state.wrapping_up else "end_turn", {})
+    if repeated >= REPEAT_LIMIT:
+        return state, Finish("crashed", _refuse(calls, REPEATED_CALL.format(n=repeated)))
     if state.wrapping_up:
         return state, Finish("budget_exhausted", _refuse(calls, OUT_OF_CALLS))
     return state, RunTools(calls, dict(reply.broken_calls))
 
 
 def after_tools(state: LoopState, outcomes: tuple[ToolOutcome, ...]) -> tuple[LoopState, NextStep]:
+    errors = [o.name + "\x00" + o.error for o in outcomes if o.error is not None]
     note = None
-    seen = set(state.errors_seen)
-    for outcome in outcomes:
-        if outcome.error is None:
-            continue
-        key = outcome.name + "\x00" + outcome.error
-        if key in seen and not state.nudged:
-            note = NUDGE
-            state = replace(state, nudged=True)
-        seen.add(key)
-    state = replace(state, errors_seen=frozenset(seen))
+    if errors:
+        seen = set(state.errors_seen)
+        nudge = False
+        for key in errors:
+            nudge = nudge or key in seen
+            seen.add(key)
+        note = NUDGE if nudge and not state.nudged else None
+        state = replace(state, errors_seen=frozenset(seen), nudged=state.nudged or nudge)
     if state.model_calls >= state.max_model_calls:
         return replace(state, wrapping_up=True), CallModel(tools_off=True, note=note)
     return state, CallModel(note=note)

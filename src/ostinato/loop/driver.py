@@ -37,6 +37,7 @@ from ostinato.loop.decision import (
     after_reply,
     after_tools,
 )
+from ostinato.loop.history import repair, unique_tool_ids
 from ostinato.loop.metrics import TurnMetrics
 from ostinato.loop.tools import ToolRun, run_tool
 from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -79,8 +80,8 @@ class TurnResult:
 
 
 class TurnDriver:
-    """Runs one turn to its end. ``history`` holds the stored rows, repaired and in order,
-    ending with the row that started the turn."""
+    """Runs one turn to its end. ``history`` holds the stored rows in order, ending with
+    the row that started the turn; it is repaired (``loop.history.repair``) if needed."""
 
     def __init__(
         self,
@@ -95,7 +96,7 @@ class TurnDriver:
     ) -> None:
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
-        self.history = list(history)
+        self.history, self.tool_ids = repair(history)
         self.seq = history[-1].seq or 0 if history else 0
         self.metrics = TurnMetrics()
         self.written: list[Message] = []
@@ -186,7 +187,7 @@ class TurnDriver:
             ) from None
         if builder.stop_reason is None:
             raise StreamIncomplete("the model's stream ended without its final event")
-        reply = builder.finish()
+        reply = unique_tool_ids(builder.finish(), self.tool_ids)
         self.metrics.model_call(reply.usage)
         return reply
 
@@ -256,6 +257,10 @@ class TurnDriver:
         Each finish is written as it happens; the last one rides along with the results
         message, since both happen at that moment.
         """
+        if len(calls) == 1 and not broken:  # the common case: no task to spawn
+            run = await run_tool(calls[0], self.catalog, self.turn)
+            self.metrics.tool_call(run.call.name)
+            return [run]
         runs: dict[str, ToolRun] = {}
         tasks: set[asyncio.Task[ToolRun]] = set()
         for call in calls:
@@ -283,10 +288,15 @@ class TurnDriver:
                 await asyncio.gather(*pending, return_exceptions=True)
         return [runs[call.id] for call in calls]
 
-    @staticmethod
-    def _finish_op(run: ToolRun) -> FinishToolCall:
+    def _finish_op(self, run: ToolRun) -> FinishToolCall:
         return FinishToolCall(
-            run.call.id, run.status, run.content, run.error is not None, utcnow(), run.duration_s
+            self.turn.id,
+            run.call.id,
+            run.status,
+            run.content,
+            run.error is not None,
+            utcnow(),
+            run.duration_s,
         )
 
     async def _commit_results(self, runs: list[ToolRun], note: str | None) -> None:
@@ -313,7 +323,7 @@ class TurnDriver:
             return
         now = utcnow()
         closes = [
-            FinishToolCall(i, status, why, True, now, 0.0)
+            FinishToolCall(self.turn.id, i, status, why, True, now, 0.0)
             for i, why in pending.items()
             if i in self.unfinished
         ]

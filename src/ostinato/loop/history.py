@@ -8,18 +8,35 @@ drops tool_results whose tool_use is not in the history.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Sequence
 
-from ostinato.messages import Message, ToolResultBlock
+from ostinato.messages import Block, Message, ToolResultBlock, ToolUseBlock
+from ostinato.models.assembly import ModelReply
 
 MISSING_RESULT = "no result was recorded for this tool call (it was interrupted)"
 
 
-def repair(messages: Sequence[Message]) -> list[Message]:
-    uses = {u.id for m in messages for u in m.tool_uses}
-    answered = {r.tool_use_id for m in messages for r in m.tool_results}
+def tool_ids(messages: Sequence[Message]) -> tuple[set[str], set[str]]:
+    """The ids of every tool_use, and of every tool_result, in ``messages`` (one pass)."""
+    uses: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        if message.role == "assistant" or message.role == "tool":
+            for block in message.blocks:
+                if type(block) is ToolUseBlock:
+                    uses.add(block.id)
+                elif type(block) is ToolResultBlock:
+                    answered.add(block.tool_use_id)
+    return uses, answered
+
+
+def repair(messages: Sequence[Message]) -> tuple[list[Message], set[str]]:
+    """The history made valid, and the ids of every tool_use in it."""
+    uses, answered = tool_ids(messages)
     if uses == answered:
-        return list(messages)
+        return list(messages), uses
     out: list[Message] = []
     for message in messages:
         if message.tool_results and not {r.tool_use_id for r in message.tool_results} <= uses:
@@ -40,4 +57,30 @@ def repair(messages: Sequence[Message]) -> list[Message]:
                     tuple(ToolResultBlock(u.id, MISSING_RESULT, is_error=True) for u in missing),
                 )
             )
-    return out
+    return out, uses
+
+
+def unique_tool_ids(reply: ModelReply, seen: set[str]) -> ModelReply:
+    """Give every tool_use of ``reply`` an id not in ``seen`` (and add them to it).
+
+    Some servers number tool calls from zero in every response, or leave the id empty;
+    a repeated id would make results ambiguous, so it gets a fresh suffix. Unique ids
+    are kept as the provider gave them.
+    """
+    renamed: dict[str, str] = {}
+    blocks: list[Block] = []
+    for block in reply.message.blocks:
+        if isinstance(block, ToolUseBlock):
+            new = block.id
+            while not new or new in seen:
+                new = f"{block.id or 'call'}_{os.urandom(4).hex()}"
+            seen.add(new)
+            if new != block.id:
+                renamed[block.id] = new
+                block = dataclasses.replace(block, id=new)
+        blocks.append(block)
+    if not renamed:
+        return reply
+    broken = {renamed.get(k, k): v for k, v in reply.broken_calls.items()}
+    message = dataclasses.replace(reply.message, blocks=tuple(blocks))
+    return dataclasses.replace(reply, message=message, broken_calls=broken)

@@ -65,7 +65,7 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
-    id: str  # the tool_use id
+    id: str  # the tool_use id; unique within its turn (the key is turn_id + id)
     conversation_id: str
     turn_id: str
     name: str
@@ -125,6 +125,11 @@ class StartToolCall:
 
 @dataclass(frozen=True, slots=True)
 class FinishToolCall:
+    """Records how a tool call ended. A tool call is identified by its turn and its
+    tool_use id: models reuse ids across conversations (some local servers number them
+    from zero), so the id alone is not a key."""
+
+    turn_id: str
     tool_call_id: str
     status: ToolCallStatus
     result: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 from ostinato.errors import NotFound, StoreError
@@ -30,17 +31,24 @@ class MemoryStore:
         self._conversations: dict[str, Conversation] = {}
         self._messages: dict[str, list[Message]] = {}
         self._turns: dict[str, Turn] = {}
-        self._tool_calls: dict[str, ToolCallRecord] = {}
+        self._tool_calls: dict[tuple[str, str], ToolCallRecord] = {}
+        self._updated: dict[str, datetime] = {}  # updated_at, kept apart: appends are hot
 
     async def write(self, *ops: WriteOp) -> list[Any]:
+        created = {o.conversation.id for o in ops if type(o) is CreateConversation}
+        started = {o.turn.id for o in ops if type(o) is StartTurn}
+        calls = {(o.record.turn_id, o.record.id) for o in ops if type(o) is StartToolCall}
         for op in ops:
-            self._check(op, ops)
+            self._check(op, created, started, calls)
         return [self._apply(op) for op in ops]
 
-    def _check(self, op: WriteOp, batch: tuple[WriteOp, ...]) -> None:
-        created = {o.conversation.id for o in batch if isinstance(o, CreateConversation)}
-        started = {o.turn.id for o in batch if isinstance(o, StartTurn)}
-        calls = {o.record.id for o in batch if isinstance(o, StartToolCall)}
+    def _check(
+        self,
+        op: WriteOp,
+        created: set[str],
+        started: set[str],
+        calls: set[tuple[str, str]],
+    ) -> None:
         match op:
             case AppendMessage(conversation_id=cid) | SetConversationState(conversation_id=cid):
                 if cid not in self._conversations and cid not in created:
@@ -55,10 +63,10 @@ class MemoryStore:
                 if tid not in self._turns and tid not in started:
                     raise NotFound(f"no turn {tid!r}")
             case StartToolCall(record=record):
-                if record.id in self._tool_calls:
+                if (record.turn_id, record.id) in self._tool_calls:
                     raise StoreError(f"tool call {record.id!r} already recorded")
-            case FinishToolCall(tool_call_id=tcid):
-                if tcid not in self._tool_calls and tcid not in calls:
+            case FinishToolCall(turn_id=tid, tool_call_id=tcid):
+                if (tid, tcid) not in self._tool_calls and (tid, tcid) not in calls:
                     raise NotFound(f"no tool call {tcid!r}")
             case CreateConversation(conversation=conv):
                 if conv.id in self._conversations:
@@ -87,21 +95,25 @@ class MemoryStore:
                 self._touch(op.conversation_id, state=STATE_AFTER[op.stop_reason])
             case AppendMessage(conversation_id=cid, message=message, turn_id=turn_id):
                 rows = self._messages[cid]
-                stored = dataclasses.replace(
-                    message,
-                    seq=(rows[-1].seq or 0) + 1 if rows else 1,
-                    id=message.id or new_id(),
-                    turn_id=turn_id,
-                    created_at=now,
+                stored = Message(
+                    message.role,
+                    message.blocks,
+                    message.hidden,
+                    message.metadata,
+                    (rows[-1].seq or 0) + 1 if rows else 1,
+                    message.id or new_id(),
+                    turn_id,
+                    now,
                 )
                 rows.append(stored)
-                self._touch(cid)
+                self._updated[cid] = now
                 return stored
             case StartToolCall(record=record):
-                self._tool_calls[record.id] = record
+                self._tool_calls[record.turn_id, record.id] = record
             case FinishToolCall():
-                self._tool_calls[op.tool_call_id] = dataclasses.replace(
-                    self._tool_calls[op.tool_call_id],
+                key = (op.turn_id, op.tool_call_id)
+                self._tool_calls[key] = dataclasses.replace(
+                    self._tool_calls[key],
                     status=op.status,
                     result=op.result,
                     is_error=op.is_error,
@@ -111,17 +123,27 @@ class MemoryStore:
         return None
 
     def _touch(self, cid: str, **changes: Any) -> None:
-        self._conversations[cid] = dataclasses.replace(
-            self._conversations[cid], updated_at=utcnow(), **changes
-        )
+        self._conversations[cid] = dataclasses.replace(self._conversations[cid], **changes)
+        self._updated[cid] = utcnow()
+
+    def _current(self, conversation: Conversation) -> Conversation:
+        updated = self._updated.get(conversation.id)
+        if updated is None or updated == conversation.updated_at:
+            return conversation
+        return dataclasses.replace(conversation, updated_at=updated)
 
     async def get_conversation(self, conversation_id: str) -> Conversation | None:
-        return self._conversations.get(conversation_id)
+        found = self._conversations.get(conversation_id)
+        return self._current(found) if found is not None else None
 
     async def list_conversations(
         self, *, owner: str | None = None, limit: int = 50, before: str | None = None
     ) -> list[Conversation]:
-        rows = sorted(self._conversations.values(), key=lambda c: c.id, reverse=True)
+        rows = sorted(
+            (self._current(c) for c in self._conversations.values()),
+            key=lambda c: c.id,
+            reverse=True,
+        )
         if owner is not None:
             rows = [c for c in rows if c.owner == owner]
         if before is not None:

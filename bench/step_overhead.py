@@ -1,0 +1,133 @@
+"""Framework overhead per step, with a zero-latency scripted model.
+
+A step is one model call plus the tool calls it asked for. Each measured turn makes K
+steps that call one trivial tool and one closing step that answers in text, so it runs
+K + 1 steps; the overhead per step is the turn's wall time divided by K + 1. Everything
+the loop does is included: building each request, folding events, committing every row
+and tool call, publishing frames (with one subscriber listening), recording the turn.
+
+Run:  python bench/step_overhead.py [--turns N] [--sqlite-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from ostinato.agents import AgentConfig
+from ostinato.models.scripted import ScriptedModel, Step, text_step, tool_step
+from ostinato.runtime import Runtime
+
+try:
+    from ostinato.store import open_store
+except ImportError:
+    open_store = None  # type: ignore
+from ostinato.store.base import Store
+from ostinato.tools.base import ToolRegistry
+from ostinato.tools.functions import function_tool
+
+
+async def noop(i: int) -> int:
+    """Return its argument."""
+    return i
+
+
+_ids = itertools.count()
+
+
+def script(k: int) -> list[Step]:
+    """K steps calling the trivial tool (ids unique, as real providers make them), then
+    a closing text reply."""
+    calls = [tool_step(("noop", {"i": i}, f"call_{next(_ids)}")) for i in range(k)]
+    return [*calls, text_step("done")]
+
+
+def runtime(store: Store, k: int) -> Runtime:
+    return Runtime(
+        store,
+        model=ScriptedModel(),
+        tools=ToolRegistry([function_tool(noop)]),
+        agent=AgentConfig(max_model_calls=k + 1),
+    )
+
+
+async def per_step(store: Store, k: int, turns: int) -> tuple[float, float]:
+    rt = runtime(store, k)
+    conversation = await rt.create_conversation()
+    listener = rt.bus.subscribe(conversation.id)
+    drain = asyncio.ensure_future(_drain(listener))
+    samples = []
+    for n in range(turns + 3):
+        model = ScriptedModel(script(k))
+        if n % 20 == 0:
+            # a fresh conversation now and then keeps the history short, as in real use
+            listener.close()
+            conversation = await rt.create_conversation()
+            listener = rt.bus.subscribe(conversation.id)
+            drain.cancel()
+            drain = asyncio.ensure_future(_drain(listener))
+        started = time.perf_counter()
+        result = await rt.run_turn(conversation.id, "go", model=model)
+        elapsed = time.perf_counter() - started
+        assert result.stop_reason == "end_turn", result
+        if n >= 3:  # warm-up
+            samples.append(elapsed / (k + 1) * 1e6)
+    drain.cancel()
+    listener.close()
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.9) - 1]
+
+
+async def _drain(listener: object) -> None:
+    async for _ in listener:  # type: ignore[attr-defined]
+        pass
+
+
+async def concurrent(store: Store, conversations: int, steps: int) -> tuple[float, float]:
+    rt = runtime(store, steps)
+    ids = [(await rt.create_conversation()).id for _ in range(conversations)]
+    gc.collect()
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(rt.run_turn(cid, "go", model=ScriptedModel(script(steps - 1))) for cid in ids)
+    )
+    elapsed = time.perf_counter() - started
+    assert all(r.stop_reason == "end_turn" for r in results)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return elapsed, rss
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=200, help="measured turns per case")
+    parser.add_argument("--sqlite-dir", default=None, help="where the SQLite files go")
+    args = parser.parse_args()
+    directory = Path(args.sqlite_dir or tempfile.mkdtemp(prefix="ostinato-bench-"))
+    # first, while the process is fresh, so its peak RSS is this case's own
+    store = await open_store(f"sqlite:///{directory}/concurrent.db")
+    elapsed, rss = await concurrent(store, 1000, 3)
+    await store.close()
+    print(
+        f"1,000 conversations x 3 steps, concurrent, SQLite: {elapsed:.2f} s, peak RSS {rss:.0f} MB"
+    )
+    print("framework overhead per step (µs), zero-latency model, one trivial tool per step")
+    print(f"{'store':<8}{'K':>4}{'median':>10}{'p90':>10}")
+    for label in ("memory", "sqlite"):
+        for k in (1, 10, 50):
+            turns = max(20, args.turns // max(1, k // 5))
+            url = "memory://" if label == "memory" else f"sqlite:///{directory}/steps-{k}.db"
+            store = await open_store(url)
+            median, p90 = await per_step(store, k, turns)
+            await store.close()
+            print(f"{label:<8}{k:>4}{median:>10.1f}{p90:>10.1f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,1 @@
+"""Alembic migrations of the SQL store (``ostinato.store.sql.migrate`` runs them)."""

@@ -1,0 +1,21 @@
+"""The SQL store: SQLite (embedded default) and PostgreSQL, one schema, one op path.
+
+Modules, by what they hold:
+
+- ``tables``: the schema (one ``MetaData``), which the Alembic migrations follow.
+- ``statements``: every statement, built once as SQLAlchemy Core.
+- ``ops``: how each write op becomes statements, written once over an ``Executor``.
+- ``rows``: rows back into ``Conversation``, ``Turn``, ``Message``, ``ToolCallRecord``.
+- ``reads``: the read methods, shared by both stores.
+- ``sqlite`` / ``sqlite_writer`` / ``sqlite_sql``: ``SQLiteStore``, its writer thread
+  with group commit, and statements compiled to SQLite text.
+- ``postgres``: ``PostgresStore`` on SQLAlchemy's asyncpg engine.
+- ``migrate``: Alembic upgrades run from code at open.
+- ``urls``: store URLs, parsed and described.
+"""
+
+from ostinato.store.sql.postgres import PostgresStore
+from ostinato.store.sql.sqlite import SQLiteStore
+from ostinato.store.sql.urls import describe_url, parse_url
+
+__all__ = ["PostgresStore", "SQLiteStore", "describe_url", "parse_url"]

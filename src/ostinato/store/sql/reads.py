@@ -1,0 +1,78 @@
+"""The read half of the ``Store`` protocol, written once for both SQL engines.
+
+``SQLReads`` holds every read method; an engine supplies ``_fetch`` (run a select,
+return its rows) and ``_decode_time`` (its timestamp representation).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ostinato.messages import Message
+from ostinato.store.base import Conversation, ToolCallRecord, Turn
+from ostinato.store.sql import rows, statements
+from ostinato.store.sql.rows import Row, TimeDecoder
+
+
+class SQLReads(ABC):
+    """Reads shared by ``SQLiteStore`` and ``PostgresStore``."""
+
+    _decode_time: TimeDecoder
+
+    @abstractmethod
+    async def _fetch(self, stmt: sa.Select[Any], params: dict[str, Any]) -> Sequence[Row]:
+        """Run ``stmt`` with ``params``; every row it selects."""
+
+    async def get_conversation(self, conversation_id: str) -> Conversation | None:
+        found = await self._fetch(statements.get_conversation(), {"id": conversation_id})
+        return rows.conversation(found[0], self._decode_time) if found else None
+
+    async def list_conversations(
+        self, *, owner: str | None = None, limit: int = 50, before: str | None = None
+    ) -> list[Conversation]:
+        """Newest first; ``before`` is the id of the last conversation of the previous page."""
+        stmt = statements.list_conversations(owner is not None, before is not None)
+        found = await self._fetch(stmt, {"owner": owner, "before": before, "limit": limit})
+        return [rows.conversation(r, self._decode_time) for r in found]
+
+    async def list_messages(
+        self,
+        conversation_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        include_hidden: bool = True,
+    ) -> list[Message]:
+        """Rows in seq order, after ``after_seq``."""
+        stmt = statements.list_messages(include_hidden, limit is not None)
+        params = {
+            "conversation_id": conversation_id,
+            "after_seq": after_seq,
+            "hidden": False,
+            "limit": limit,
+        }
+        found = await self._fetch(stmt, params)
+        return [rows.message(r, self._decode_time) for r in found]
+
+    async def get_turn(self, turn_id: str) -> Turn | None:
+        found = await self._fetch(statements.get_turn(), {"id": turn_id})
+        return rows.turn(found[0], self._decode_time) if found else None
+
+    async def list_turns(self, conversation_id: str) -> list[Turn]:
+        found = await self._fetch(statements.list_turns(), {"conversation_id": conversation_id})
+        return [rows.turn(r, self._decode_time) for r in found]
+
+    async def running_turns(self) -> list[Turn]:
+        found = await self._fetch(statements.running_turns(), {"status": "running"})
+        return [rows.turn(r, self._decode_time) for r in found]
+
+    async def list_tool_calls(
+        self, conversation_id: str, *, turn_id: str | None = None
+    ) -> list[ToolCallRecord]:
+        stmt = statements.list_tool_calls(turn_id is not None)
+        found = await self._fetch(stmt, {"conversation_id": conversation_id, "turn_id": turn_id})
+        return [rows.tool_call(r, self._decode_time) for r in found]

@@ -1,0 +1,113 @@
+"""Stored rows back into the store's dataclasses, for both engines.
+
+A row is a sequence of column values in table column order (``statements`` selects
+whole rows). Engines differ in two column kinds only, so each decoder takes a
+``TimeDecoder`` for timestamps: SQLite hands back UTC text, PostgreSQL aware datetimes.
+Booleans come back as 0/1 from SQLite; ``bool()`` covers both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeAlias
+
+from ostinato.messages import Message, blocks_from_json
+from ostinato.store.base import Conversation, ToolCallRecord, Turn
+
+TimeDecoder: TypeAlias = Callable[[Any], datetime]
+Row: TypeAlias = Sequence[Any]
+
+
+def sqlite_time(value: datetime) -> str:
+    """A timestamp as SQLite stores it: UTC text that sorts in time order."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(sep=" ", timespec="microseconds")
+
+
+def time_from_sqlite(value: Any) -> datetime:
+    """Read SQLite's UTC text (with or without an offset) as an aware UTC datetime."""
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def utc_time(value: datetime) -> datetime:
+    """An aware datetime as an aware UTC datetime (naive values are taken as UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value if value.utcoffset() == UTC.utcoffset(None) else value.astimezone(UTC)
+
+
+def time_from_postgres(value: Any) -> datetime:
+    """asyncpg reads ``timestamptz`` as an aware datetime already; make it UTC."""
+    assert isinstance(value, datetime)
+    return utc_time(value)
+
+
+def _opt_time(value: Any, decode: TimeDecoder) -> datetime | None:
+    return None if value is None else decode(value)
+
+
+def conversation(row: Row, decode: TimeDecoder) -> Conversation:
+    cid, owner, state, persona, title, metadata, created_at, updated_at = row
+    return Conversation(
+        id=cid,
+        state=state,
+        created_at=decode(created_at),
+        updated_at=decode(updated_at),
+        owner=owner,
+        persona=persona,
+        title=title,
+        metadata=json.loads(metadata),
+    )
+
+
+def turn(row: Row, decode: TimeDecoder) -> Turn:
+    tid, cid, run_id, kind, status, stop_reason, started, finished, metrics, error = row
+    return Turn(
+        id=tid,
+        conversation_id=cid,
+        run_id=run_id,
+        status=status,
+        started_at=decode(started),
+        kind=kind,
+        stop_reason=stop_reason,
+        finished_at=_opt_time(finished, decode),
+        metrics=json.loads(metrics),
+        error=error,
+    )
+
+
+def message(row: Row, decode: TimeDecoder) -> Message:
+    mid, _cid, turn_id, seq, role, blocks, hidden, metadata, created_at = row
+    return Message(
+        role=role,
+        blocks=blocks_from_json(json.loads(blocks)),
+        hidden=bool(hidden),
+        metadata=json.loads(metadata),
+        seq=seq,
+        id=mid,
+        turn_id=turn_id,
+        created_at=decode(created_at),
+    )
+
+
+def tool_call(row: Row, decode: TimeDecoder) -> ToolCallRecord:
+    turn_id, tcid, cid, name, input_, status, result, is_error, started, finished, dur = row
+    return ToolCallRecord(
+        id=tcid,
+        conversation_id=cid,
+        turn_id=turn_id,
+        name=name,
+        input=json.loads(input_),
+        status=status,
+        started_at=decode(started),
+        finished_at=_opt_time(finished, decode),
+        duration_s=dur,
+        result=result,
+        is_error=bool(is_error),
+    )

@@ -1,0 +1,123 @@
+"""``SQLiteStore``: the embedded default, one SQLite file in WAL mode.
+
+Writes go through ``SQLiteWriter`` (one thread, one connection, group commit). Reads run
+on reader connections, one per thread that reads (normally just the event loop's), in
+autocommit mode: each select is its own WAL snapshot, so it sees every write whose
+``write()`` has returned. Reads are not sent to a thread: a WAL reader never waits for
+the writer, and a read of one conversation costs tens of microseconds, less than a
+hop to another thread would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from ostinato.errors import StoreError
+from ostinato.store.base import WriteOp
+from ostinato.store.sql.migrate import migrate_sqlite
+from ostinato.store.sql.reads import SQLReads
+from ostinato.store.sql.rows import Row, time_from_sqlite
+from ostinato.store.sql.sqlite_sql import CompiledSQL, compile_sqlite
+from ostinato.store.sql.sqlite_writer import SQLiteWriter
+
+# How long a connection waits for another process's write lock before giving up.
+BUSY_TIMEOUT_MS = 60_000
+
+
+class SQLiteStore(SQLReads):
+    """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
+
+    _decode_time = staticmethod(time_from_sqlite)
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        self.path = str(Path(path).expanduser().resolve())
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer = SQLiteWriter(self._connect_writer)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._compiled: dict[int, CompiledSQL] = {}
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> SQLiteStore:
+        """Create or migrate the file, then start the writer thread."""
+        store = cls(path, busy_timeout_ms=busy_timeout_ms)
+        Path(store.path).parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(migrate_sqlite, store.path, busy_timeout_ms)
+        await asyncio.to_thread(store._writer.start)
+        return store
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    async def write(self, *ops: WriteOp) -> list[Any]:
+        """Commit ``ops`` atomically (possibly in one transaction with other calls).
+
+        If the awaiting task is cancelled, the write may still commit.
+        """
+        if self._closed:
+            raise StoreError("the store is closed")
+        if not ops:
+            return []
+        return await self._writer.submit(ops)
+
+    async def close(self) -> None:
+        """Commit what is queued, stop the writer and close every connection."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._writer.stop)
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    # --- connections ----------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+        )
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        conn = self._connect()
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode is None or mode[0].lower() != "wal":
+            conn.close()
+            raise StoreError(f"could not switch {self.path} to WAL mode (got {mode})")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreError("the store is closed")
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = ON")
+            with self._readers_lock:
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    async def _fetch(self, stmt: sa.Select[Any], params: dict[str, Any]) -> Sequence[Row]:
+        compiled = self._compiled.get(id(stmt))
+        if compiled is None:
+            compiled = self._compiled[id(stmt)] = compile_sqlite(stmt)
+        if compiled.defaults:
+            params = compiled.defaults | params
+        try:
+            return self._reader().execute(compiled.text, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite: {exc}") from exc

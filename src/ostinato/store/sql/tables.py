@@ -1,0 +1,102 @@
+"""The SQL schema: one ``MetaData`` holding every table the store writes.
+
+Alembic migrations are written against these definitions, and both engines (SQLite and
+PostgreSQL) compile their statements from them. JSON values (message blocks, metadata,
+metrics, tool input) are kept as JSON *text*, serialised by the store itself, so the two
+engines hold byte-identical values and no driver-specific JSON codec is involved.
+Timestamps are ``DateTime(timezone=True)``: ``timestamptz`` on PostgreSQL, UTC text
+(``YYYY-MM-DD HH:MM:SS.ffffff``) on SQLite; the store reads both back as aware UTC.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+_ID = sa.String()
+_TIME = sa.DateTime(timezone=True)
+
+conversations = sa.Table(
+    "conversations",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("owner", sa.String(), nullable=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("persona", sa.String(), nullable=True),
+    sa.Column("title", sa.Text, nullable=True),
+    sa.Column("metadata", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("updated_at", _TIME, nullable=False),
+    sa.Index(None, "owner", "id"),
+)
+
+turns = sa.Table(
+    "turns",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column(
+        "conversation_id",
+        _ID,
+        sa.ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("run_id", _ID, nullable=False),
+    sa.Column("kind", sa.String(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("stop_reason", sa.String(32), nullable=True),
+    sa.Column("started_at", _TIME, nullable=False),
+    sa.Column("finished_at", _TIME, nullable=True),
+    sa.Column("metrics", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Index(None, "conversation_id", "started_at"),
+    sa.Index(None, "status"),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column(
+        "conversation_id",
+        _ID,
+        sa.ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("turn_id", _ID, nullable=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("blocks", sa.Text, nullable=False),
+    sa.Column("hidden", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("metadata", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("created_at", _TIME, nullable=False),
+    # The unique constraint's index is also the index every read of a history uses.
+    sa.UniqueConstraint("conversation_id", "seq"),
+)
+
+# A tool call is keyed by its turn and its tool_use id (models reuse tool_use ids across
+# conversations). No foreign keys: a tool call is recorded as it happens, and the
+# reference semantics (MemoryStore) do not require its conversation or turn to exist.
+tool_calls = sa.Table(
+    "tool_calls",
+    metadata,
+    sa.Column("turn_id", _ID, primary_key=True),
+    sa.Column("id", sa.String(), primary_key=True),
+    sa.Column("conversation_id", _ID, nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("input", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("result", sa.Text, nullable=True),
+    sa.Column("is_error", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("started_at", _TIME, nullable=False),
+    sa.Column("finished_at", _TIME, nullable=True),
+    sa.Column("duration_s", sa.Float, nullable=True),
+    sa.Index(None, "conversation_id", "turn_id"),
+)

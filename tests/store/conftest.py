@@ -1,0 +1,104 @@
+"""Stores to test against: memory, SQLite (a file in tmp_path) and PostgreSQL.
+
+PostgreSQL runs when ``OSTINATO_TEST_POSTGRES_URL`` names a server we may create
+databases on (e.g. ``postgresql://postgres@127.0.0.1:5432/test``). The session gets a
+database of its own, dropped at the end; each test starts from empty tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ostinato.store import MemoryStore, PostgresStore, SQLiteStore, Store
+
+POSTGRES_ENV = "OSTINATO_TEST_POSTGRES_URL"
+NO_POSTGRES = f"PostgreSQL tests need {POSTGRES_ENV}=postgresql://user@host:port/db"
+
+
+def _admin(url: sa.URL, sql: str) -> None:
+    """Run one statement on the admin database (in a thread: a loop may be running)."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, _admin_async(url, sql)).result()
+
+
+async def _admin_async(url: sa.URL, sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+    )
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[sa.URL]:
+    """A fresh database for this session, dropped afterwards."""
+    raw = os.environ.get(POSTGRES_ENV)
+    if not raw:
+        pytest.skip(NO_POSTGRES)
+    admin = sa.make_url(raw)
+    name = f"ostinato_test_{uuid.uuid4().hex[:12]}"
+    _admin(admin, f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(drivername="postgresql+asyncpg", database=name)
+    finally:
+        _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def open_postgres(url: sa.URL) -> PostgresStore:
+    """Open the session database with every table emptied."""
+    store = await PostgresStore.open(url)
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.text("TRUNCATE conversations, turns, messages, tool_calls"))
+    return store
+
+
+async def _open(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return await SQLiteStore.open(tmp_path / "store.db")
+    return await open_postgres(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Store]:
+    """Each engine in turn."""
+    opened = await _open(request.param, tmp_path, request)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def sql_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[SQLiteStore | PostgresStore]:
+    """Each SQL engine in turn."""
+    opened = await _open(request.param, tmp_path, request)
+    assert isinstance(opened, SQLiteStore | PostgresStore)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    opened = await SQLiteStore.open(tmp_path / "store.db")
+    yield opened
+    await opened.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from ostinato.messages import JSON
@@ -19,13 +20,19 @@ Risk: TypeAlias = Literal["safe", "write", "exec", "network"]
 
 @dataclass(slots=True)
 class ToolContext:
-    """What a running tool may know about the turn it runs in."""
+    """What a running tool may know about the turn it runs in.
+
+    ``workdir`` is the conversation's working directory (file and shell tools are jailed
+    to it); ``progress`` reports a line of progress to the surfaces watching.
+    """
 
     conversation_id: str
     turn_id: str
     run_id: str
     tool_use_id: str
     owner: str | None = None
+    workdir: Path | None = None
+    progress: Callable[[str], None] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -49,6 +56,9 @@ class Tool:
     idempotent: bool = True
     timeout: float = 30.0
     available: Callable[[], bool] | None = None
+    # The tool's notion of a family of calls, for remembered approvals (e.g. a shell
+    # command's program name); None when a call belongs to no family a grant may cover.
+    family: Callable[[JSON], str | None] | None = None
 
     @property
     def definition(self) -> ToolDefinition:

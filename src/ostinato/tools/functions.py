@@ -66,6 +66,7 @@ def function_tool(
     idempotent: bool = True,
     timeout: float = 30.0,
     available: Callable[[], bool] | None = None,
+    family: Callable[[JSON], str | None] | None = None,
 ) -> Tool:
     """Make a ``Tool`` of a sync or async function.
 
@@ -126,6 +127,7 @@ def function_tool(
         idempotent=idempotent,
         timeout=timeout,
         available=available,
+        family=family,
     )
 
 

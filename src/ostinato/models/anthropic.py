@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import Any
 
 import anthropic
+import httpx2
 
 from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
 from ostinato.messages import (
@@ -106,6 +107,8 @@ class AnthropicModel:
                     yield out
         except anthropic.APIError as exc:
             raise failure(exc) from exc
+        except httpx2.TransportError as exc:  # the SDK does not wrap these mid-stream
+            raise connection_failure("anthropic", exc) from exc
         finally:
             await stream.close()  # on cancellation too: the provider stops generating
         for out in decoder.finish():

@@ -22,6 +22,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import Any
 
+import httpx2
 import openai
 
 from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
@@ -127,6 +128,8 @@ class OpenAIChatModel:
                     yield event
         except openai.APIError as exc:
             raise openai_failure(exc) from exc
+        except httpx2.TransportError as exc:  # the SDK does not wrap these mid-stream
+            raise connection_failure("openai", exc) from exc
         finally:
             await stream.close()  # on cancellation too: the server stops generating
         for event in decoder.finish():

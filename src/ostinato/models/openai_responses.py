@@ -24,6 +24,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import Any
 
+import httpx2
 import openai
 
 from ostinato.errors import StreamIncomplete
@@ -55,6 +56,7 @@ from ostinato.models.retry import (
     DEFAULT_RETRY_POLICY,
     RetryPolicy,
     classify_failure,
+    connection_failure,
     with_retries,
 )
 
@@ -130,6 +132,8 @@ class OpenAIResponsesModel:
                     yield out
         except openai.APIError as exc:
             raise openai_failure(exc) from exc
+        except httpx2.TransportError as exc:  # the SDK does not wrap these mid-stream
+            raise connection_failure("openai", exc) from exc
         finally:
             await stream.close()  # on cancellation too: the provider stops generating
         for out in decoder.finish():

@@ -27,10 +27,13 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from time import time
 
+import httpx2
+
 from ostinato.errors import (
     AuthenticationFailed,
     ContextTooLong,
     ModelError,
+    ModelTimeout,
     Overloaded,
     ProviderUnavailable,
     QuotaExhausted,
@@ -140,9 +143,13 @@ def classify_failure(
     return ModelError(text)
 
 
-def connection_failure(provider: str, exc: BaseException) -> ProviderUnavailable:
-    """A connection that failed or dropped: worth a retry."""
+def connection_failure(provider: str, exc: BaseException) -> ModelError:
+    """A connection that failed, dropped or timed out (an SDK's connection error, or the
+    transport error some SDKs let escape mid-stream): a timeout is ``ModelTimeout``, any
+    other failure is worth a retry."""
     detail = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx2.TimeoutException):
+        return ModelTimeout(f"{provider}: {detail}")
     return ProviderUnavailable(f"{provider}: connection failed ({detail})")
 
 

@@ -1,0 +1,161 @@
+"""Harness: one fake server, the real SDK client pointed at it, and builders for the
+replies every protocol can send (text, tool calls, errors with the provider's real
+statuses and bodies), so one test runs against all three protocols."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fakes import anthropic as fa
+from fakes import openai_chat as fc
+from fakes import openai_responses as fr
+from fakes.server import FakeProvider, Reply, Stream
+from ostinato.models import Model, RetryPolicy, create_model
+
+FAST = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.005, max_retry_after=1.0)
+Call = tuple[str, str, dict[str, Any]]
+
+
+@dataclass
+class Harness:
+    protocol: str
+    fake: FakeProvider
+
+    def model(self, retry: RetryPolicy = FAST) -> Model:
+        if self.protocol == "anthropic":
+            return create_model(
+                "anthropic:claude-fake", api_key="k", base_url=self.fake.url, retry=retry
+            )
+        provider = "openai-chat" if self.protocol == "chat" else "openai"
+        base_url = f"{self.fake.url}/v1"
+        return create_model(f"{provider}:fake-model", api_key="k", base_url=base_url, retry=retry)
+
+    # --- replies every protocol can send --------------------------------------------------
+
+    def text(self, text: str, **kw: Any) -> Stream:
+        if self.protocol == "anthropic":
+            return Stream(fa.message_events([{"type": "text", "text": text}], **kw))
+        if self.protocol == "chat":
+            return Stream(fc.chunk_events(text, **kw))
+        return Stream(fr.response_events([fr.message(text)], **kw))
+
+    def tools(self, calls: list[Call], text: str = "", truncated: bool = False) -> Stream:
+        if self.protocol == "anthropic":
+            blocks = [{"type": "text", "text": text}] if text else []
+            blocks += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
+            reason = "max_tokens" if truncated else "tool_use"
+            return Stream(fa.message_events(blocks, reason, truncate_last_tool=truncated))
+        if self.protocol == "chat":
+            finish = "length" if truncated else None
+            return Stream(
+                fc.chunk_events(text, calls=calls, finish=finish, truncate_last_call=truncated)
+            )
+        items = [fr.message(text)] if text else []
+        items += [fr.call(i, n, a) for i, n, a in calls]
+        incomplete = "max_output_tokens" if truncated else None
+        return Stream(
+            fr.response_events(items, incomplete=incomplete, truncate_last_call=truncated)
+        )
+
+    def cut_off(self) -> Stream:
+        """Some text, then the body ends without the final event."""
+        return self.text("Half an ans", final=False)
+
+    def slow(self) -> Stream:
+        """A little text, then the stream stays open until the client goes away."""
+        stream = self.text("Thinking about it", final=False)
+        return Stream(stream.events, hang=True)
+
+    def reset(self) -> Stream:
+        """Some text, then the connection drops mid-body."""
+        return Stream(self.text("Half an ans", final=False).events, reset=True)
+
+    def rate_limited(self, retry_after: str = "0") -> Reply:
+        if self.protocol == "anthropic":
+            return fa.error(
+                429,
+                "rate_limit_error",
+                "Number of request tokens has exceeded your per-minute rate limit",
+                **{"retry-after": retry_after},
+            )
+        module = fc if self.protocol == "chat" else fr
+        return module.error(
+            429,
+            "tokens",
+            "Rate limit reached for fake-model on tokens per min (TPM). Please try again in 1s.",
+            code="rate_limit_exceeded",
+            **{"retry-after": retry_after},
+        )
+
+    def server_error(self) -> Reply:
+        if self.protocol == "anthropic":
+            return fa.error(500, "api_error", "Internal server error")
+        module = fc if self.protocol == "chat" else fr
+        return module.error(
+            500,
+            "server_error",
+            "The server had an error while processing your request. Sorry about that!",
+            code=None,
+        )
+
+    def quota(self) -> Reply:
+        if self.protocol == "anthropic":
+            return fa.error(
+                400,
+                "invalid_request_error",
+                "Your credit balance is too low to access the Anthropic API. Please go to "
+                "Plans & Billing to upgrade or purchase credits.",
+            )
+        module = fc if self.protocol == "chat" else fr
+        return module.error(
+            429,
+            "insufficient_quota",
+            "You exceeded your current quota, please check your plan and billing details.",
+            code="insufficient_quota",
+        )
+
+    def auth(self) -> Reply:
+        if self.protocol == "anthropic":
+            return fa.error(401, "authentication_error", "invalid x-api-key")
+        module = fc if self.protocol == "chat" else fr
+        return module.error(
+            401,
+            "invalid_request_error",
+            "Incorrect API key provided: k. You can find your API key at "
+            "https://platform.openai.com/account/api-keys.",
+            code="invalid_api_key",
+        )
+
+    def context_too_long(self) -> Reply:
+        if self.protocol == "anthropic":
+            return fa.error(
+                400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"
+            )
+        module = fc if self.protocol == "chat" else fr
+        return module.error(
+            400,
+            "invalid_request_error",
+            "This model's maximum context length is 128000 tokens. However, your messages "
+            "resulted in 130512 tokens. Please reduce the length of the messages.",
+            code="context_length_exceeded",
+        )
+
+    def error_in_stream(self) -> Stream:
+        """A retryable error event after some text (Anthropic: overloaded_error)."""
+        if self.protocol == "anthropic":
+            event = fa.stream_error("overloaded_error", "Overloaded")
+            text = [{"type": "text", "text": "Hal"}]
+            return Stream([*fa.message_events(text, final=False), event])
+        if self.protocol == "chat":
+            event = fc.stream_error("server_error", "The server had an error", "server_error")
+            return Stream([*fc.chunk_events("Hal", final=False), event])
+        event = fr.stream_error("server_error", "The server had an error")
+        return Stream([*fr.response_events([fr.message("Hal")], final=False), event])
+
+
+FAKES: dict[str, type[FakeProvider]] = {
+    "anthropic": fa.FakeAnthropic,
+    "chat": fc.FakeChat,
+    "responses": fr.FakeResponses,
+}

@@ -1,1 +1,8 @@
+"""The HTTP API (FastAPI): ``create_app(runtime)``. Routes are documented in docs/api.md."""
 
+from __future__ import annotations
+
+from ostinato.server.app import create_app
+from ostinato.server.context import ModelChooser, ServerContext
+
+__all__ = ["ModelChooser", "ServerContext", "create_app"]

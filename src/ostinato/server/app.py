@@ -1,0 +1,68 @@
+"""The HTTP app: ``create_app(runtime)`` builds the FastAPI application.
+
+The app only translates HTTP to runtime calls and back; what a turn does lives in the
+runtime. Its lifespan recovers turns a crash left running before the first request and
+closes the runtime (cancelling running turns, closing the store) at shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import ostinato
+from ostinato.runtime import Runtime
+from ostinato.server.context import ModelChooser, ServerContext
+from ostinato.server.errors import install_error_handlers, log
+from ostinato.server.routes import ROUTERS
+from ostinato.server.sse import PING_INTERVAL
+
+DESCRIPTION = (
+    "Run LLM agents as chat conversations. A user message starts a turn; its frames stream "
+    "as Server-Sent Events; the stored rows are the truth. See docs/api.md."
+)
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    model_name: str = "unknown",
+    store_name: str = "unknown",
+    choose_model: ModelChooser | None = None,
+    ping_interval: float = PING_INTERVAL,
+) -> FastAPI:
+    """The app serving ``runtime``.
+
+    ``model_name`` and ``store_name`` are what ``/v1/models`` and ``/healthz`` report;
+    ``choose_model`` picks a model per request (``None``: always the runtime's default).
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        recovered = await runtime.recover()
+        if recovered:
+            log.warning("closed %d turn(s) left running by a crash", len(recovered))
+        try:
+            yield
+        finally:
+            await runtime.close()
+
+    app = FastAPI(
+        title="ostinato",
+        version=getattr(ostinato, "__version__", "0"),
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.ostinato = ServerContext(
+        runtime=runtime,
+        model_name=model_name,
+        store_name=store_name,
+        choose_model=choose_model,
+        ping_interval=ping_interval,
+    )
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app

@@ -1,0 +1,40 @@
+"""What the routes need from the app: the runtime and how models are chosen.
+
+``create_app`` puts one ``ServerContext`` on ``app.state``; routes receive it through the
+``Context`` dependency, so they never import globals and a test builds its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ostinato.models.base import Model
+from ostinato.runtime import Runtime
+
+ModelChooser = Callable[[Request], Model | None]
+"""Picks the model for one request (e.g. from ``x-ostinato-model-*`` headers); ``None``
+means the runtime's default. It may raise a ``ClientError`` for a bad choice."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerContext:
+    runtime: Runtime
+    model_name: str
+    store_name: str
+    choose_model: ModelChooser | None = None
+    ping_interval: float = 15.0
+
+    def model_for(self, request: Request) -> Model | None:
+        return self.choose_model(request) if self.choose_model is not None else None
+
+
+def _context(request: Request) -> ServerContext:
+    context: ServerContext = request.app.state.ostinato
+    return context
+
+
+Context = Annotated[ServerContext, Depends(_context)]

@@ -1,0 +1,109 @@
+"""Errors as JSON: every failure answers ``{"error": {"code": ..., "message": ...}}``.
+
+- ``ClientError`` (``NotFound``, ``Conflict``, ``InvalidRequest``) -> its ``status``.
+- Request validation (malformed JSON, a missing or wrong field, a bad query parameter)
+  -> 422 ``invalid_request``, the message naming each field and what is wrong, and
+  ``details`` listing them for programs.
+- Starlette's HTTP errors (unknown route, wrong method) -> their status.
+- Anything else -> 500 ``internal_error`` with a generic message, and a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from ostinato.errors import ClientError
+
+log = logging.getLogger("ostinato.server")
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_response(
+    status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
+) -> JSONResponse:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        error["details"] = details
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def describe_validation(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """One sentence per error, and the errors as plain JSON."""
+    sentences: list[str] = []
+    details: list[dict[str, Any]] = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        kind = str(error.get("type", ""))
+        sentence = _sentence(kind, loc, str(error.get("msg", "invalid")), error.get("ctx"))
+        sentences.append(sentence)
+        details.append({"loc": loc, "type": kind, "message": sentence})
+    return "; ".join(sentences) or "the request is invalid", details
+
+
+def _sentence(kind: str, loc: list[str], msg: str, ctx: Any) -> str:
+    if kind == "json_invalid":
+        reason = ctx.get("error") if isinstance(ctx, dict) else None
+        where = f" at position {loc[1]}" if len(loc) > 1 else ""
+        return f"the body is not valid JSON ({reason or 'decode error'}{where})"
+    if loc == ["body"]:
+        if kind == "missing":
+            return "a JSON body is required"
+        if kind in ("model_attributes_type", "dict_type", "model_type"):
+            return "the body must be a JSON object sent with Content-Type: application/json"
+    name = ".".join(loc[1:] if loc and loc[0] in ("body", "query", "header", "path") else loc)
+    where = f"{loc[0]} " if loc and loc[0] in ("query", "header", "path") else ""
+    if kind == "missing":
+        return f"{where}{name} is required"
+    if kind == "extra_forbidden":
+        return f"{where}{name} is not a known field"
+    if kind == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        return f"{where}{name}: {msg}"
+    return f"{where}{name}: {msg[:1].lower() + msg[1:]}"
+
+
+async def _client_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ClientError)
+    return error_response(exc.status, exc.code, exc.message)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    message, details = describe_validation(exc.errors())
+    return error_response(422, "invalid_request", message, details)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    response = error_response(exc.status_code, code, str(exc.detail))
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal server error; see the server log")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ClientError, _client_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

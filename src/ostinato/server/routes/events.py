@@ -1,0 +1,64 @@
+"""``GET /v1/conversations/{id}/events``: the conversation's live stream.
+
+It first replays the committed rows after ``after_seq`` (or after the ``Last-Event-ID``
+header, which wins, as a reconnecting ``EventSource`` sends it) as ``message`` frames,
+then streams every live frame, with no gap and no duplicate between the two.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from ostinato.errors import InvalidRequest
+from ostinato.server.context import Context
+from ostinato.server.schemas import ERROR_RESPONSES, SSE_RESPONSE
+from ostinato.server.sse import FrameStream
+from ostinato.server.streams import conversation_events
+
+router = APIRouter(prefix="/v1/conversations", tags=["events"])
+
+
+def _position(after_seq: int, last_event_id: str | None) -> int:
+    if last_event_id is None or not last_event_id.strip():
+        return after_seq
+    try:
+        position = int(last_event_id)
+    except ValueError:
+        raise InvalidRequest(
+            f"header Last-Event-ID must be a row's seq (an integer), got {last_event_id!r}"
+        ) from None
+    if position < 0:
+        raise InvalidRequest("header Last-Event-ID must not be negative")
+    return position
+
+
+@router.get(
+    "/{conversation_id}/events",
+    response_class=Response,
+    responses={
+        200: {"description": "Frames as Server-Sent Events.", "content": SSE_RESPONSE},
+        **ERROR_RESPONSES,
+    },
+)
+async def conversation_stream(
+    context: Context,
+    conversation_id: str,
+    after_seq: Annotated[int, Query(ge=0, description="Replay rows after this seq.")] = 0,
+    last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+) -> Response:
+    runtime = context.runtime
+    position = _position(after_seq, last_event_id)
+    await runtime.conversation(conversation_id)
+    subscription = runtime.bus.subscribe(conversation_id)
+    return FrameStream(
+        conversation_events(
+            subscription,
+            runtime.store,
+            conversation_id,
+            after_seq=position,
+            ping_interval=context.ping_interval,
+        ),
+        on_close=subscription.close,
+    )

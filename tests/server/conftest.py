@@ -1,0 +1,64 @@
+"""Fixtures for the HTTP tests: a runtime with a scripted model on each store engine, the
+app serving it, and an httpx client that talks to the app in memory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from ostinato.models.scripted import ScriptedModel
+from ostinato.runtime import Runtime
+from ostinato.server import create_app
+from ostinato.store.base import Store
+from ostinato.store.memory import MemoryStore
+
+
+async def _open(engine: str, tmp_path: Path) -> Store:
+    if engine == "memory":
+        return MemoryStore()
+    try:
+        from ostinato.store import open_store
+    except ImportError:
+        pytest.skip("ostinato.store.open_store is not available yet")
+    return await open_store(f"sqlite:///{tmp_path / 'server.db'}")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    return await _open(request.param, tmp_path)
+
+
+@pytest.fixture
+def model() -> ScriptedModel:
+    return ScriptedModel()
+
+
+@pytest.fixture
+async def runtime(store: Store, model: ScriptedModel) -> AsyncIterator[Runtime]:
+    runtime = Runtime(store, model=model)
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+def app(runtime: Runtime) -> FastAPI:
+    return create_app(runtime, model_name="scripted:model", store_name="test", ping_interval=0.2)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        yield client
+
+
+@pytest.fixture
+async def conversation_id(client: httpx.AsyncClient) -> str:
+    response = await client.post("/v1/conversations")
+    assert response.status_code == 201
+    cid: str = response.json()["id"]
+    return cid

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -77,9 +77,7 @@ async def _open(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> St
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[Store]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Each engine in turn."""
     opened = await _open(request.param, tmp_path, request)
     yield opened
@@ -100,5 +98,12 @@ async def sql_store(
 @pytest.fixture
 async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     opened = await SQLiteStore.open(tmp_path / "store.db")
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def postgres_store(postgres_url: sa.URL) -> AsyncIterator[PostgresStore]:
+    opened = await open_postgres(postgres_url)
     yield opened
     await opened.close()

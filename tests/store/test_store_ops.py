@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -34,13 +35,21 @@ from ostinato.store.base import (
 )
 
 
-def conversation(owner: str | None = "ann", **kw: object) -> Conversation:
+def conversation(owner: str | None = "ann", **kw: Any) -> Conversation:
     now = utcnow()
-    return Conversation(id=new_id(), state="idle", created_at=now, updated_at=now, owner=owner, **kw)  # type: ignore[arg-type]
+    return Conversation(
+        id=new_id(), state="idle", created_at=now, updated_at=now, owner=owner, **kw
+    )
 
 
 def turn(conversation_id: str) -> Turn:
-    return Turn(id=new_id(), conversation_id=conversation_id, run_id=new_id(), status="running", started_at=utcnow())
+    return Turn(
+        id=new_id(),
+        conversation_id=conversation_id,
+        run_id=new_id(),
+        status="running",
+        started_at=utcnow(),
+    )
 
 
 def tool_call(conversation_id: str, turn_id: str, name: str = "search") -> ToolCallRecord:
@@ -55,8 +64,8 @@ def tool_call(conversation_id: str, turn_id: str, name: str = "search") -> ToolC
     )
 
 
-async def new_conversation(store: Store, **kw: object) -> Conversation:
-    conv = conversation(**kw)  # type: ignore[arg-type]
+async def new_conversation(store: Store, **kw: Any) -> Conversation:
+    conv = conversation(**kw)
     await store.write(CreateConversation(conv))
     return conv
 
@@ -116,7 +125,9 @@ async def test_append_keeps_a_given_id_and_every_block_kind(store: Store) -> Non
         ToolUseBlock("tu_1", "search", {"q": "x", "deep": {"a": [1, None]}}),
         ImageBlock("image/png", data="aGk="),
     )
-    result = ToolResultBlock("tu_1", (TextBlock("found"), ImageBlock("image/png", url="http://x/y")))
+    result = ToolResultBlock(
+        "tu_1", (TextBlock("found"), ImageBlock("image/png", url="http://x/y"))
+    )
     stored = await append(store, conv.id, Message("assistant", blocks, id="msg-given"))
     tool = await append(store, conv.id, Message("tool", (result,), hidden=True))
     assert stored.id == "msg-given"
@@ -204,7 +215,12 @@ async def test_tool_call_lifecycle(store: Store) -> None:
     done = utcnow()
     await store.write(FinishToolCall(rec.turn_id, rec.id, "error", "no results", True, done, 0.25))
     (got,) = await store.list_tool_calls(conv.id, turn_id=t.id)
-    assert (got.status, got.result, got.is_error, got.duration_s) == ("error", "no results", True, 0.25)
+    assert (got.status, got.result, got.is_error, got.duration_s) == (
+        "error",
+        "no results",
+        True,
+        0.25,
+    )
     assert got.finished_at == done
     assert got.input == {"q": "café", "n": 3}
     assert await store.list_tool_calls(conv.id, turn_id="other") == []
@@ -235,8 +251,14 @@ async def test_a_tool_use_id_may_repeat_in_another_turn(store: Store) -> None:
 async def test_list_tool_calls_by_turn(store: Store) -> None:
     conv = await new_conversation(store)
     t1, t2 = turn(conv.id), turn(conv.id)
-    a, b, c = tool_call(conv.id, t1.id, "a"), tool_call(conv.id, t1.id, "b"), tool_call(conv.id, t2.id, "c")
-    await store.write(StartTurn(t1), StartTurn(t2), StartToolCall(a), StartToolCall(b), StartToolCall(c))
+    a, b, c = (
+        tool_call(conv.id, t1.id, "a"),
+        tool_call(conv.id, t1.id, "b"),
+        tool_call(conv.id, t2.id, "c"),
+    )
+    await store.write(
+        StartTurn(t1), StartTurn(t2), StartToolCall(a), StartToolCall(b), StartToolCall(c)
+    )
     assert [r.name for r in await store.list_tool_calls(conv.id, turn_id=t1.id)] == ["a", "b"]
     assert [r.name for r in await store.list_tool_calls(conv.id)] == ["a", "b", "c"]
 

@@ -78,7 +78,7 @@ def apply_ops(ex: Executor, ops: tuple[WriteOp, ...]) -> list[Any]:
     return [apply_op(ex, op, now) for op in ops]
 
 
-def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:  # noqa: C901 - one case per op
+def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
     """Apply one op at time ``now``; returns the stored ``Message`` for an append."""
     match op:
         case CreateConversation(conversation=conv):

@@ -34,8 +34,7 @@ class _ConnectionExecutor:
         self._connection = connection
 
     def execute(self, name: WriteName, params: dict[str, Any]) -> int:
-        result = self._connection.execute(self._statements[name], params)
-        return result.rowcount  # type: ignore[attr-defined,no-any-return]
+        return self._connection.execute(self._statements[name], params).rowcount
 
     def returning(self, name: WriteName, params: dict[str, Any]) -> Any:
         row = self._connection.execute(self._statements[name], params).first()
@@ -90,7 +89,8 @@ class PostgresStore(SQLReads):
         try:
             async with self.engine.connect() as connection:
                 result = await connection.execute(stmt, params)
-                return result.all()
+                found: Sequence[Row] = result.all()
+                return found
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
 

@@ -25,7 +25,7 @@ from ostinato.store.sql.migrate import migrate_sqlite
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import Row, time_from_sqlite
 from ostinato.store.sql.sqlite_sql import CompiledSQL, compile_sqlite
-from ostinato.store.sql.sqlite_writer import SQLiteWriter
+from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
 
 # How long a connection waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 60_000
@@ -57,6 +57,11 @@ class SQLiteStore(SQLReads):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    @property
+    def stats(self) -> WriterStats:
+        """The writer thread's counters (calls, transactions, fallbacks)."""
+        return self._writer.stats
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         """Commit ``ops`` atomically (possibly in one transaction with other calls).

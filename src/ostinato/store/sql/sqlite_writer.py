@@ -20,6 +20,7 @@ that starts reading after that sees it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import sqlite3
 import threading
@@ -32,13 +33,22 @@ from ostinato.errors import OstinatoError, StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.rows import sqlite_time
-from ostinato.store.sql.statements import WriteName, write_statements
 from ostinato.store.sql.sqlite_sql import compile_sqlite
+from ostinato.store.sql.statements import WriteName, write_statements
 
 # The most write() calls applied in one transaction.
 MAX_BATCH = 512
 
 Outcome: TypeAlias = "list[Any] | BaseException"
+
+
+@dataclass(slots=True)
+class WriterStats:
+    """Counters of the writer thread (for tests and benchmarks)."""
+
+    calls: int = 0  # write() calls applied
+    transactions: int = 0  # transactions committed or rolled back
+    fallbacks: int = 0  # batches that broke and were retried call by call
 
 
 @dataclass(slots=True)
@@ -77,9 +87,12 @@ class SQLiteWriter:
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
         self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="ostinato-sqlite-writer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="ostinato-sqlite-writer", daemon=True
+        )
         self._started: Future[None] = Future()
         self._conn: sqlite3.Connection | None = None
+        self.stats = WriterStats()
 
     def start(self) -> None:
         """Open the connection in the writer thread; raise here if that fails."""
@@ -110,44 +123,47 @@ class SQLiteWriter:
             return
         self._started.set_result(None)
         try:
-            while (batch := self._next_batch()) is not None:
-                calls, stop = batch
+            running = True
+            while running:
+                calls, running = self._next_batch()
                 if calls:
                     self._deliver(calls, self._commit(executor, calls))
-                if stop:
-                    break
         finally:
             self._conn.close()
 
-    def _next_batch(self) -> tuple[list[_Call], bool] | None:
-        """Wait for a call, then take every call already queued behind it."""
-        first = self._queue.get()
-        if first is None:
-            return None
-        calls = [first]
-        while len(calls) < MAX_BATCH:
+    def _next_batch(self) -> tuple[list[_Call], bool]:
+        """Wait for a call, then take every call already queued behind it.
+
+        Returns the calls and whether to keep running (False once ``stop`` was asked).
+        """
+        calls: list[_Call] = []
+        call = self._queue.get()
+        while call is not None:
+            calls.append(call)
+            if len(calls) == MAX_BATCH:
+                return calls, True
             try:
                 call = self._queue.get_nowait()
             except queue.Empty:
-                break
-            if call is None:
                 return calls, True
-            calls.append(call)
         return calls, False
 
     def _commit(self, executor: _Executor, calls: list[_Call]) -> list[Outcome]:
+        self.stats.calls += len(calls)
         if len(calls) == 1:
             return [self._alone(executor, calls[0])]
         try:
             return self._together(executor, calls)
         except Exception:
             self._rollback()
+            self.stats.fallbacks += 1
             return [self._alone(executor, call) for call in calls]
 
     def _together(self, executor: _Executor, calls: list[_Call]) -> list[Outcome]:
         """All calls in one transaction, each under a savepoint of its own."""
         assert self._conn is not None
         execute = self._conn.execute
+        self.stats.transactions += 1
         execute("BEGIN IMMEDIATE")
         outcomes: list[Outcome] = []
         for call in calls:
@@ -164,6 +180,7 @@ class SQLiteWriter:
     def _alone(self, executor: _Executor, call: _Call) -> Outcome:
         """One call in a transaction of its own."""
         assert self._conn is not None
+        self.stats.transactions += 1
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             result = apply_ops(executor, call.ops)
@@ -185,10 +202,9 @@ class SQLiteWriter:
         for call, outcome in zip(calls, outcomes, strict=True):
             by_loop.setdefault(call.loop, []).append((call, outcome))
         for loop, pairs in by_loop.items():
-            try:
+            # A closed loop raises RuntimeError: nobody is waiting there any more.
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_resolve, pairs)
-            except RuntimeError:  # the loop is closed; nobody is waiting any more
-                pass
 
 
 def _resolve(pairs: list[tuple[_Call, Outcome]]) -> None:

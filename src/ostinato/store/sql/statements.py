@@ -65,7 +65,9 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         ),
     )
 
-    next_seq = sa.func.coalesce(sa.func.max(messages.c.seq), sa.literal_column("0")) + sa.literal_column("1")
+    next_seq = sa.func.coalesce(
+        sa.func.max(messages.c.seq), sa.literal_column("0")
+    ) + sa.literal_column("1")
     msg_values = _bind(messages, *msg_cols)
     insert_message = (
         _insert(dialect, messages)

@@ -11,7 +11,44 @@ from fakes import anthropic as fa
 from fakes import openai_chat as fc
 from fakes import openai_responses as fr
 from fakes.server import FakeProvider, Reply, Stream
-from ostinato.models import Model, RetryPolicy, create_model
+from ostinato.messages import Message, ToolResultBlock, user_text
+from ostinato.models import (
+    MessageBuilder,
+    Model,
+    ModelEvent,
+    ModelReply,
+    ModelRequest,
+    RetryPolicy,
+    ToolDefinition,
+    create_model,
+)
+
+WEATHER = ToolDefinition(
+    "get_weather",
+    "The weather in a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+TIME = ToolDefinition("get_time", "The time in a city.", WEATHER.parameters)
+
+
+def ask(*messages: Message, tools: tuple[ToolDefinition, ...] = (WEATHER, TIME)) -> ModelRequest:
+    return ModelRequest(
+        system="You are terse.", messages=messages or (user_text("Hi"),), tools=tools
+    )
+
+
+async def run(model: Model, request: ModelRequest) -> tuple[list[ModelEvent], ModelReply]:
+    events: list[ModelEvent] = []
+    builder = MessageBuilder()
+    async for event in model.stream(request):
+        events.append(event)
+        builder.feed(event)
+    return events, builder.finish()
+
+
+def results(*pairs: tuple[str, str]) -> Message:
+    return Message("tool", tuple(ToolResultBlock(call_id, text) for call_id, text in pairs))
+
 
 FAST = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.005, max_retry_after=1.0)
 Call = tuple[str, str, dict[str, Any]]

@@ -60,14 +60,18 @@ class FakeProvider:
     models: tuple[str, ...] = ("fake-model",)
 
     def __init__(self) -> None:
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the script and what was seen (a server is shared by many tests)."""
         self._replies: deque[Reply] = deque()
         self.requests: list[JSON] = []
         self.headers: list[dict[str, str]] = []
         self.violations: list[str] = []
         self.disconnects = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
 
     # --- to override ---------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,22 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `fakes` importable
 
 from fakes.harness import FAKES, Harness
+from fakes.server import FakeProvider
+
+
+@pytest.fixture(scope="session")
+def fake_servers() -> Iterator[dict[str, FakeProvider]]:
+    """One running fake per protocol, shared by the session (each test resets it)."""
+    with ExitStack() as stack:
+        yield {name: stack.enter_context(fake()) for name, fake in FAKES.items()}
 
 
 @pytest.fixture(params=sorted(FAKES))
-def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+def harness(
+    request: pytest.FixtureRequest, fake_servers: dict[str, FakeProvider]
+) -> Iterator[Harness]:
     """One protocol's fake server; the test fails if a request broke its rules."""
-    with FAKES[request.param]() as fake:
-        yield Harness(request.param, fake)
-        fake.assert_clean()
+    fake = fake_servers[request.param]
+    fake.reset()
+    yield Harness(request.param, fake)
+    fake.assert_clean()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fakes.harness import Harness
+from fakes.harness import WEATHER, Harness, ask, results, run
 from ostinato.errors import (
     AuthenticationFailed,
     ContextTooLong,
@@ -20,42 +20,11 @@ from ostinato.errors import (
 )
 from ostinato.messages import Message, TextBlock, ToolResultBlock, user_text
 from ostinato.models import (
-    MessageBuilder,
-    Model,
-    ModelEvent,
-    ModelReply,
     ModelRequest,
     Retrying,
     Stop,
     TextDelta,
-    ToolDefinition,
 )
-
-WEATHER = ToolDefinition(
-    "get_weather",
-    "The weather in a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-TIME = ToolDefinition("get_time", "The time in a city.", WEATHER.parameters)
-
-
-def ask(*messages: Message, tools: tuple[ToolDefinition, ...] = (WEATHER, TIME)) -> ModelRequest:
-    return ModelRequest(
-        system="You are terse.", messages=messages or (user_text("Hi"),), tools=tools
-    )
-
-
-async def run(model: Model, request: ModelRequest) -> tuple[list[ModelEvent], ModelReply]:
-    events: list[ModelEvent] = []
-    builder = MessageBuilder()
-    async for event in model.stream(request):
-        events.append(event)
-        builder.feed(event)
-    return events, builder.finish()
-
-
-def results(*pairs: tuple[str, str]) -> Message:
-    return Message("tool", tuple(ToolResultBlock(call_id, text) for call_id, text in pairs))
 
 
 async def test_plain_text_with_usage(harness: Harness) -> None:

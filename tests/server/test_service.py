@@ -34,8 +34,17 @@ async def test_healthz_and_models(client: httpx.AsyncClient) -> None:
     assert health.status_code == 200
     assert health.json() == {"status": "ok", "store": "test", "detail": None}
     models = (await client.get("/v1/models")).json()
-    assert models["default"] == "scripted:model"
-    assert models["models"] == [{"id": "scripted:model", "default": True}]
+    assert models == {
+        "object": "list",
+        "data": [
+            {
+                "id": "scripted:model",
+                "object": "model",
+                "owned_by": "scripted",
+                "ostinato": {"default": True},
+            }
+        ],
+    }
 
 
 async def test_openapi_describes_every_route(client: httpx.AsyncClient) -> None:

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 import ostinato
+from ostinato.messages import JSON
 from ostinato.runtime import Runtime
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.errors import install_error_handlers, log
@@ -29,14 +30,17 @@ def create_app(
     runtime: Runtime,
     *,
     model_name: str = "unknown",
+    models: JSON | None = None,
     store_name: str = "unknown",
     choose_model: ModelChooser | None = None,
     ping_interval: float = PING_INTERVAL,
 ) -> FastAPI:
     """The app serving ``runtime``.
 
-    ``model_name`` and ``store_name`` are what ``/v1/models`` and ``/healthz`` report;
-    ``choose_model`` picks a model per request (``None``: always the runtime's default).
+    ``model_name`` is the runtime's default model and ``models`` the body of
+    ``/v1/models`` (OpenAI's list shape; by default the default model alone);
+    ``store_name`` is what ``/healthz`` reports; ``choose_model`` picks a model per request
+    (``None``: always the runtime's default).
     """
 
     @asynccontextmanager
@@ -58,6 +62,7 @@ def create_app(
     app.state.ostinato = ServerContext(
         runtime=runtime,
         model_name=model_name,
+        models=models,
         store_name=store_name,
         choose_model=choose_model,
         ping_interval=ping_interval,

@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from ostinato.messages import JSON
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
 
@@ -25,6 +26,7 @@ class ServerContext:
     runtime: Runtime
     model_name: str
     store_name: str
+    models: JSON | None = None  # the body of /v1/models; None lists model_name alone
     choose_model: ModelChooser | None = None
     ping_interval: float = 15.0
 

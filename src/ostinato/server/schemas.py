@@ -126,13 +126,26 @@ class Health(BaseModel):
 
 
 class ModelOut(BaseModel):
-    id: str
-    default: bool = True
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="A `provider:model` id.")
+    object: Literal["model"] = "model"
+    owned_by: str
+    ostinato: dict[str, Any] = Field(
+        default_factory=dict, description="`default` and its `reason`, or the `tier` it serves."
+    )
 
 
 class ModelList(BaseModel):
-    default: str
-    models: list[ModelOut]
+    """OpenAI's list shape, so OpenAI clients can read it; the default model comes first."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+    @classmethod
+    def of_default(cls, model_id: str) -> ModelList:
+        owner = model_id.split(":", 1)[0]
+        return cls(data=[ModelOut(id=model_id, owned_by=owner, ostinato={"default": True})])
 
 
 class ErrorDetail(BaseModel):

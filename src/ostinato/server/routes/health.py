@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from ostinato.server.context import Context
-from ostinato.server.schemas import Health, ModelList, ModelOut
+from ostinato.server.schemas import Health, ModelList
 
 router = APIRouter(tags=["service"])
 log = logging.getLogger("ostinato.server")
@@ -28,5 +28,7 @@ async def healthz(context: Context) -> Health | JSONResponse:
 
 @router.get("/v1/models", response_model=ModelList)
 async def list_models(context: Context) -> ModelList:
-    """The model that answers turns unless a request picks another."""
-    return ModelList(default=context.model_name, models=[ModelOut(id=context.model_name)])
+    """The model that answers turns unless a request picks another, then the tiers."""
+    if context.models is not None:
+        return ModelList.model_validate(context.models)
+    return ModelList.of_default(context.model_name)

@@ -1,0 +1,5 @@
+"""``python -m ostinato``: the ``ostinato`` command."""
+
+from ostinato.cli.main import main
+
+raise SystemExit(main())

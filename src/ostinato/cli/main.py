@@ -1,0 +1,78 @@
+"""The ``ostinato`` command: ``serve``, ``chat`` and ``replay``.
+
+::
+
+    ostinato serve [--host 127.0.0.1] [--port 8000] [--database-url URL]
+    ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
+    ostinato replay CONVERSATION_ID [--database-url URL] [--recorded-tools clock]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from ostinato import __version__
+from ostinato.cli.replay import RECORDED_BY_DEFAULT
+
+DATABASE_HELP = (
+    "the store: sqlite:///path/to.db, postgresql://user:pass@host/db or memory:// "
+    "(default: $OSTINATO_DATABASE_URL, else ./ostinato.db)"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ostinato", description="Run LLM agents as chat conversations."
+    )
+    parser.add_argument("--version", action="version", version=f"ostinato {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the HTTP API server")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    serve.add_argument("--database-url", help=DATABASE_HELP)
+
+    chat = commands.add_parser("chat", help="chat with a running server in the terminal")
+    chat.add_argument(
+        "--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)"
+    )
+    chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
+
+    replay = commands.add_parser(
+        "replay", help="re-run a conversation's turns with the recorded model outputs"
+    )
+    replay.add_argument("conversation_id", metavar="CONVERSATION_ID")
+    replay.add_argument("--database-url", help=DATABASE_HELP)
+    replay.add_argument(
+        "--recorded-tools",
+        default=",".join(sorted(RECORDED_BY_DEFAULT)),
+        metavar="NAMES",
+        help="comma-separated tools whose stored results are played back instead of running "
+        "them (default %(default)s; '' runs every tool)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            from ostinato.cli.serve import serve
+
+            return asyncio.run(serve(args.host, args.port, args.database_url))
+        if args.command == "chat":
+            from ostinato.cli.chat import chat
+
+            return chat(args.url, args.conversation)
+        from ostinato.cli.replay import replay
+
+        url = args.database_url or os.environ.get("OSTINATO_DATABASE_URL") or None
+        tools = {name.strip() for name in args.recorded_tools.split(",") if name.strip()}
+        return asyncio.run(replay(args.conversation_id, url, tools))
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130

@@ -1,0 +1,90 @@
+"""``ostinato serve``: open the store, pick the model, run the HTTP API under uvicorn.
+
+The model is chosen once at start (``ostinato.models.choice``: OSTINATO_MODEL, a provider
+key, a local OpenAI-compatible server, or the offline model); a request may pick another
+with the ``x-ostinato-model-*`` headers. Crashed turns are recovered by the app's lifespan
+before the first request; SIGTERM or Ctrl-C shut down gracefully (running turns end
+``cancelled``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+import uvicorn
+from fastapi import Request
+
+from ostinato import __version__
+from ostinato.errors import InvalidRequest, ModelError
+from ostinato.models.base import Model
+from ostinato.models.choice import (
+    DefaultModel,
+    ModelOverride,
+    Tiers,
+    autodetect_default,
+    create_model,
+    describe_models,
+    select_model,
+)
+from ostinato.runtime import Runtime
+from ostinato.server import ModelChooser, create_app
+from ostinato.store import describe_url, open_store
+
+DATABASE_ENV = "OSTINATO_DATABASE_URL"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSetup:
+    """The deployment's model: the default, its tiers, and the per-request chooser."""
+
+    default: DefaultModel
+    tiers: Tiers
+    model: Model
+
+    def choose(self, request: Request) -> Model | None:
+        override = ModelOverride.from_headers(request.headers)
+        if override is None:
+            return None
+        selection = select_model(default=self.default.model_id, tiers=self.tiers, request=override)
+        try:
+            return selection.create()
+        except ModelError as exc:  # e.g. no key for the provider asked for
+            raise InvalidRequest(f"cannot use model {selection.model_id!r}: {exc.message}") from exc
+
+
+async def setup_model() -> ModelSetup:
+    """The one place the server decides which model answers."""
+    default = await autodetect_default()
+    return ModelSetup(default, Tiers.for_default(default.model_id), create_model(default.model_id))
+
+
+async def serve(host: str, port: int, database_url: str | None, *, out: TextIO = sys.stdout) -> int:
+    url = database_url or os.environ.get(DATABASE_ENV) or None
+    try:
+        setup = await setup_model()
+        store = await open_store(url)
+    except (ValueError, ModelError) as exc:
+        print(f"ostinato serve: {exc}", file=sys.stderr)
+        return 2
+    print(f"ostinato {__version__}", file=out)
+    print(f"  model:    {setup.default}", file=out)
+    print(f"  database: {describe_url(url)}", file=out)
+    print(f"  api:      http://{host}:{port}/v1  (docs at /docs)", file=out, flush=True)
+    runtime = Runtime(store, model=setup.model)
+    chooser: ModelChooser = setup.choose
+    app = create_app(
+        runtime,
+        model_name=setup.default.model_id,
+        models=describe_models(setup.default, setup.tiers),
+        store_name=describe_url(url),
+        choose_model=chooser,
+    )
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    config = uvicorn.Config(app, host=host, port=port, lifespan="on", log_level="info")
+    server = uvicorn.Server(config)
+    await server.serve()
+    return 0 if server.started else 1

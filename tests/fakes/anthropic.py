@@ -11,9 +11,9 @@ results, signed thinking, non-empty text, tools defined whenever tool blocks app
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
 
-from fakes.server import JSON, Failure, FakeProvider
+from fakes.server import JSON, Event, Failure, FakeProvider
 
 
 class FakeAnthropic(FakeProvider):
@@ -92,11 +92,12 @@ def _check_results(i: int, blocks: list[JSON], expected: list[str]) -> list[str]
     return problems
 
 
-def error(status: int, kind: str, message: str, **headers: str) -> Failure:
-    return Failure(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
+def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Failure:
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return Failure(status, body, headers or {})
 
 
-def stream_error(kind: str, message: str) -> tuple[str, JSON]:
+def stream_error(kind: str, message: str) -> Event:
     """An ``error`` event inside a stream."""
     return ("error", {"type": "error", "error": {"type": kind, "message": message}})
 
@@ -108,10 +109,10 @@ def message_events(
     usage: tuple[int, int] = (12, 7),
     truncate_last_tool: bool = False,
     final: bool = True,
-    extra: list[tuple[str | None, Any]] | None = None,
-) -> list[tuple[str | None, Any]]:
+    extra: Sequence[Event] = (),
+) -> list[Event]:
     """The SSE events of one Messages response holding ``blocks`` (API-shaped blocks)."""
-    events: list[tuple[str | None, Any]] = [
+    events: list[Event] = [
         (
             "message_start",
             {
@@ -135,7 +136,7 @@ def message_events(
         ),
         ("ping", {"type": "ping"}),
     ]
-    events += extra or []
+    events += extra
     for index, block in enumerate(blocks):
         cut = truncate_last_tool and index == len(blocks) - 1
         events += _block_events(index, block, cut)
@@ -149,7 +150,7 @@ def message_events(
     return events
 
 
-def _block_events(index: int, block: JSON, cut: bool) -> list[tuple[str | None, Any]]:
+def _block_events(index: int, block: JSON, cut: bool) -> list[Event]:
     kind = block["type"]
     deltas: list[JSON] = []
     if kind == "text":
@@ -166,7 +167,7 @@ def _block_events(index: int, block: JSON, cut: bool) -> list[tuple[str | None, 
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
     else:
         start = block
-    events: list[tuple[str | None, Any]] = [
+    events: list[Event] = [
         (
             "content_block_start",
             {"type": "content_block_start", "index": index, "content_block": start},

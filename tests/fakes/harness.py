@@ -79,7 +79,7 @@ class Harness:
 
     def tools(self, calls: list[Call], text: str = "", truncated: bool = False) -> Stream:
         if self.protocol == "anthropic":
-            blocks = [{"type": "text", "text": text}] if text else []
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
             blocks += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
             reason = "max_tokens" if truncated else "tool_use"
             return Stream(fa.message_events(blocks, reason, truncate_last_tool=truncated))
@@ -114,22 +114,20 @@ class Harness:
                 429,
                 "rate_limit_error",
                 "Number of request tokens has exceeded your per-minute rate limit",
-                **{"retry-after": retry_after},
+                {"retry-after": retry_after},
             )
-        module = fc if self.protocol == "chat" else fr
-        return module.error(
+        return fc.error(
             429,
             "tokens",
             "Rate limit reached for fake-model on tokens per min (TPM). Please try again in 1s.",
             code="rate_limit_exceeded",
-            **{"retry-after": retry_after},
+            headers={"retry-after": retry_after},
         )
 
     def server_error(self) -> Reply:
         if self.protocol == "anthropic":
             return fa.error(500, "api_error", "Internal server error")
-        module = fc if self.protocol == "chat" else fr
-        return module.error(
+        return fc.error(
             500,
             "server_error",
             "The server had an error while processing your request. Sorry about that!",
@@ -144,8 +142,7 @@ class Harness:
                 "Your credit balance is too low to access the Anthropic API. Please go to "
                 "Plans & Billing to upgrade or purchase credits.",
             )
-        module = fc if self.protocol == "chat" else fr
-        return module.error(
+        return fc.error(
             429,
             "insufficient_quota",
             "You exceeded your current quota, please check your plan and billing details.",
@@ -155,8 +152,7 @@ class Harness:
     def auth(self) -> Reply:
         if self.protocol == "anthropic":
             return fa.error(401, "authentication_error", "invalid x-api-key")
-        module = fc if self.protocol == "chat" else fr
-        return module.error(
+        return fc.error(
             401,
             "invalid_request_error",
             "Incorrect API key provided: k. You can find your API key at "
@@ -169,8 +165,7 @@ class Harness:
             return fa.error(
                 400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"
             )
-        module = fc if self.protocol == "chat" else fr
-        return module.error(
+        return fc.error(
             400,
             "invalid_request_error",
             "This model's maximum context length is 128000 tokens. However, your messages "

@@ -13,11 +13,11 @@ call that was not made.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
 
-from fakes.server import JSON, Failure, FakeProvider
+from fakes.server import JSON, Event, Failure, FakeProvider
 
-Events = list[tuple[str | None, Any]]
+Events = list[Event]
 
 
 class FakeChat(FakeProvider):
@@ -72,12 +72,12 @@ def chunk_events(
     finish: str | None = None,
     truncate_last_call: bool = False,
     final: bool = True,
-    extra: Events | None = None,
+    extra: Sequence[Event] = (),
 ) -> Events:
     """The SSE data lines of one streamed completion."""
     calls = calls or []
     events: Events = [(None, chunk({"role": "assistant", "content": ""}))]
-    events += extra or []
+    events += extra
     if reasoning:
         events += [(None, chunk({"reasoning_content": p})) for p in _halves(reasoning)]
     events += [(None, chunk({"content": p})) for p in _halves(text)]
@@ -126,12 +126,15 @@ def usage_chunk(prompt: int, completion: int) -> JSON:
     }
 
 
-def error(status: int, kind: str, message: str, *, code: str | None, **headers: str) -> Failure:
+def error(
+    status: int, kind: str, message: str, *, code: str | None, headers: dict[str, str] | None = None
+) -> Failure:
+    """OpenAI's error reply (the Chat Completions and Responses APIs share it)."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return Failure(status, body, headers)
+    return Failure(status, body, headers or {})
 
 
-def stream_error(kind: str, message: str, code: str | None) -> tuple[None, JSON]:
+def stream_error(kind: str, message: str, code: str | None) -> Event:
     """An error object sent as a data line inside a stream."""
     return (None, {"error": {"message": message, "type": kind, "param": None, "code": code}})
 

@@ -13,11 +13,13 @@ reasoning item without its encrypted content.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from fakes.server import JSON, Failure, FakeProvider
+from fakes.openai_chat import error
+from fakes.server import JSON, Event, Failure, FakeProvider
 
-Events = list[tuple[str | None, Any]]
+Events = list[Event]
 
 
 class FakeResponses(FakeProvider):
@@ -79,18 +81,13 @@ def reasoning(summary: str, encrypted: str, item_id: str = "rs_fake") -> JSON:
     return {"type": "reasoning", "id": item_id, "summary": summary, "encrypted_content": encrypted}
 
 
-def error(status: int, kind: str, message: str, *, code: str | None, **headers: str) -> Failure:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return Failure(status, body, headers)
-
-
 def response_events(
     items: list[JSON],
     *,
     incomplete: str | None = None,
     truncate_last_call: bool = False,
     final: bool = True,
-    extra: Events | None = None,
+    extra: Sequence[Event] = (),
     failed: JSON | None = None,
 ) -> Events:
     seq = _Sequence()
@@ -98,7 +95,7 @@ def response_events(
         seq.event("response.created", response=_response("in_progress", [])),
         seq.event("response.in_progress", response=_response("in_progress", [])),
     ]
-    events += extra or []
+    events += extra
     done: list[JSON] = []
     for index, item in enumerate(items):
         cut = truncate_last_call and index == len(items) - 1
@@ -187,12 +184,12 @@ class _Sequence:
     def __init__(self) -> None:
         self.number = 0
 
-    def event(self, name: str, **fields: Any) -> tuple[str, JSON]:
+    def event(self, name: str, **fields: Any) -> Event:
         self.number += 1
         return (name, {"type": name, "sequence_number": self.number, **fields})
 
 
-def stream_error(code: str, message: str) -> tuple[str, JSON]:
+def stream_error(code: str, message: str) -> Event:
     """An ``error`` event inside a stream."""
     return (
         "error",

@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 JSON = dict[str, Any]
+Event = tuple[str | None, Any]  # (SSE event name or None, data)
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Stream:
     """An SSE reply. ``events`` are ``(event name or None, data)``; data that is not a
     string is sent as JSON."""
 
-    events: list[tuple[str | None, Any]]
+    events: list[Event]
     delay: float = 0.0  # pause before each event
     hang: bool = False  # after the events, stay open until the client goes away
     reset: bool = False  # after the events, drop the connection mid-body

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
+from fakes import openai_chat as fc
 from fakes import openai_responses as fr
 from fakes.harness import FAST, ask, run
 from fakes.server import FakeProvider, Stream
@@ -88,7 +89,7 @@ async def test_error_event_for_context_length(fake: FakeProvider) -> None:
 
 
 async def test_server_errors_raise_after_the_last_retry(fake: FakeProvider) -> None:
-    err = fr.error(503, "server_error", "Service unavailable", code=None)
+    err = fc.error(503, "server_error", "Service unavailable", code=None)
     fake.script(err, err, err)
     with pytest.raises(ProviderUnavailable):
         await run(responses_model(fake), ask())

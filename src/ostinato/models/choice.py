@@ -19,8 +19,9 @@ to ids. Anywhere a model is chosen, a value with a colon is an id and one withou
 
 Precedence (``select_model``): per request > per conversation > the agent's tier > the
 deployment default. A per-request ``ModelOverride`` may carry the caller's own API key and
-base URL; they are never shown by ``repr`` (so never logged by accident), and a base URL
-given without a key is never sent a key from the environment.
+base URL. The key is never shown by ``repr`` (so never logged by accident); a base URL
+given without a key is never sent a key from the environment, and a caller's base URL is
+refused unless the deployment allows it.
 """
 
 from __future__ import annotations
@@ -253,12 +254,21 @@ def select_model(
     request: ModelOverride | None = None,
     conversation: str | None = None,
     agent_tier: str | None = None,
+    allow_base_url: bool = False,
 ) -> ModelSelection:
     """Apply the precedence: per request > per conversation > agent tier > default.
 
     Each of ``request.model``, ``conversation``, ``agent_tier`` and ``default`` may be a
     model id or a tier name. A request's key and base URL apply to whichever model wins.
+    A caller's base URL makes the server connect wherever the caller says, so it is
+    refused unless the deployment allows it (``allow_base_url``; the server maps
+    ``OSTINATO_ALLOW_CALLER_BASE_URL=1`` to it).
     """
+    if request and request.base_url and not allow_base_url:
+        raise InvalidRequest(
+            f"{HEADER_MODEL_BASE_URL} is not allowed on this server "
+            "(set OSTINATO_ALLOW_CALLER_BASE_URL=1 to allow it)"
+        )
     choices = (
         ("request", request.model if request else None),
         ("conversation", conversation),

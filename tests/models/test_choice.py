@@ -1,0 +1,163 @@
+"""Model choice: ids, presets, keys, tiers, precedence and the start-up default."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from fakes.server import FakeProvider
+from ostinato.errors import AuthenticationFailed, InvalidRequest
+from ostinato.models import (
+    DefaultModel,
+    ModelOverride,
+    Tiers,
+    autodetect_default,
+    create_model,
+    describe_models,
+    parse_model_id,
+    select_model,
+)
+from ostinato.models.anthropic import AnthropicModel
+from ostinato.models.openai_chat import OpenAIChatModel
+from ostinato.models.openai_responses import OpenAIResponsesModel
+
+TIERS = Tiers({"minuet": "ollama:qwen3:0.6b", "allegro": "openai:gpt-4.1", "forte": "anthropic:x"})
+
+
+def test_parse_model_id_splits_on_the_first_colon() -> None:
+    assert parse_model_id("ollama:qwen3:8b") == ("ollama", "qwen3:8b")
+    assert parse_model_id("Anthropic:claude-sonnet-4-5") == ("anthropic", "claude-sonnet-4-5")
+    for bad in ("gpt-4.1", "nosuch:model", "openai:", ":x"):
+        with pytest.raises(InvalidRequest):
+            parse_model_id(bad)
+
+
+def test_create_model_picks_the_protocol() -> None:
+    env = {"OPENAI_API_KEY": "sk-env", "ANTHROPIC_API_KEY": "ak-env"}
+    assert isinstance(create_model("anthropic:claude-x", env=env), AnthropicModel)
+    assert isinstance(create_model("openai:gpt-4.1", env=env), OpenAIResponsesModel)
+    chat = create_model("openai-chat:gpt-4.1", env=env)
+    assert isinstance(chat, OpenAIChatModel) and chat.name == "openai-chat:gpt-4.1"
+
+
+def test_presets_give_base_url_and_key_variable() -> None:
+    model = create_model("groq:llama-3.3-70b", env={"GROQ_API_KEY": "gk"})
+    client = model._client  # type: ignore[attr-defined]
+    assert str(client.base_url) == "https://api.groq.com/openai/v1/"
+    assert client.api_key == "gk"
+    local = create_model("ollama:qwen3", env={"OLLAMA_BASE_URL": "http://box:11434/v1"})
+    assert str(local._client.base_url) == "http://box:11434/v1/"  # type: ignore[attr-defined]
+    with pytest.raises(AuthenticationFailed, match="GROQ_API_KEY"):
+        create_model("groq:llama-3.3-70b", env={})
+
+
+def test_a_callers_base_url_never_gets_the_deployments_key() -> None:
+    env = {"OPENAI_API_KEY": "sk-secret-of-the-deployment"}
+    model = create_model("openai:gpt-4.1", base_url="https://evil.example/v1", env=env)
+    assert model._client.api_key != env["OPENAI_API_KEY"]  # type: ignore[attr-defined]
+    own = create_model("openai:gpt-4.1", base_url="https://mine/v1", api_key="sk-mine", env=env)
+    assert own._client.api_key == "sk-mine"  # type: ignore[attr-defined]
+
+
+def test_missing_keys_are_a_clear_error() -> None:
+    with pytest.raises(AuthenticationFailed, match="ANTHROPIC_API_KEY"):
+        create_model("anthropic:claude-x", env={})
+
+
+def test_precedence_request_conversation_tier_default() -> None:
+    def pick(**kw: object) -> tuple[str, str]:
+        selection = select_model(default="openai:gpt-4.1-mini", tiers=TIERS, **kw)  # type: ignore[arg-type]
+        return selection.model_id, selection.source
+
+    assert pick() == ("openai:gpt-4.1-mini", "default")
+    assert pick(agent_tier="minuet") == ("ollama:qwen3:0.6b", "agent tier")
+    assert pick(agent_tier="minuet", conversation="forte") == ("anthropic:x", "conversation")
+    request = ModelOverride(model="groq:llama")
+    assert pick(agent_tier="minuet", conversation="forte", request=request) == (
+        "groq:llama",
+        "request",
+    )
+    key_only = ModelOverride(api_key="sk-caller")
+    selection = select_model(
+        default="openai:gpt-4.1", tiers=TIERS, conversation="forte", request=key_only
+    )
+    assert (selection.model_id, selection.api_key) == ("anthropic:x", "sk-caller")
+    with pytest.raises(InvalidRequest, match="tier"):
+        pick(agent_tier="presto")
+
+
+def test_overrides_come_from_headers_and_hide_the_key() -> None:
+    headers = {
+        "x-ostinato-model-id": "openai:gpt-4.1",
+        "x-ostinato-model-api-key": "sk-very-secret",
+        "x-ostinato-model-base-url": "https://proxy/v1",
+    }
+    override = ModelOverride.from_headers(headers)
+    assert override is not None and override.api_key == "sk-very-secret"
+    assert "sk-very-secret" not in repr(override)
+    with pytest.raises(InvalidRequest, match="OSTINATO_ALLOW_CALLER_BASE_URL"):
+        select_model(default="offline:ostinato", tiers=TIERS, request=override)
+    selection = select_model(
+        default="offline:ostinato", tiers=TIERS, request=override, allow_base_url=True
+    )
+    assert selection.base_url == "https://proxy/v1"
+    assert "sk-very-secret" not in repr(selection)
+    assert "sk-very-secret" not in repr(selection.create())
+    assert ModelOverride.from_headers({"accept": "*/*"}) is None
+
+
+def test_tiers_follow_the_default_and_the_environment() -> None:
+    anthropic = Tiers.for_default("anthropic:claude-sonnet-4-5", env={})
+    assert anthropic.resolve("minuet").startswith("anthropic:claude-haiku")
+    local = Tiers.for_default("ollama:qwen3", env={"OSTINATO_TIER_FORTE": "openai:gpt-5"})
+    assert local.mapping == {
+        "minuet": "ollama:qwen3",
+        "allegro": "ollama:qwen3",
+        "forte": "openai:gpt-5",
+    }
+
+
+async def test_autodetect_order() -> None:
+    nothing = {"OLLAMA_BASE_URL": f"http://127.0.0.1:{_free_port()}/v1"}
+    both = {**nothing, "ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o"}
+    assert (await autodetect_default(both)).model_id.startswith("anthropic:")
+    openai_only = {**nothing, "OPENAI_API_KEY": "o"}
+    assert (await autodetect_default(openai_only)).model_id == "openai:gpt-4.1-mini"
+    offline = await autodetect_default(nothing, probe_timeout=0.2)
+    assert offline.model_id == "offline:ostinato"
+    assert "offline:ostinato (" in str(offline)
+    configured = await autodetect_default({**both, "OSTINATO_MODEL": "groq:llama"})
+    assert configured.reason == "set by OSTINATO_MODEL"
+
+
+async def test_autodetect_finds_a_local_server(fake_servers: dict[str, FakeProvider]) -> None:
+    server = fake_servers["chat"]  # it also answers GET /v1/models
+    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    ollama = await autodetect_default({"OLLAMA_BASE_URL": f"{server.url}/v1"})
+    assert ollama.model_id == "ollama:fake-model"
+    custom = await autodetect_default(
+        {"OSTINATO_BASE_URL": f"{server.url}/v1", "OLLAMA_BASE_URL": dead}
+    )
+    assert custom.model_id == "openai-compatible:fake-model"
+    pointed = await autodetect_default(
+        {"OPENAI_API_KEY": "o", "OPENAI_BASE_URL": f"{server.url}/v1"}
+    )
+    assert pointed.model_id == "openai-chat:fake-model"
+
+
+def test_describe_models_lists_default_and_tiers() -> None:
+    listing = describe_models(DefaultModel("offline:ostinato", "why"), TIERS)
+    assert listing["object"] == "list"
+    assert listing["data"][0]["ostinato"] == {"default": True, "reason": "why"}
+    assert [d["ostinato"].get("tier") for d in listing["data"][1:]] == [
+        "minuet",
+        "allegro",
+        "forte",
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

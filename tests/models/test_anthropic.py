@@ -179,3 +179,19 @@ def test_request_options() -> None:
     thinking = encode_request("claude-x", request, thinking_budget=16000)
     assert thinking["thinking"] == {"type": "enabled", "budget_tokens": 16000}
     assert thinking["max_tokens"] > 16000 and "temperature" not in thinking
+
+
+async def test_a_call_without_tools_after_tool_use_still_declares_them(fake: FakeProvider) -> None:
+    """The loop's wrap-up call sends no tools; the history still holds tool blocks."""
+    fake.script(Stream(fa.message_events([{"type": "text", "text": "In short: sunny."}])))
+    history = (
+        user_text("Weather?"),
+        Message("assistant", (ToolUseBlock("t1", "get_weather", {"city": "Rome"}),)),
+        Message("tool", (ToolResultBlock("t1", "sunny"),)),
+    )
+    m = create_model("anthropic:claude-fake", api_key="k", base_url=fake.url, retry=FAST)
+    _, reply = await run(m, ModelRequest("", history, tools=(), tool_choice="none"))
+    assert reply.message.text == "In short: sunny."
+    body = fake.requests[0]
+    assert [t["name"] for t in body["tools"]] == ["get_weather"]
+    assert body["tool_choice"] == {"type": "none"}

@@ -23,6 +23,7 @@ from ostinato.models.base import (
     Usage,
 )
 from ostinato.models.choice import (
+    ALLOW_BASE_URL_ENV,
     HEADER_MODEL_API_KEY,
     HEADER_MODEL_BASE_URL,
     HEADER_MODEL_ID,
@@ -42,6 +43,7 @@ from ostinato.models.choice import (
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
 __all__ = [
+    "ALLOW_BASE_URL_ENV",
     "DEFAULT_RETRY_POLICY",
     "HEADER_MODEL_API_KEY",
     "HEADER_MODEL_BASE_URL",

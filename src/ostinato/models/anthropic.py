@@ -159,6 +159,15 @@ def encode_request(model: str, request: ModelRequest, *, thinking_budget: int | 
             for t in request.tools
         ]
         params["tool_choice"] = {"type": request.tool_choice}
+    elif used := _tools_in_history(params["messages"]):
+        # The API refuses tool_use / tool_result blocks when no tools are defined (the
+        # loop's wrap-up call sends none), so the tools the history used are declared as
+        # stubs, and the model may not call them.
+        params["tools"] = [
+            {"name": name, "description": "Not available now.", "input_schema": {"type": "object"}}
+            for name in used
+        ]
+        params["tool_choice"] = {"type": "none"}
     if thinking_budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
         params["max_tokens"] = max(max_tokens, thinking_budget + 1024)
@@ -183,6 +192,13 @@ def encode_messages(messages: Iterable[Message]) -> list[JSON]:
         if turn["role"] == "user":  # tool results first, in their original order
             turn["content"].sort(key=lambda part: part["type"] != "tool_result")
     return turns
+
+
+def _tools_in_history(turns: list[JSON]) -> list[str]:
+    names = {b["name"]: None for t in turns for b in t["content"] if b["type"] == "tool_use"}
+    if not names and any(b["type"] == "tool_result" for t in turns for b in t["content"]):
+        names["unavailable_tool"] = None
+    return list(names)
 
 
 def _encode_block(block: Block, role: str) -> JSON | None:

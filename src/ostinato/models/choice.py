@@ -42,6 +42,7 @@ from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 HEADER_MODEL_ID = "x-ostinato-model-id"
 HEADER_MODEL_API_KEY = "x-ostinato-model-api-key"
 HEADER_MODEL_BASE_URL = "x-ostinato-model-base-url"
+ALLOW_BASE_URL_ENV = "OSTINATO_ALLOW_CALLER_BASE_URL"  # "1": callers may pick a base URL
 
 TIER_NAMES = ("minuet", "allegro", "forte")
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434/v1"
@@ -267,7 +268,7 @@ def select_model(
     if request and request.base_url and not allow_base_url:
         raise InvalidRequest(
             f"{HEADER_MODEL_BASE_URL} is not allowed on this server "
-            "(set OSTINATO_ALLOW_CALLER_BASE_URL=1 to allow it)"
+            f"(set {ALLOW_BASE_URL_ENV}=1 to allow it)"
         )
     choices = (
         ("request", request.model if request else None),

@@ -238,7 +238,7 @@ async def replay(
     database_url: str | None,
     recorded: Collection[str] = RECORDED_BY_DEFAULT,
     *,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """The ``ostinato replay`` command: 0 when identical, 1 when diverged, 2 on error."""
     try:
@@ -253,5 +253,5 @@ async def replay(
         return 2
     finally:
         await store.close()
-    print(format_report(report, recorded), file=out)
+    print(format_report(report, recorded), file=out or sys.stdout)
     return 0 if report.identical else 1

@@ -62,7 +62,9 @@ async def setup_model() -> ModelSetup:
     return ModelSetup(default, Tiers.for_default(default.model_id), create_model(default.model_id))
 
 
-async def serve(host: str, port: int, database_url: str | None, *, out: TextIO = sys.stdout) -> int:
+async def serve(
+    host: str, port: int, database_url: str | None, *, out: TextIO | None = None
+) -> int:
     url = database_url or os.environ.get(DATABASE_ENV) or None
     try:
         setup = await setup_model()
@@ -70,6 +72,7 @@ async def serve(host: str, port: int, database_url: str | None, *, out: TextIO =
     except (ValueError, ModelError) as exc:
         print(f"ostinato serve: {exc}", file=sys.stderr)
         return 2
+    out = out or sys.stdout
     print(f"ostinato {__version__}", file=out)
     print(f"  model:    {setup.default}", file=out)
     print(f"  database: {describe_url(url)}", file=out)

@@ -1,0 +1,102 @@
+"""``ostinato chat`` against a live server, fed from a stdin that is a string."""
+
+from __future__ import annotations
+
+import io
+import socket
+
+import httpx
+import pytest
+
+from ostinato.cli.chat import chat
+from ostinato.cli.main import main
+from ostinato.cli.sse import SSEDecoder
+from ostinato.errors import ModelError
+from ostinato.models.scripted import error_step, text_step, tool_step
+from tests.cli.conftest import LiveServer
+
+
+def _rows(server: LiveServer, cid: str) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = httpx.get(
+        f"{server.url}/v1/conversations/{cid}/messages"
+    ).json()["messages"]
+    return rows
+
+
+def _conversation_id(output: str) -> str:
+    first = output.splitlines()[0]
+    assert first.startswith("conversation "), first
+    return first.split()[1]
+
+
+def test_chat_streams_text_and_shows_tool_steps(live_server: LiveServer) -> None:
+    live_server.model.add(
+        tool_step(("calculator", {"expression": "2*(3+4)"}), text="Let me work it out."),
+        text_step("It is 14.", chunks=3),
+        text_step("You are welcome."),
+    )
+    out = io.StringIO()
+    stdin = io.StringIO("what is 2*(3+4)?\n\n   \nthanks\n/quit\nnever sent\n")
+    assert chat(live_server.url, stdin=stdin, stdout=out) == 0
+    text = out.getvalue()
+    assert "Let me work it out.\n" in text
+    assert '  [tool] calculator {"expression": "2*(3+4)"}\n' in text
+    assert "  [tool] calculator -> ok (" in text and "): 2*(3+4) = 14\n" in text
+    assert "It is 14.\n" in text and "You are welcome.\n" in text
+    assert text.index("[tool] calculator {") < text.index("-> ok") < text.index("It is 14.")
+    live_server.model.assert_consumed()
+    cid = _conversation_id(text)
+    users = [r for r in _rows(live_server, cid) if r["role"] == "user"]
+    assert len(users) == 2  # blank lines are not sent; nothing after /quit is
+
+
+def test_chat_ends_at_end_of_input_and_resumes(live_server: LiveServer) -> None:
+    live_server.model.add(text_step("first answer"), text_step("second answer"))
+    out = io.StringIO()
+    assert chat(live_server.url, stdin=io.StringIO("hello"), stdout=out) == 0
+    cid = _conversation_id(out.getvalue())
+    again = io.StringIO()
+    assert chat(live_server.url, cid, stdin=io.StringIO("more\n"), stdout=again) == 0
+    text = again.getvalue()
+    assert text.startswith(f"conversation {cid} (resumed, 2 rows)\n")
+    assert "  you: hello\n  assistant: first answer\n" in text
+    assert "second answer" in text
+    assert len(_rows(live_server, cid)) == 4
+
+
+def test_chat_shows_a_failed_turn_and_goes_on(live_server: LiveServer) -> None:
+    live_server.model.add(error_step(ModelError("the provider is down")), text_step("back"))
+    out = io.StringIO()
+    assert chat(live_server.url, stdin=io.StringIO("one\ntwo\n"), stdout=out) == 0
+    text = out.getvalue()
+    assert "  [error] model_error: the provider is down\n" in text
+    assert "  [turn ended failed: model_error: the provider is down]\n" in text
+    assert text.rstrip().endswith("back")
+
+
+def test_unknown_conversation_and_unreachable_server(live_server: LiveServer) -> None:
+    out = io.StringIO()
+    assert chat(live_server.url, "nope", stdin=io.StringIO(""), stdout=out) == 1
+    assert "404" in out.getvalue() and "nope" in out.getvalue()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = io.StringIO()
+    assert chat(f"http://127.0.0.1:{port}", stdin=io.StringIO("hi\n"), stdout=out) == 1
+    assert "cannot reach a server" in out.getvalue()
+
+
+def test_main_runs_chat(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live_server.model.add(text_step("hi there"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n/quit\n"))
+    assert main(["chat", "--url", live_server.url]) == 0
+    assert "hi there" in capsys.readouterr().out
+
+
+def test_sse_decoder_follows_the_spec() -> None:
+    decoder = SSEDecoder()
+    events = decoder.feed(": ping\n\nevent: a\r\ndata: 1\ndata: 2\nid: 7\n\ndata: x")
+    assert [(e.event, e.data, e.id) for e in events] == [("a", "1\n2", "7")]
+    assert [(e.event, e.data) for e in decoder.feed("y\n\n")] == [(None, "xy")]

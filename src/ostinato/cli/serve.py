@@ -22,6 +22,7 @@ from ostinato import __version__
 from ostinato.errors import InvalidRequest, ModelError
 from ostinato.models.base import Model
 from ostinato.models.choice import (
+    ALLOW_BASE_URL_ENV,
     DefaultModel,
     ModelOverride,
     Tiers,
@@ -44,6 +45,7 @@ class ModelSetup:
     default: DefaultModel
     tiers: Tiers
     model: Model
+    allow_base_url: bool = False  # OSTINATO_ALLOW_CALLER_BASE_URL=1
 
     def choose(self, request: Request) -> Model | None:
         override = ModelOverride.from_headers(request.headers)
@@ -59,7 +61,12 @@ class ModelSetup:
 async def setup_model() -> ModelSetup:
     """The one place the server decides which model answers."""
     default = await autodetect_default()
-    return ModelSetup(default, Tiers.for_default(default.model_id), create_model(default.model_id))
+    return ModelSetup(
+        default,
+        Tiers.for_default(default.model_id),
+        create_model(default.model_id),
+        allow_base_url=os.environ.get(ALLOW_BASE_URL_ENV) == "1",
+    )
 
 
 async def serve(

@@ -1,0 +1,303 @@
+"""``shell``: run a command in the workdir, and the family a remembered grant may cover.
+
+The command runs as ``/bin/sh -c`` in a session of its own (so its whole process group
+can be signalled), with stdin closed, a small explicit environment (nothing of the
+server's, such as API keys), a deadline and an output cap. Output is read as it comes,
+so a command that writes gigabytes never blocks; the first and last halves of the cap
+are kept. When the command ends, times out or is cancelled, its process group gets
+SIGTERM, a short grace, then SIGKILL: nothing it started outlives the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import signal
+import time
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ostinato.errors import ToolError
+from ostinato.tools.base import ToolContext
+from ostinato.tools.workdir import Jail
+
+DEFAULT_TIMEOUT = 30.0
+MAX_TIMEOUT = 600.0
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+OUTPUT_CAP = 64 * 1024  # bytes of combined stdout and stderr kept: first half, last half
+SHELL = "/bin/sh"
+SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+# A child can start in a directory fd's folder through /proc (no race with a path).
+_PROC_FD = os.path.isdir("/proc/self/fd")
+
+
+def shell_env(home: Path | str) -> dict[str, str]:
+    """The whole environment a command sees; the server's own is never passed on."""
+    return {
+        "PATH": SEARCH_PATH,
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "PAGER": "cat",
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+
+
+async def shell(
+    context: ToolContext,
+    command: str,
+    timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the model's name for the deadline
+    cwd: str = ".",
+) -> dict[str, Any]:
+    """Run a shell command (/bin/sh -c) in the workdir and return its exit code and output.
+
+    Stdin is closed; stdout and stderr are combined. A non-zero exit code is a normal
+    result. Processes the command leaves running in the background are stopped when it
+    ends.
+
+    Args:
+        command: The command line, e.g. "ls -la" or "python3 script.py".
+        timeout: Seconds before the command is killed (at most 600).
+        cwd: The directory to run in, relative to the workdir.
+    """
+    if not command.strip():
+        raise ToolError("the command is empty")
+    if not 0 < timeout <= MAX_TIMEOUT:
+        raise ToolError(f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds")
+    with Jail(context.workdir) as jail, jail.open_directory(cwd) as (cwd_fd, relpath):
+        keep: tuple[int, ...]
+        if _PROC_FD:
+            where, keep = f"/proc/self/fd/{cwd_fd}", (cwd_fd,)
+        else:  # no /proc: the path itself, checked just above
+            where, keep = str(jail.root / relpath), ()
+        result = await run_command(
+            command, cwd=where, env=shell_env(jail.root), deadline_s=timeout, pass_fds=keep
+        )
+    if result.timed_out:
+        so_far = f"output so far:\n{result.output}" if result.output_bytes else "no output"
+        raise ToolError(f"the command was killed after {timeout:g} s (its deadline); {so_far}")
+    return result.as_dict()
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    exit_code: int | None  # None when a signal ended it
+    signal: str | None
+    output: str  # combined stdout and stderr, cut in the middle past the cap
+    output_bytes: int  # all the bytes it wrote, kept or not
+    truncated: bool
+    duration_s: float
+    timed_out: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"exit_code": self.exit_code}
+        if self.signal:
+            shown["signal"] = self.signal
+        shown["output"] = self.output
+        shown["truncated"] = self.truncated
+        if self.truncated:
+            shown["output_bytes"] = self.output_bytes
+        shown["duration_s"] = self.duration_s
+        return shown
+
+
+async def run_command(
+    command: str,
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    deadline_s: float,
+    cap: int = OUTPUT_CAP,
+    pass_fds: tuple[int, ...] = (),
+) -> CommandResult:
+    """Run ``command`` with ``/bin/sh -c``; stop its process group however this ends."""
+    loop = asyncio.get_running_loop()
+    read_end, write_end = os.pipe()
+    reader = os.fdopen(read_end, "rb", buffering=0)
+    started = time.monotonic()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            SHELL,
+            "-c",
+            command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=write_end,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
+    except BaseException:
+        reader.close()
+        raise
+    finally:
+        os.close(write_end)
+    transport, capture = await loop.connect_read_pipe(lambda: _Capture(cap), reader)
+    timed_out = False
+    try:
+        try:
+            async with asyncio.timeout(deadline_s):
+                await process.wait()
+        except TimeoutError:
+            timed_out = True
+    finally:
+        try:
+            await _stop_group(process, capture)
+        finally:
+            transport.close()
+    code = process.returncode
+    return CommandResult(
+        exit_code=code if code is not None and code >= 0 else None,
+        signal=_signal_name(code),
+        output=capture.text(),
+        output_bytes=capture.total,
+        truncated=capture.total > cap,
+        duration_s=round(time.monotonic() - started, 3),
+        timed_out=timed_out,
+    )
+
+
+async def _stop_group(process: asyncio.subprocess.Process, capture: _Capture) -> None:
+    """SIGTERM the command's process group, give it a grace, then SIGKILL what is left.
+
+    "Gone" means the shell has exited and nobody holds the output pipe any more; a
+    process that left the group (``setsid``) and keeps the pipe open is not waited for.
+    """
+
+    async def gone() -> None:
+        await process.wait()
+        await capture.closed.wait()
+
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        async with asyncio.timeout(KILL_GRACE):
+            await gone()
+    except TimeoutError:
+        pass
+    finally:  # also when cancelled again while waiting
+        _signal_group(process.pid, signal.SIGKILL)
+    try:
+        async with asyncio.timeout(1.0):
+            await gone()
+    except TimeoutError:
+        pass
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with suppress(ProcessLookupError, PermissionError):  # the group is gone already
+        os.killpg(pgid, signum)
+
+
+def _signal_name(code: int | None) -> str | None:
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class _Capture(asyncio.Protocol):
+    """Keeps the first and the last ``cap // 2`` bytes of a pipe, counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.half = cap // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.closed = asyncio.Event()
+
+    def data_received(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set()
+
+    def text(self) -> str:
+        dropped = self.total - len(self.head) - len(self.tail)
+        if dropped <= 0:
+            return (self.head + self.tail).decode("utf-8", errors="replace")
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        return f"{head}\n[… {dropped} bytes of output omitted …]\n{tail}"
+
+
+# --- families: which calls a remembered "family" grant covers ---------------------------
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Characters that make a command compound, redirected or substituted, anywhere in it
+# (even inside quotes: being unsure means no family).
+_UNSAFE_CHARACTERS = frozenset(";&|<>()$`\\\n\r\x7f") | {chr(c) for c in range(32)} - {"\t"}
+_PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*|[A-Za-z0-9_.+-]*/[A-Za-z0-9_./+-]*")
+# Programs that run another command given as arguments: a grant for them would cover
+# anything at all.
+_WRAPPERS = _words(
+    """
+    sh bash dash zsh ksh mksh yash fish csh tcsh busybox
+    env sudo doas su runuser pkexec chroot nsenter unshare setsid systemd-run ssh
+    xargs parallel nohup timeout nice ionice chrt taskset stdbuf unbuffer script flock
+    watch time strace ltrace command builtin exec eval source . ..
+    """
+)
+_RESERVED_WORDS = _words(
+    "! { } [[ ]] case coproc do done elif else esac fi for function if in select then until while"
+)
+# Options with which an otherwise ordinary program runs other commands.
+_RUNS_COMMANDS = {"find": frozenset({"-exec", "-execdir", "-ok", "-okdir"})}
+
+
+def shell_family(arguments: Mapping[str, Any]) -> str | None:
+    """The family of a ``shell`` call: its program name as written (see ``command_family``)."""
+    command = arguments.get("command")
+    return command_family(command) if isinstance(command, str) else None
+
+
+def command_family(command: str) -> str | None:
+    """The program of a simple command exactly as written (``git status`` -> ``git``).
+
+    ``/usr/bin/git`` is its own family, not ``git``'s. None, a family no grant matches,
+    for anything compound or indirect: operators, substitutions, redirects, an
+    environment prefix, quotes or globs in the program word, shell keywords, or a
+    program that runs other commands (``sh``, ``env``, ``sudo``, ``xargs``, ...).
+    """
+    if not command.strip() or any(ch in _UNSAFE_CHARACTERS for ch in command):
+        return None
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote
+        return None
+    if not words or any(word.startswith("#") for word in words):
+        return None
+    program = words[0]
+    written = command.lstrip(" \t")
+    if written[len(program) : len(program) + 1] not in ("", " ", "\t"):
+        return None  # the program word was quoted or escaped: g'i't is not git
+    if not written.startswith(program) or not _PROGRAM.fullmatch(program):
+        return None
+    name = program.rsplit("/", 1)[-1]
+    if not name or name in _WRAPPERS or program in _RESERVED_WORDS:
+        return None
+    if _RUNS_COMMANDS.get(name, frozenset()).intersection(words[1:]):
+        return None
+    return program

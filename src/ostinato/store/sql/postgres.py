@@ -21,7 +21,7 @@ from ostinato.store.base import WriteOp
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.reads import SQLReads
-from ostinato.store.sql.rows import Row, time_from_postgres, utc_time
+from ostinato.store.sql.rows import MessageCache, Row, time_from_postgres, utc_time
 from ostinato.store.sql.statements import WriteName, write_statements
 
 
@@ -54,6 +54,7 @@ class PostgresStore(SQLReads):
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._message_cache = MessageCache()
 
     @classmethod
     async def open(cls, url: str | sa.URL, **engine_options: Any) -> PostgresStore:

@@ -22,6 +22,7 @@ class SQLReads(ABC):
     """Reads shared by ``SQLiteStore`` and ``PostgresStore``."""
 
     _decode_time: TimeDecoder
+    _message_cache: rows.MessageCache
 
     @abstractmethod
     async def _fetch(self, stmt: sa.Select[Any], params: dict[str, Any]) -> Sequence[Row]:
@@ -56,7 +57,7 @@ class SQLReads(ABC):
             "limit": limit,
         }
         found = await self._fetch(stmt, params)
-        return [rows.message(r, self._decode_time) for r in found]
+        return self._message_cache.messages(found, self._decode_time)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         found = await self._fetch(statements.get_turn(), {"id": turn_id})

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
-from ostinato.messages import Message, blocks_from_json
+from ostinato.messages import JSON, Message, blocks_from_json
 from ostinato.store.base import Conversation, ToolCallRecord, Turn
 
 TimeDecoder: TypeAlias = Callable[[Any], datetime]
@@ -52,6 +52,49 @@ def _opt_time(value: Any, decode: TimeDecoder) -> datetime | None:
     return None if value is None else decode(value)
 
 
+def _object(text: str) -> JSON:
+    """A stored JSON object (most are empty: skip the parser for those)."""
+    return {} if text == "{}" else json.loads(text)
+
+
+class MessageCache:
+    """Decoded messages by id, up to ``max_bytes`` of stored blocks text.
+
+    A message row is never updated once written (no write op changes one), so a row
+    decoded once stays true; reads of a growing history then decode only its new rows.
+    Oldest entries are dropped first. If an op that changes message rows is ever added,
+    it must drop the rows it changes from here.
+    """
+
+    def __init__(self, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._items: dict[str, tuple[Message, int]] = {}
+
+    def messages(self, found: Sequence[Row], decode: TimeDecoder) -> list[Message]:
+        """``found`` message rows as messages, decoding only those not seen before."""
+        items = self._items
+        out: list[Message] = []
+        for row in found:
+            hit = items.get(row[0])
+            if hit is None:
+                decoded = message(row, decode)
+                self._put(row[0], decoded, len(row[5]))
+                out.append(decoded)
+            else:
+                out.append(hit[0])
+        return out
+
+    def _put(self, key: str, value: Message, size: int) -> None:
+        if size > self._max_bytes // 16:
+            return  # one huge row would push out everything else
+        self._items[key] = (value, size)
+        self._bytes += size
+        while self._bytes > self._max_bytes:
+            _, dropped = self._items.pop(next(iter(self._items)))  # dicts keep insertion order
+            self._bytes -= dropped
+
+
 def conversation(row: Row, decode: TimeDecoder) -> Conversation:
     cid, owner, state, persona, title, metadata, created_at, updated_at = row
     return Conversation(
@@ -62,7 +105,7 @@ def conversation(row: Row, decode: TimeDecoder) -> Conversation:
         owner=owner,
         persona=persona,
         title=title,
-        metadata=json.loads(metadata),
+        metadata=_object(metadata),
     )
 
 
@@ -77,7 +120,7 @@ def turn(row: Row, decode: TimeDecoder) -> Turn:
         kind=kind,
         stop_reason=stop_reason,
         finished_at=_opt_time(finished, decode),
-        metrics=json.loads(metrics),
+        metrics=_object(metrics),
         error=error,
     )
 
@@ -103,7 +146,7 @@ def tool_call(row: Row, decode: TimeDecoder) -> ToolCallRecord:
         conversation_id=cid,
         turn_id=turn_id,
         name=name,
-        input=json.loads(input_),
+        input=_object(input_),
         status=status,
         started_at=decode(started),
         finished_at=_opt_time(finished, decode),

@@ -1,11 +1,11 @@
 """``SQLiteStore``: the embedded default, one SQLite file in WAL mode.
 
-Writes go through ``SQLiteWriter`` (one thread, one connection, group commit). Reads run
-on reader connections, one per thread that reads (normally just the event loop's), in
-autocommit mode: each select is its own WAL snapshot, so it sees every write whose
-``write()`` has returned. Reads are not sent to a thread: a WAL reader never waits for
-the writer, and a read of one conversation costs tens of microseconds, less than a
-hop to another thread would.
+Writes go through ``SQLiteWriter`` (one connection, group commit, a thread for waits and
+checkpoints). Reads run on reader connections, one per thread that reads (normally just
+the event loop's), in autocommit mode: each select is its own WAL snapshot, so it sees
+every write whose ``write()`` has returned. Reads are not sent to a thread: a WAL reader
+never waits for the writer, and a read of one conversation costs tens of microseconds,
+less than a hop to another thread would.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.sql.migrate import migrate_sqlite
 from ostinato.store.sql.reads import SQLReads
-from ostinato.store.sql.rows import Row, time_from_sqlite
+from ostinato.store.sql.rows import MessageCache, Row, time_from_sqlite
 from ostinato.store.sql.sqlite_sql import CompiledSQL, compile_sqlite
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
 
@@ -39,16 +39,17 @@ class SQLiteStore(SQLReads):
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(Path(path).expanduser().resolve())
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer = SQLiteWriter(self._connect_writer)
+        self._writer = SQLiteWriter(self._connect_writer, busy_timeout_ms)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._compiled: dict[int, CompiledSQL] = {}
         self._closed = False
+        self._message_cache = MessageCache()
 
     @classmethod
     async def open(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> SQLiteStore:
-        """Create or migrate the file, then start the writer thread."""
+        """Create or migrate the file, then open the writer."""
         store = cls(path, busy_timeout_ms=busy_timeout_ms)
         Path(store.path).parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(migrate_sqlite, store.path, busy_timeout_ms)
@@ -60,7 +61,7 @@ class SQLiteStore(SQLReads):
 
     @property
     def stats(self) -> WriterStats:
-        """The writer thread's counters (calls, transactions, fallbacks)."""
+        """The writer's counters (calls, transactions, batches sent to its thread, ...)."""
         return self._writer.stats
 
     async def write(self, *ops: WriteOp) -> list[Any]:
@@ -79,11 +80,12 @@ class SQLiteStore(SQLReads):
         if self._closed:
             return
         self._closed = True
-        await asyncio.to_thread(self._writer.stop)
+        self._writer.flush()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+        await asyncio.to_thread(self._writer.stop)  # the last close checkpoints: not here
 
     # --- connections ----------------------------------------------------------------
 

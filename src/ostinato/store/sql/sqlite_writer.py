@@ -1,19 +1,28 @@
-"""SQLite's single writer: one thread, one connection, group commit.
+"""SQLite's single writer: one connection, group commit, a thread for the slow paths.
 
-Every ``write()`` of a ``SQLiteStore`` is queued to one thread that owns the only
-writing ``sqlite3`` connection of the store, so writers in this process never compete
-for SQLite's write lock and never see ``SQLITE_BUSY``. Other processes (or other store
-instances on the same file) are waited for by ``busy_timeout``; each transaction starts
-with ``BEGIN IMMEDIATE`` so that wait happens up front, where the busy handler applies.
+Every ``write()`` of a ``SQLiteStore`` goes through one ``sqlite3`` connection, so
+writers in this process never compete for SQLite's write lock. The calls made during
+one turn of the event loop are committed together (group commit): the first call of a
+turn schedules a flush at the end of that turn, and the flush applies every call queued
+by then in one transaction. Each call runs under a ``SAVEPOINT`` of its own, so a call
+that fails is rolled back alone and its neighbours still commit; if the transaction
+itself breaks, every call is retried in a transaction of its own.
 
-Group commit: while one transaction commits, later ``write()`` calls pile up in the
-queue; the thread then takes all of them and applies them in one transaction. Each
-call runs inside its own ``SAVEPOINT``, so a call that fails is rolled back alone and
-its neighbours still commit. If the batch itself breaks (the commit fails, or an error
-ends the transaction), every call is retried in a transaction of its own.
+Where the work runs:
 
-Results go back to the event loop with one ``call_soon_threadsafe`` per batch. A
-``write()`` returns only after its transaction committed, so any reader connection
+- The flush commits on the event loop thread when it can start at once: in WAL mode
+  with ``synchronous=NORMAL`` a commit appends a few pages to the WAL file without an
+  fsync, which costs less than handing the work to another thread and back (thread
+  wake-ups and GIL hand-offs dominate a small write otherwise).
+- It never waits there. The connection's ``busy_timeout`` is 0; if another process (or
+  another store on the same file) holds the write lock, or the connection is in use by
+  the writer thread, the calls go to the writer thread, which waits for the lock with
+  the long timeout and delivers results with one ``call_soon_threadsafe`` per batch.
+- Checkpoints (copying the WAL back into the database, the only step that fsyncs) run
+  in the writer thread on a connection of their own, never on the event loop; the
+  writer connection's automatic checkpoints are off.
+
+A ``write()`` returns only after its transaction committed, so any reader connection
 that starts reading after that sees it.
 """
 
@@ -25,7 +34,6 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -38,17 +46,23 @@ from ostinato.store.sql.statements import WriteName, write_statements
 
 # The most write() calls applied in one transaction.
 MAX_BATCH = 512
+# Checkpoint after this many write() calls (a call dirties a handful of pages, so this is
+# near SQLite's own default of every 1,000 pages).
+CHECKPOINT_EVERY = 256
 
 Outcome: TypeAlias = "list[Any] | BaseException"
+_CHECKPOINT = "checkpoint"
 
 
 @dataclass(slots=True)
 class WriterStats:
-    """Counters of the writer thread (for tests and benchmarks)."""
+    """Counters of the writer (for tests and benchmarks)."""
 
     calls: int = 0  # write() calls applied
-    transactions: int = 0  # transactions committed or rolled back
+    transactions: int = 0  # transactions begun
+    in_thread: int = 0  # batches handed to the writer thread
     fallbacks: int = 0  # batches that broke and were retried call by call
+    checkpoints: int = 0  # checkpoints run by the writer thread
 
 
 @dataclass(slots=True)
@@ -82,94 +96,138 @@ class _Executor:
 
 
 class SQLiteWriter:
-    """The writer thread of one SQLite file; ``submit`` queues a ``write()`` call."""
+    """The one writing connection of a SQLite file, and its thread for slow paths."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, connect: Callable[[], sqlite3.Connection], busy_timeout_ms: int) -> None:
         self._connect = connect
-        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(
-            target=self._run, name="ostinato-sqlite-writer", daemon=True
-        )
-        self._started: Future[None] = Future()
-        self._conn: sqlite3.Connection | None = None
+        self._busy_timeout_ms = busy_timeout_ms
+        self._lock = threading.Lock()  # held by whoever uses the connection
+        self._pending: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
+        self._queue: queue.SimpleQueue[list[_Call] | str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="ostinato-sqlite-writer")
+        self._thread.daemon = True
+        self._written = 0  # calls since the last checkpoint was asked for
+        self._checkpoint_queued = False
         self.stats = WriterStats()
 
     def start(self) -> None:
-        """Open the connection in the writer thread; raise here if that fails."""
+        """Open the writer connection and start the thread (blocking)."""
+        self._conn = self._connect()
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+        self._cursor = self._conn.cursor()
+        self._executor = _Executor(self._cursor)
         self._thread.start()
-        self._started.result()
 
     def submit(self, ops: tuple[WriteOp, ...]) -> asyncio.Future[list[Any]]:
         """Queue ``ops`` as one all-or-nothing call; the future gets one result per op."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[Any]] = loop.create_future()
-        self._queue.put(_Call(ops, loop, future))
+        calls = self._pending.get(loop)
+        if calls is None:
+            calls = self._pending[loop] = []
+            loop.call_soon(self._flush, loop)
+        calls.append(_Call(ops, loop, future))
         return future
 
+    def flush(self) -> None:
+        """Commit this loop's queued calls now instead of at the end of the turn."""
+        self._flush(asyncio.get_running_loop())
+
     def stop(self) -> None:
-        """Finish every queued call, close the connection and end the thread (blocking)."""
+        """Finish the calls handed to the thread, end it, close the connection (blocking)."""
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
-
-    # --- the thread ---------------------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            self._conn = self._connect()
-            executor = _Executor(self._conn.cursor())
-        except BaseException as exc:
-            self._started.set_exception(exc)
-            return
-        self._started.set_result(None)
-        try:
-            running = True
-            while running:
-                calls, running = self._next_batch()
-                if calls:
-                    self._deliver(calls, self._commit(executor, calls))
-        finally:
+        with self._lock:
             self._conn.close()
 
-    def _next_batch(self) -> tuple[list[_Call], bool]:
-        """Wait for a call, then take every call already queued behind it.
+    # --- on the event loop --------------------------------------------------------
 
-        Returns the calls and whether to keep running (False once ``stop`` was asked).
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        calls = self._pending.pop(loop, None)
+        while calls:
+            batch, calls = calls[:MAX_BATCH], calls[MAX_BATCH:]
+            outcomes = None
+            if self._lock.acquire(blocking=False):
+                try:
+                    outcomes = self._commit(batch, wait=False)
+                finally:
+                    self._lock.release()
+            if outcomes is None:
+                self.stats.in_thread += 1
+                self._queue.put(batch)
+            else:
+                self.stats.calls += len(batch)
+                self._written += len(batch)
+                _resolve(list(zip(batch, outcomes, strict=True)))
+        self._maybe_checkpoint()
+
+    def _maybe_checkpoint(self) -> None:
+        if self._written >= CHECKPOINT_EVERY and not self._checkpoint_queued:
+            self._written = 0
+            self._checkpoint_queued = True
+            self._queue.put(_CHECKPOINT)
+
+    # --- on whichever thread holds the lock ---------------------------------------
+
+    def _commit(self, calls: list[_Call], *, wait: bool) -> list[Outcome] | None:
+        """Apply ``calls`` in one transaction; None if that must be left to the thread.
+
+        Without ``wait``, a held write lock or a broken batch returns None, undone.
         """
-        calls: list[_Call] = []
-        call = self._queue.get()
-        while call is not None:
-            calls.append(call)
-            if len(calls) == MAX_BATCH:
-                return calls, True
-            try:
-                call = self._queue.get_nowait()
-            except queue.Empty:
-                return calls, True
-        return calls, False
-
-    def _commit(self, executor: _Executor, calls: list[_Call]) -> list[Outcome]:
-        self.stats.calls += len(calls)
-        if len(calls) == 1:
-            return [self._alone(executor, calls[0])]
         try:
-            return self._together(executor, calls)
+            self._begin(wait)
+        except sqlite3.OperationalError as exc:
+            if not wait and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                return None
+            return [_as_store_error(exc) for _ in calls]
+        if len(calls) == 1:
+            return [self._commit_one(calls[0])]
+        try:
+            outcomes = self._commit_together(calls)
         except Exception:
             self._rollback()
+            if not wait:
+                return None
             self.stats.fallbacks += 1
-            return [self._alone(executor, call) for call in calls]
+            return [self._alone(call) for call in calls]
+        return outcomes
 
-    def _together(self, executor: _Executor, calls: list[_Call]) -> list[Outcome]:
-        """All calls in one transaction, each under a savepoint of its own."""
-        assert self._conn is not None
-        execute = self._conn.execute
+    def _alone(self, call: _Call) -> Outcome:
+        outcomes = self._commit([call], wait=True)
+        assert outcomes is not None
+        return outcomes[0]
+
+    def _begin(self, wait: bool) -> None:
         self.stats.transactions += 1
-        execute("BEGIN IMMEDIATE")
+        if not wait:
+            self._cursor.execute("BEGIN IMMEDIATE")
+            return
+        self._cursor.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        try:
+            self._cursor.execute("BEGIN IMMEDIATE")
+        finally:
+            self._cursor.execute("PRAGMA busy_timeout = 0")
+
+    def _commit_one(self, call: _Call) -> Outcome:
+        """One call in the open transaction, then commit; its error if it failed."""
+        try:
+            result = apply_ops(self._executor, call.ops)
+            self._cursor.execute("COMMIT")
+        except Exception as exc:
+            self._rollback()
+            return _as_store_error(exc)
+        return result
+
+    def _commit_together(self, calls: list[_Call]) -> list[Outcome]:
+        """Every call under a savepoint of its own, then commit; raises if that breaks."""
+        execute = self._cursor.execute
         outcomes: list[Outcome] = []
         for call in calls:
             execute("SAVEPOINT call")
             try:
-                outcomes.append(apply_ops(executor, call.ops))
+                outcomes.append(apply_ops(self._executor, call.ops))
             except Exception as exc:
                 execute("ROLLBACK TO call")  # raises if the error ended the transaction
                 outcomes.append(_as_store_error(exc))
@@ -177,23 +235,39 @@ class SQLiteWriter:
         execute("COMMIT")
         return outcomes
 
-    def _alone(self, executor: _Executor, call: _Call) -> Outcome:
-        """One call in a transaction of its own."""
-        assert self._conn is not None
-        self.stats.transactions += 1
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            result = apply_ops(executor, call.ops)
-            self._conn.execute("COMMIT")
-        except Exception as exc:
-            self._rollback()
-            return _as_store_error(exc)
-        return result
-
     def _rollback(self) -> None:
-        assert self._conn is not None
         if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
+            self._cursor.execute("ROLLBACK")
+
+    # --- the thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        checkpointer: sqlite3.Connection | None = None
+        try:
+            while (item := self._queue.get()) is not None:
+                if item == _CHECKPOINT:
+                    checkpointer = checkpointer or self._connect()
+                    self._checkpoint(checkpointer)
+                elif isinstance(item, list):
+                    with self._lock:
+                        outcomes = self._commit(item, wait=True)
+                    assert outcomes is not None
+                    self.stats.calls += len(item)
+                    self._written += len(item)
+                    self._deliver(item, outcomes)
+        finally:
+            if checkpointer is not None:
+                checkpointer.close()
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """Copy the WAL back into the database without blocking readers or the writer."""
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.stats.checkpoints += 1
+        except sqlite3.Error:
+            pass  # a checkpoint is an optimisation; the next one will try again
+        finally:
+            self._checkpoint_queued = False
 
     @staticmethod
     def _deliver(calls: list[_Call], outcomes: list[Outcome]) -> None:
@@ -208,7 +282,7 @@ class SQLiteWriter:
 
 
 def _resolve(pairs: list[tuple[_Call, Outcome]]) -> None:
-    """Runs in the event loop: settle each call's future."""
+    """On the calls' event loop: settle each call's future."""
     for call, outcome in pairs:
         if call.future.done():  # cancelled by its caller (the write may have committed)
             continue

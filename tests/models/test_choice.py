@@ -8,9 +8,11 @@ import pytest
 
 from fakes.server import FakeProvider
 from ostinato.errors import AuthenticationFailed, InvalidRequest
+from ostinato.messages import user_text
 from ostinato.models import (
     DefaultModel,
     ModelOverride,
+    ModelRequest,
     Tiers,
     autodetect_default,
     create_model,
@@ -48,6 +50,9 @@ def test_presets_give_base_url_and_key_variable() -> None:
     assert client.api_key == "gk"
     local = create_model("ollama:qwen3", env={"OLLAMA_BASE_URL": "http://box:11434/v1"})
     assert str(local._client.base_url) == "http://box:11434/v1/"  # type: ignore[attr-defined]
+    mistral = create_model("mistral:mistral-large-latest", env={"MISTRAL_API_KEY": "mk"})
+    request = ModelRequest("", [user_text("Hi")])
+    assert "stream_options" not in mistral.encode_request(request)  # type: ignore[attr-defined]
     with pytest.raises(AuthenticationFailed, match="GROQ_API_KEY"):
         create_model("groq:llama-3.3-70b", env={})
 

@@ -58,6 +58,8 @@ class Preset:
     key_env: str
     base_url_env: str | None = None
     needs_key: bool = True
+    # ask for usage with ``stream_options``; Mistral refuses the field (and always sends it)
+    stream_usage: bool = True
 
 
 def _local(name: str, port: int, env: str) -> Preset:
@@ -74,7 +76,7 @@ PRESETS: Mapping[str, Preset] = {
         Preset("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
         Preset("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
         Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
-        Preset("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
+        Preset("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", stream_usage=False),
         Preset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
         Preset("xai", "https://api.x.ai/v1", "XAI_API_KEY"),
     )
@@ -143,6 +145,7 @@ def _openai_model(
         if provider == "openai":
             return OpenAIResponsesModel(name, model, client, retry=retry)
         return OpenAIChatModel(name, model, client, retry=retry)
+    stream_usage = True
     if provider == "openai-compatible":
         url = base_url or env.get("OSTINATO_BASE_URL")
         if not url:
@@ -152,8 +155,15 @@ def _openai_model(
         preset = PRESETS[provider]
         url = base_url or (preset.base_url_env and env.get(preset.base_url_env)) or preset.base_url
         key = _key(api_key, base_url, env, preset.key_env, required=preset.needs_key)
-    client = _openai_client(key, url)
-    return OpenAIChatModel(name, model, client, retry=retry, max_tokens_field="max_tokens")
+        stream_usage = preset.stream_usage
+    return OpenAIChatModel(
+        name,
+        model,
+        _openai_client(key, url),
+        retry=retry,
+        max_tokens_field="max_tokens",
+        include_usage=stream_usage,
+    )
 
 
 def _openai_client(api_key: str, base_url: str | None) -> openai.AsyncOpenAI:

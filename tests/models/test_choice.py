@@ -65,6 +65,15 @@ def test_a_callers_base_url_never_gets_the_deployments_key() -> None:
     assert own._client.api_key == "sk-mine"  # type: ignore[attr-defined]
 
 
+async def test_clients_from_the_environment_are_shared_within_a_loop() -> None:
+    env = {"OPENAI_API_KEY": "sk-env"}
+    first = create_model("openai:gpt-4.1", env=env)
+    second = create_model("openai-chat:gpt-4.1-mini", env=env)
+    assert first._client is second._client  # type: ignore[attr-defined]
+    own = create_model("openai:gpt-4.1", api_key="sk-caller", env=env)
+    assert own._client is not first._client  # type: ignore[attr-defined]
+
+
 def test_missing_keys_are_a_clear_error() -> None:
     with pytest.raises(AuthenticationFailed, match="ANTHROPIC_API_KEY"):
         create_model("anthropic:claude-x", env={})

@@ -27,19 +27,16 @@ from ostinato.models.choice import (
     HEADER_MODEL_API_KEY,
     HEADER_MODEL_BASE_URL,
     HEADER_MODEL_ID,
-    PRESETS,
     TIER_NAMES,
     DefaultModel,
     ModelOverride,
     ModelSelection,
-    Preset,
     Tiers,
     autodetect_default,
-    create_model,
     describe_models,
-    parse_model_id,
     select_model,
 )
+from ostinato.models.providers import PRESETS, Preset, create_model, parse_model_id
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
 __all__ = [

@@ -1,18 +1,7 @@
-"""Which model a call uses: ids, presets, tiers, precedence, and the start-up default.
+"""Which model a call uses: tiers, precedence, and the start-up default.
 
-A model id is ``provider:model``; only the first colon separates them, so
-``ollama:qwen3:8b`` is provider ``ollama``, model ``qwen3:8b``. Providers:
-
-===================  ======================================  ===========================
-provider             protocol                                key / base URL variables
-===================  ======================================  ===========================
-anthropic            Anthropic Messages                      ANTHROPIC_API_KEY / _BASE_URL
-openai               OpenAI Responses                        OPENAI_API_KEY / _BASE_URL
-openai-chat          OpenAI Chat Completions                 OPENAI_API_KEY / _BASE_URL
-openai-compatible    Chat Completions at OSTINATO_BASE_URL   OSTINATO_API_KEY
-ollama, vllm, ...    Chat Completions (see ``PRESETS``)      <NAME>_API_KEY / <NAME>_BASE_URL
-offline              ostinato's built-in offline model       none
-===================  ======================================  ===========================
+Model ids (``provider:model``), the presets and ``create_model`` live in
+``ostinato.models.providers`` and are re-exported here.
 
 A **tier** (``minuet``, ``allegro``, ``forte``) names a model class; ``Tiers`` maps tiers
 to ids. Anywhere a model is chosen, a value with a colon is an id and one without is a tier.
@@ -30,14 +19,33 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import anthropic
 import httpx
-import openai
 
-from ostinato.errors import AuthenticationFailed, InvalidRequest
+from ostinato.errors import InvalidRequest
 from ostinato.messages import JSON
 from ostinato.models.base import Model
+from ostinato.models.providers import NO_KEY, PRESETS, Preset, create_model, parse_model_id
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+
+__all__ = [
+    "ALLOW_BASE_URL_ENV",
+    "HEADER_MODEL_API_KEY",
+    "HEADER_MODEL_BASE_URL",
+    "HEADER_MODEL_ID",
+    "PRESETS",
+    "TIER_NAMES",
+    "DefaultModel",
+    "ModelOverride",
+    "ModelSelection",
+    "Preset",
+    "Tiers",
+    "autodetect_default",
+    "create_model",
+    "describe_models",
+    "first_listed_model",
+    "parse_model_id",
+    "select_model",
+]
 
 HEADER_MODEL_ID = "x-ostinato-model-id"
 HEADER_MODEL_API_KEY = "x-ostinato-model-api-key"
@@ -46,140 +54,6 @@ ALLOW_BASE_URL_ENV = "OSTINATO_ALLOW_CALLER_BASE_URL"  # "1": callers may pick a
 
 TIER_NAMES = ("minuet", "allegro", "forte")
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434/v1"
-_NO_KEY = "no-key"  # the SDKs insist on a key; local servers ignore it
-
-
-@dataclass(frozen=True, slots=True)
-class Preset:
-    """An OpenAI-compatible server: where it lives and which variable holds its key."""
-
-    name: str
-    base_url: str
-    key_env: str
-    base_url_env: str | None = None
-    needs_key: bool = True
-    # ask for usage with ``stream_options``; Mistral refuses the field (and always sends it)
-    stream_usage: bool = True
-
-
-def _local(name: str, port: int, env: str) -> Preset:
-    return Preset(name, f"http://127.0.0.1:{port}/v1", f"{env}_API_KEY", f"{env}_BASE_URL", False)
-
-
-PRESETS: Mapping[str, Preset] = {
-    p.name: p
-    for p in (
-        _local("ollama", 11434, "OLLAMA"),
-        _local("vllm", 8000, "VLLM"),
-        _local("llamacpp", 8080, "LLAMACPP"),
-        _local("lmstudio", 1234, "LMSTUDIO"),
-        Preset("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
-        Preset("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
-        Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
-        Preset("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", stream_usage=False),
-        Preset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
-        Preset("xai", "https://api.x.ai/v1", "XAI_API_KEY"),
-    )
-}
-PROVIDERS = frozenset({"anthropic", "openai", "openai-chat", "openai-compatible", "offline"})
-
-
-def parse_model_id(model_id: str) -> tuple[str, str]:
-    """``"provider:model"`` -> ``(provider, model)``; raises ``InvalidRequest``."""
-    provider, sep, model = model_id.strip().partition(":")
-    provider = provider.lower()
-    if not sep or not provider or (not model and provider != "offline"):
-        raise InvalidRequest(f"model id {model_id!r} is not of the form provider:model")
-    if provider not in PROVIDERS and provider not in PRESETS:
-        known = ", ".join(sorted(PROVIDERS | set(PRESETS)))
-        raise InvalidRequest(f"unknown model provider {provider!r} (known: {known})")
-    return provider, model
-
-
-# --- building a model --------------------------------------------------------------------
-
-
-def create_model(
-    model_id: str,
-    *,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    retry: RetryPolicy = DEFAULT_RETRY_POLICY,
-    env: Mapping[str, str] | None = None,
-) -> Model:
-    """A ready ``Model`` for ``model_id``. Keys and base URLs not given come from ``env``
-    (default: the process environment), except that an explicit ``base_url`` is never
-    paired with a key from the environment."""
-    env = os.environ if env is None else env
-    provider, model = parse_model_id(model_id)
-    if provider == "offline":
-        from ostinato.models.offline import OfflineModel  # written elsewhere; loaded lazily
-
-        return OfflineModel()
-    if provider == "anthropic":
-        from ostinato.models.anthropic import AnthropicModel
-
-        key = _key(api_key, base_url, env, "ANTHROPIC_API_KEY", required=True)
-        client = anthropic.AsyncAnthropic(
-            api_key=key, base_url=base_url or env.get("ANTHROPIC_BASE_URL"), max_retries=0
-        )
-        return AnthropicModel(model, client, retry=retry)
-    return _openai_model(provider, model, api_key, base_url, retry, env)
-
-
-def _openai_model(
-    provider: str,
-    model: str,
-    api_key: str | None,
-    base_url: str | None,
-    retry: RetryPolicy,
-    env: Mapping[str, str],
-) -> Model:
-    from ostinato.models.openai_chat import OpenAIChatModel
-    from ostinato.models.openai_responses import OpenAIResponsesModel
-
-    name = f"{provider}:{model}"
-    if provider in ("openai", "openai-chat"):
-        key = _key(api_key, base_url, env, "OPENAI_API_KEY", required=True)
-        client = _openai_client(key, base_url or env.get("OPENAI_BASE_URL"))
-        if provider == "openai":
-            return OpenAIResponsesModel(name, model, client, retry=retry)
-        return OpenAIChatModel(name, model, client, retry=retry)
-    stream_usage = True
-    if provider == "openai-compatible":
-        url = base_url or env.get("OSTINATO_BASE_URL")
-        if not url:
-            raise InvalidRequest("openai-compatible models need OSTINATO_BASE_URL or a base URL")
-        key = _key(api_key, base_url, env, "OSTINATO_API_KEY", required=False)
-    else:
-        preset = PRESETS[provider]
-        url = base_url or (preset.base_url_env and env.get(preset.base_url_env)) or preset.base_url
-        key = _key(api_key, base_url, env, preset.key_env, required=preset.needs_key)
-        stream_usage = preset.stream_usage
-    return OpenAIChatModel(
-        name,
-        model,
-        _openai_client(key, url),
-        retry=retry,
-        max_tokens_field="max_tokens",
-        include_usage=stream_usage,
-    )
-
-
-def _openai_client(api_key: str, base_url: str | None) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key=api_key, base_url=base_url or None, max_retries=0)
-
-
-def _key(
-    given: str | None, base_url: str | None, env: Mapping[str, str], var: str, *, required: bool
-) -> str:
-    if given:
-        return given
-    if base_url is None and env.get(var):
-        return env[var]
-    if required and base_url is None:
-        raise AuthenticationFailed(f"{var} is not set, and no API key was given")
-    return _NO_KEY
 
 
 # --- tiers and precedence ----------------------------------------------------------------
@@ -334,11 +208,11 @@ async def autodetect_default(
             return DefaultModel(f"openai-chat:{model or 'gpt-4.1-mini'}", reason)
         return DefaultModel("openai:gpt-4.1-mini", "OPENAI_API_KEY is set")
     if url := env.get("OSTINATO_BASE_URL"):
-        key = env.get("OSTINATO_API_KEY") or _NO_KEY
+        key = env.get("OSTINATO_API_KEY") or NO_KEY
         if model := await first_listed_model(url, key, probe_timeout):
             return DefaultModel(f"openai-compatible:{model}", f"a server answers at {url}")
     ollama_url = env.get("OLLAMA_BASE_URL") or OLLAMA_DEFAULT_URL
-    if model := await first_listed_model(ollama_url, _NO_KEY, probe_timeout):
+    if model := await first_listed_model(ollama_url, NO_KEY, probe_timeout):
         return DefaultModel(f"ollama:{model}", f"Ollama answers at {ollama_url}")
     return DefaultModel("offline:ostinato", "no provider is configured and no local server answers")
 

@@ -1,0 +1,194 @@
+"""Providers: model ids, the presets for OpenAI-compatible servers, and ``create_model``.
+
+A model id is ``provider:model``; only the first colon separates them, so
+``ollama:qwen3:8b`` is provider ``ollama``, model ``qwen3:8b``.
+
+===================  ======================================  ===========================
+provider             protocol                                key / base URL variables
+===================  ======================================  ===========================
+anthropic            Anthropic Messages                      ANTHROPIC_API_KEY / _BASE_URL
+openai               OpenAI Responses                        OPENAI_API_KEY / _BASE_URL
+openai-chat          OpenAI Chat Completions                 OPENAI_API_KEY / _BASE_URL
+openai-compatible    Chat Completions at OSTINATO_BASE_URL   OSTINATO_API_KEY
+ollama, vllm, ...    Chat Completions (see ``PRESETS``)      <NAME>_API_KEY / <NAME>_BASE_URL
+offline              ostinato's built-in offline model       none
+===================  ======================================  ===========================
+
+SDK clients configured from the environment are shared per event loop (each holds a
+connection pool, and a new one per call would pay a new TLS handshake); clients for a
+caller's own key or base URL are made for that call alone, so no caller's key outlives
+its request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import anthropic
+import openai
+
+from ostinato.errors import AuthenticationFailed, InvalidRequest
+from ostinato.models.base import Model
+from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+
+NO_KEY = "no-key"  # the SDKs insist on a key; local servers ignore it
+_Client = TypeVar("_Client", openai.AsyncOpenAI, anthropic.AsyncAnthropic)
+_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, ...], object]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """An OpenAI-compatible server: where it lives and which variable holds its key."""
+
+    name: str
+    base_url: str
+    key_env: str
+    base_url_env: str | None = None
+    needs_key: bool = True
+    # ask for usage with ``stream_options``; Mistral refuses the field (and always sends it)
+    stream_usage: bool = True
+
+
+def _local(name: str, port: int, env: str) -> Preset:
+    return Preset(name, f"http://127.0.0.1:{port}/v1", f"{env}_API_KEY", f"{env}_BASE_URL", False)
+
+
+PRESETS: Mapping[str, Preset] = {
+    p.name: p
+    for p in (
+        _local("ollama", 11434, "OLLAMA"),
+        _local("vllm", 8000, "VLLM"),
+        _local("llamacpp", 8080, "LLAMACPP"),
+        _local("lmstudio", 1234, "LMSTUDIO"),
+        Preset("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+        Preset("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
+        Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
+        Preset("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", stream_usage=False),
+        Preset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
+        Preset("xai", "https://api.x.ai/v1", "XAI_API_KEY"),
+    )
+}
+PROVIDERS = frozenset({"anthropic", "openai", "openai-chat", "openai-compatible", "offline"})
+
+
+def parse_model_id(model_id: str) -> tuple[str, str]:
+    """``"provider:model"`` -> ``(provider, model)``; raises ``InvalidRequest``."""
+    provider, sep, model = model_id.strip().partition(":")
+    provider = provider.lower()
+    if not sep or not provider or (not model and provider != "offline"):
+        raise InvalidRequest(f"model id {model_id!r} is not of the form provider:model")
+    if provider not in PROVIDERS and provider not in PRESETS:
+        known = ", ".join(sorted(PROVIDERS | set(PRESETS)))
+        raise InvalidRequest(f"unknown model provider {provider!r} (known: {known})")
+    return provider, model
+
+
+# --- building a model --------------------------------------------------------------------
+
+
+def create_model(
+    model_id: str,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+    env: Mapping[str, str] | None = None,
+) -> Model:
+    """A ready ``Model`` for ``model_id``. Keys and base URLs not given come from ``env``
+    (default: the process environment), except that an explicit ``base_url`` is never
+    paired with a key from the environment."""
+    env = os.environ if env is None else env
+    provider, model = parse_model_id(model_id)
+    if provider == "offline":
+        from ostinato.models.offline import OfflineModel  # written elsewhere; loaded lazily
+
+        return OfflineModel()
+    if provider == "anthropic":
+        from ostinato.models.anthropic import AnthropicModel
+
+        key = _key(api_key, base_url, env, "ANTHROPIC_API_KEY", required=True)
+        url = base_url or env.get("ANTHROPIC_BASE_URL")
+        client = _client(
+            anthropic.AsyncAnthropic, key, url, shared=api_key is None and base_url is None
+        )
+        return AnthropicModel(model, client, retry=retry)
+    return _openai_model(provider, model, api_key, base_url, retry, env)
+
+
+def _openai_model(
+    provider: str,
+    model: str,
+    api_key: str | None,
+    base_url: str | None,
+    retry: RetryPolicy,
+    env: Mapping[str, str],
+) -> Model:
+    from ostinato.models.openai_chat import OpenAIChatModel
+    from ostinato.models.openai_responses import OpenAIResponsesModel
+
+    name = f"{provider}:{model}"
+    shared = api_key is None and base_url is None
+    if provider in ("openai", "openai-chat"):
+        key = _key(api_key, base_url, env, "OPENAI_API_KEY", required=True)
+        client = _client(openai.AsyncOpenAI, key, base_url or env.get("OPENAI_BASE_URL"), shared)
+        if provider == "openai":
+            return OpenAIResponsesModel(name, model, client, retry=retry)
+        return OpenAIChatModel(name, model, client, retry=retry)
+    stream_usage = True
+    if provider == "openai-compatible":
+        url = base_url or env.get("OSTINATO_BASE_URL")
+        if not url:
+            raise InvalidRequest("openai-compatible models need OSTINATO_BASE_URL or a base URL")
+        key = _key(api_key, base_url, env, "OSTINATO_API_KEY", required=False)
+    else:
+        preset = PRESETS[provider]
+        url = base_url or (preset.base_url_env and env.get(preset.base_url_env)) or preset.base_url
+        key = _key(api_key, base_url, env, preset.key_env, required=preset.needs_key)
+        stream_usage = preset.stream_usage
+    return OpenAIChatModel(
+        name,
+        model,
+        _client(openai.AsyncOpenAI, key, url, shared),
+        retry=retry,
+        max_tokens_field="max_tokens",
+        include_usage=stream_usage,
+    )
+
+
+def _client(kind: type[_Client], api_key: str, base_url: str | None, shared: bool) -> _Client:
+    """An SDK client with the SDK's own retries off (``ostinato.models.retry`` retries)."""
+
+    def make() -> _Client:
+        return kind(api_key=api_key, base_url=base_url or None, max_retries=0)
+
+    if not shared:
+        return make()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return make()
+    clients = _SHARED.setdefault(loop, {})
+    cache_key = (kind.__name__, api_key, base_url or "")
+    client = clients.get(cache_key)
+    if not isinstance(client, kind):
+        client = clients[cache_key] = make()
+    return client
+
+
+def _key(
+    given: str | None, base_url: str | None, env: Mapping[str, str], var: str, *, required: bool
+) -> str:
+    if given:
+        return given
+    if base_url is None and env.get(var):
+        return env[var]
+    if required and base_url is None:
+        raise AuthenticationFailed(f"{var} is not set, and no API key was given")
+    return NO_KEY

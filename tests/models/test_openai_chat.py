@@ -38,16 +38,24 @@ def chat_model(fake: FakeProvider, provider: str = "openai-chat") -> Model:
     return create_model(f"{provider}:m", api_key="k", base_url=f"{fake.url}/v1", retry=FAST)
 
 
-async def test_reasoning_content_becomes_thinking_and_is_not_sent_back(fake: FakeProvider) -> None:
+@pytest.mark.parametrize(("provider", "sent_back"), [("vllm", False), ("deepseek", True)])
+async def test_reasoning_content_becomes_thinking(
+    fake: FakeProvider, provider: str, sent_back: bool
+) -> None:
     fake.script(
         Stream(fc.chunk_events("4", reasoning="2+2 is 4.")),
         Stream(fc.chunk_events("Yes.")),
     )
-    model = chat_model(fake, "deepseek")
+    model = chat_model(fake, provider)
     _, reply = await run(model, ask(user_text("2+2?")))
-    assert reply.message.blocks == (ThinkingBlock("2+2 is 4."), TextBlock("4"))
+    thinking = reply.message.blocks[0]
+    assert isinstance(thinking, ThinkingBlock) and thinking.text == "2+2 is 4."
+    assert reply.message.blocks[1] == TextBlock("4")
     await run(model, ask(user_text("2+2?"), reply.message, user_text("Sure?")))
-    assert fake.requests[1]["messages"][2] == {"role": "assistant", "content": "4"}
+    expected = {"role": "assistant", "content": "4"}
+    if sent_back:  # DeepSeek requires it back during tool use; others refuse the field
+        expected["reasoning_content"] = "2+2 is 4."
+    assert fake.requests[1]["messages"][2] == expected
     assert "max_completion_tokens" not in fake.requests[1]  # compatible servers: max_tokens
 
 

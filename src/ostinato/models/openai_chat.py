@@ -33,6 +33,7 @@ from ostinato.messages import (
     ImageBlock,
     Message,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
 )
 from ostinato.models.base import (
@@ -64,6 +65,7 @@ _STOP_REASONS: dict[str, StopReason] = {
     "content_filter": "end_turn",
 }
 _TOOL_INDEX_BASE = 1  # tool calls are indexed after the text block (index 0)
+PROVIDER_KEY = "openai_chat"  # the key of this adapter's entry in provider_data
 
 
 class OpenAIChatModel:
@@ -78,6 +80,7 @@ class OpenAIChatModel:
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         max_tokens_field: str = "max_completion_tokens",
         include_usage: bool = True,
+        send_reasoning: bool = False,
     ) -> None:
         self.name = name
         self.model = model
@@ -85,6 +88,7 @@ class OpenAIChatModel:
         self._retry = retry
         self._max_tokens_field = max_tokens_field
         self._include_usage = include_usage
+        self._send_reasoning = send_reasoning
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.name!r})"
@@ -94,7 +98,8 @@ class OpenAIChatModel:
         return with_retries(lambda: self._attempt(params), self._retry)
 
     def encode_request(self, request: ModelRequest) -> JSON:
-        params: JSON = {"model": self.model, "messages": encode_messages(request)}
+        messages = encode_messages(request, send_reasoning=self._send_reasoning)
+        params: JSON = {"model": self.model, "messages": messages}
         if request.tools:
             params["tools"] = [
                 {
@@ -160,14 +165,17 @@ def openai_failure(exc: openai.APIError) -> ModelError:
 # --- canonical -> wire -------------------------------------------------------------------
 
 
-def encode_messages(request: ModelRequest) -> list[JSON]:
+def encode_messages(request: ModelRequest, *, send_reasoning: bool = False) -> list[JSON]:
+    """The wire history. ``send_reasoning`` sends this protocol's thinking back in the field
+    it came in (DeepSeek requires ``reasoning_content`` back during tool use; most other
+    servers refuse unknown message fields)."""
     out: list[JSON] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     call_order: dict[str, int] = {}
     for message in request.messages:
         if message.role == "assistant":
-            out.append(_encode_assistant(message))
+            out.append(_encode_assistant(message, send_reasoning))
             call_order = {u.id: i for i, u in enumerate(message.tool_uses)}
         elif message.role == "tool":
             out.extend(_encode_tool_message(message, call_order))
@@ -180,9 +188,11 @@ def encode_messages(request: ModelRequest) -> list[JSON]:
     return out
 
 
-def _encode_assistant(message: Message) -> JSON:
+def _encode_assistant(message: Message, send_reasoning: bool) -> JSON:
     text = message.text
     wire: JSON = {"role": "assistant", "content": text or None}
+    if send_reasoning:
+        wire |= _reasoning_fields(message)
     if message.tool_uses:
         wire["tool_calls"] = [
             {
@@ -195,6 +205,18 @@ def _encode_assistant(message: Message) -> JSON:
     elif not text:
         wire["content"] = ""
     return wire
+
+
+def _reasoning_fields(message: Message) -> JSON:
+    """This protocol's thinking, in the field each piece came in."""
+    fields: dict[str, str] = {}
+    for block in message.blocks:
+        if isinstance(block, ThinkingBlock) and block.provider_data:
+            mine = block.provider_data.get(PROVIDER_KEY)
+            if isinstance(mine, dict):
+                field = str(mine.get("field", "reasoning_content"))
+                fields[field] = fields.get(field, "") + block.text
+    return fields
 
 
 def _encode_tool_message(message: Message, call_order: dict[str, int]) -> list[JSON]:
@@ -277,9 +299,12 @@ class ChunkDecoder:
 
     def _delta(self, delta: Any) -> list[ModelEvent]:
         out: list[ModelEvent] = []
-        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-        if isinstance(reasoning, str) and reasoning:
-            out.append(ThinkingDelta(reasoning, index=0))
+        for field in ("reasoning_content", "reasoning"):
+            reasoning = getattr(delta, field, None)
+            if isinstance(reasoning, str) and reasoning:
+                origin = {PROVIDER_KEY: {"field": field}}
+                out.append(ThinkingDelta(reasoning, index=0, provider_data=origin))
+                break
         if delta.content:
             out.append(TextDelta(delta.content, index=0))
         for position, call in enumerate(delta.tool_calls or ()):

@@ -54,6 +54,9 @@ class Preset:
     needs_key: bool = True
     # ask for usage with ``stream_options``; Mistral refuses the field (and always sends it)
     stream_usage: bool = True
+    # send thinking back as ``reasoning_content``: DeepSeek requires it during tool use,
+    # stricter servers refuse the unknown field
+    send_reasoning: bool = False
 
 
 def _local(name: str, port: int, env: str) -> Preset:
@@ -69,7 +72,7 @@ PRESETS: Mapping[str, Preset] = {
         _local("lmstudio", 1234, "LMSTUDIO"),
         Preset("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
         Preset("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
-        Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
+        Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", send_reasoning=True),
         Preset("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", stream_usage=False),
         Preset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
         Preset("xai", "https://api.x.ai/v1", "XAI_API_KEY"),
@@ -141,7 +144,7 @@ def _openai_model(
         if provider == "openai":
             return OpenAIResponsesModel(name, model, client, retry=retry)
         return OpenAIChatModel(name, model, client, retry=retry)
-    stream_usage = True
+    stream_usage, send_reasoning = True, False
     if provider == "openai-compatible":
         url = base_url or env.get("OSTINATO_BASE_URL")
         if not url:
@@ -151,7 +154,7 @@ def _openai_model(
         preset = PRESETS[provider]
         url = base_url or (preset.base_url_env and env.get(preset.base_url_env)) or preset.base_url
         key = _key(api_key, base_url, env, preset.key_env, required=preset.needs_key)
-        stream_usage = preset.stream_usage
+        stream_usage, send_reasoning = preset.stream_usage, preset.send_reasoning
     return OpenAIChatModel(
         name,
         model,
@@ -159,6 +162,7 @@ def _openai_model(
         retry=retry,
         max_tokens_field="max_tokens",
         include_usage=stream_usage,
+        send_reasoning=send_reasoning,
     )
 
 

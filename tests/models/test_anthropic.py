@@ -195,3 +195,10 @@ async def test_a_call_without_tools_after_tool_use_still_declares_them(fake: Fak
     body = fake.requests[0]
     assert [t["name"] for t in body["tools"]] == ["get_weather"]
     assert body["tool_choice"] == {"type": "none"}
+
+
+def test_a_history_opening_with_the_assistant_gets_a_user_turn_first() -> None:
+    turns = encode_messages(
+        [Message("assistant", (TextBlock("Hello! How can I help?"),)), user_text("Hi")]
+    )
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"]

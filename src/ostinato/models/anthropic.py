@@ -59,6 +59,7 @@ from ostinato.models.retry import (
 
 PROVIDER_KEY = "anthropic"  # the key of this adapter's entry in a block's provider_data
 DEFAULT_MAX_TOKENS = 8192
+OPENING = "(The conversation begins.)"  # a user turn before a history that opens with one
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -191,6 +192,8 @@ def encode_messages(messages: Iterable[Message]) -> list[JSON]:
     for turn in turns:
         if turn["role"] == "user":  # tool results first, in their original order
             turn["content"].sort(key=lambda part: part["type"] != "tool_result")
+    if turns and turns[0]["role"] == "assistant":  # e.g. a greeting: the API wants user first
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING}]})
     return turns
 
 

@@ -169,3 +169,16 @@ async def test_the_model_chooser_picks_the_model_per_request(runtime: Runtime) -
         )
     assert response.json()["messages"][-1]["blocks"][0]["text"] == "from the other model"
     other.assert_consumed()
+
+
+async def test_error_messages_read_as_sentences(
+    client: httpx.AsyncClient, conversation_id: str
+) -> None:
+    url = f"/v1/conversations/{conversation_id}/turns"
+    empty = (await client.post(url, json={"text": ""})).json()["error"]
+    assert empty["message"] == "text must not be empty"
+    assert empty["details"] == [
+        {"loc": ["body", "text"], "type": "value_error", "message": "text must not be empty"}
+    ]
+    missing = (await client.post(url, json={})).json()["error"]
+    assert missing["message"] == "text is required"

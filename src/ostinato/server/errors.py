@@ -72,8 +72,7 @@ def _sentence(kind: str, loc: list[str], msg: str, ctx: Any) -> str:
     if kind == "extra_forbidden":
         return f"{where}{name} is not a known field"
     if kind == "value_error":
-        msg = msg.removeprefix("Value error, ")
-        return f"{where}{name}: {msg}"
+        return f"{where}{name} {msg.removeprefix('Value error, ')}"
     return f"{where}{name}: {msg[:1].lower() + msg[1:]}"
 
 

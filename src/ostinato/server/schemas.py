@@ -46,7 +46,7 @@ class TurnRequest(BaseModel):
     @classmethod
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("text must not be empty")
+            raise ValueError("must not be empty")
         return value
 
 

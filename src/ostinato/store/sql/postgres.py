@@ -54,6 +54,9 @@ class PostgresStore(SQLReads):
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # Each read is one statement: run it outside a transaction (no BEGIN/ROLLBACK
+        # round trips). Same pool as the writes.
+        self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._message_cache = MessageCache()
 
     @classmethod
@@ -88,7 +91,7 @@ class PostgresStore(SQLReads):
 
     async def _fetch(self, stmt: sa.Select[Any], params: dict[str, Any]) -> Sequence[Row]:
         try:
-            async with self.engine.connect() as connection:
+            async with self._reads.connect() as connection:
                 result = await connection.execute(stmt, params)
                 found: Sequence[Row] = result.all()
                 return found

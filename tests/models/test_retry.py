@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from email.utils import formatdate
 from time import time
 
@@ -68,14 +68,14 @@ def test_classification(
 
 def scripted(
     *attempts: list[ModelEvent | Exception],
-) -> tuple[list[int], Callable[[], AsyncIterator[ModelEvent]]]:
+) -> tuple[list[int], Callable[[], AsyncGenerator[ModelEvent, None]]]:
     calls: list[int] = []
 
-    def attempt() -> AsyncIterator[ModelEvent]:
+    def attempt() -> AsyncGenerator[ModelEvent, None]:
         script = attempts[len(calls)]
         calls.append(1)
 
-        async def run() -> AsyncIterator[ModelEvent]:
+        async def run() -> AsyncGenerator[ModelEvent, None]:
             for item in script:
                 if isinstance(item, Exception):
                     raise item

@@ -18,7 +18,7 @@ Wire -> canonical (``StreamDecoder``) folds the raw SSE events into model events
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import anthropic
@@ -96,7 +96,7 @@ class AnthropicModel:
         params = encode_request(self.model, request, thinking_budget=self._thinking_budget)
         return with_retries(lambda: self._attempt(params), self._retry)
 
-    async def _attempt(self, params: JSON) -> AsyncIterator[ModelEvent]:
+    async def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
         try:
             stream = await self._client.messages.create(**params, stream=True)
         except anthropic.APIError as exc:

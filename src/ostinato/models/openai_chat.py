@@ -19,7 +19,7 @@ limit cuts the last tool call short, that call gets no ``ToolCallEnd`` and is ne
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import httpx2
@@ -121,7 +121,7 @@ class OpenAIChatModel:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    async def _attempt(self, params: JSON) -> AsyncIterator[ModelEvent]:
+    async def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
         try:
             stream = await self._client.chat.completions.create(**params, stream=True)
         except openai.APIError as exc:

@@ -21,7 +21,7 @@ so a call cut off by ``max_output_tokens`` is never run.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import httpx2
@@ -120,7 +120,7 @@ class OpenAIResponsesModel:
             params["temperature"] = request.temperature
         return params
 
-    async def _attempt(self, params: JSON) -> AsyncIterator[ModelEvent]:
+    async def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
         try:
             stream = await self._client.responses.create(**params, stream=True)
         except openai.APIError as exc:

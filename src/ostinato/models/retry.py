@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -64,7 +64,7 @@ DEFAULT_RETRY_POLICY = RetryPolicy()
 
 
 async def with_retries(
-    attempt: Callable[[], AsyncIterator[ModelEvent]],
+    attempt: Callable[[], AsyncGenerator[ModelEvent, None]],
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
 ) -> AsyncGenerator[ModelEvent, None]:
     """Run ``attempt()`` and pass its events through, retrying retryable failures.
@@ -76,7 +76,7 @@ async def with_retries(
     while True:
         events = attempt()
         try:
-            async with aclosing(events):  # type: ignore[type-var]
+            async with aclosing(events):
                 async for event in events:
                     yield event
             return

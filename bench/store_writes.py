@@ -73,16 +73,22 @@ async def uncontended(store: Store, n: int) -> tuple[float, float, float]:
     return tuple(statistics.median(xs) * 1e6 for xs in (one, two, reads))  # type: ignore[return-value]
 
 
-async def concurrent(store: Store, writers: int, each: int) -> float:
+async def concurrent(store: Store, writers: int, each: int) -> tuple[float, str]:
+    """Writes/s of ``writers`` concurrent writers, and (SQLite) the transactions used."""
     cids = [(await conversation(store))[0] for _ in range(writers)]
 
     async def writer(cid: str) -> None:
         for i in range(each):
             await store.write(AppendMessage(cid, user_text(f"message {i}")))
 
+    before = store.stats.transactions if isinstance(store, SQLiteStore) else 0
     started = time.perf_counter()
     await asyncio.gather(*(writer(cid) for cid in cids))
-    return writers * each / (time.perf_counter() - started)
+    rate = writers * each / (time.perf_counter() - started)
+    used = ""
+    if isinstance(store, SQLiteStore):
+        used = f" ({store.stats.transactions - before} transactions for {writers * each:,} writes)"
+    return rate, used
 
 
 async def run(label: str, url: str, n: int) -> None:
@@ -90,11 +96,7 @@ async def run(label: str, url: str, n: int) -> None:
     try:
         await uncontended(store, 200)  # warm-up
         one, two, read = await uncontended(store, n)
-        before = store.stats.transactions if isinstance(store, SQLiteStore) else 0
-        rate = await concurrent(store, 1000, 3)
-        used = ""
-        if isinstance(store, SQLiteStore):
-            used = f" ({store.stats.transactions - before} transactions for 3,000 writes)"
+        rate, used = await concurrent(store, 1000, 3)
         print(f"{label:<10}{one:>10.1f}{two:>10.1f}{read:>12.1f}{rate:>14,.0f}{used}")
     finally:
         await store.close()

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from fakes.harness import WEATHER, Harness, ask, results, run
+from fakes.server import Stream
 from ostinato.errors import (
     AuthenticationFailed,
     ContextTooLong,
+    ModelError,
     ProviderUnavailable,
     QuotaExhausted,
     RateLimited,
@@ -139,6 +141,13 @@ async def test_retries_exhausted_by_resets_raise_provider_unavailable(harness: H
 async def test_a_cut_off_stream_is_an_error_not_end_turn(harness: Harness) -> None:
     harness.fake.script(harness.cut_off())
     with pytest.raises(StreamIncomplete):
+        await run(harness.model(), ask())
+
+
+async def test_malformed_data_is_a_model_error(harness: Harness) -> None:
+    name = {"anthropic": "message_start", "chat": None, "responses": "response.created"}
+    harness.fake.script(Stream([(name[harness.protocol], "{not json")]))
+    with pytest.raises(ModelError, match="malformed"):
         await run(harness.model(), ask())
 
 

@@ -22,7 +22,6 @@ from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import anthropic
-import httpx2
 
 from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
 from ostinato.messages import (
@@ -54,6 +53,7 @@ from ostinato.models.retry import (
     classify_failure,
     connection_failure,
     retry_after_seconds,
+    run_attempt,
     with_retries,
 )
 
@@ -96,24 +96,13 @@ class AnthropicModel:
         params = encode_request(self.model, request, thinking_budget=self._thinking_budget)
         return with_retries(lambda: self._attempt(params), self._retry)
 
-    async def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
-        try:
-            stream = await self._client.messages.create(**params, stream=True)
-        except anthropic.APIError as exc:
-            raise failure(exc) from exc
-        decoder = StreamDecoder()
-        try:
-            async for event in stream:
-                for out in decoder.feed(event):
-                    yield out
-        except anthropic.APIError as exc:
-            raise failure(exc) from exc
-        except httpx2.TransportError as exc:  # the SDK does not wrap these mid-stream
-            raise connection_failure("anthropic", exc) from exc
-        finally:
-            await stream.close()  # on cancellation too: the provider stops generating
-        for out in decoder.finish():
-            yield out
+    def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
+        return run_attempt(
+            "anthropic",
+            lambda: self._client.messages.create(**params, stream=True),
+            StreamDecoder(),
+            lambda exc: failure(exc) if isinstance(exc, anthropic.APIError) else None,
+        )
 
 
 def failure(exc: anthropic.APIError) -> ModelError:

@@ -22,7 +22,6 @@ import json
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
-import httpx2
 import openai
 
 from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
@@ -54,6 +53,7 @@ from ostinato.models.retry import (
     classify_failure,
     connection_failure,
     retry_after_seconds,
+    run_attempt,
     with_retries,
 )
 
@@ -121,24 +121,13 @@ class OpenAIChatModel:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    async def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
-        try:
-            stream = await self._client.chat.completions.create(**params, stream=True)
-        except openai.APIError as exc:
-            raise openai_failure(exc) from exc
-        decoder = ChunkDecoder()
-        try:
-            async for chunk in stream:
-                for event in decoder.feed(chunk):
-                    yield event
-        except openai.APIError as exc:
-            raise openai_failure(exc) from exc
-        except httpx2.TransportError as exc:  # the SDK does not wrap these mid-stream
-            raise connection_failure("openai", exc) from exc
-        finally:
-            await stream.close()  # on cancellation too: the server stops generating
-        for event in decoder.finish():
-            yield event
+    def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
+        return run_attempt(
+            "openai",
+            lambda: self._client.chat.completions.create(**params, stream=True),
+            ChunkDecoder(),
+            lambda exc: openai_failure(exc) if isinstance(exc, openai.APIError) else None,
+        )
 
 
 def openai_failure(exc: openai.APIError) -> ModelError:

@@ -24,7 +24,6 @@ import json
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
-import httpx2
 import openai
 
 from ostinato.errors import StreamIncomplete
@@ -56,7 +55,7 @@ from ostinato.models.retry import (
     DEFAULT_RETRY_POLICY,
     RetryPolicy,
     classify_failure,
-    connection_failure,
+    run_attempt,
     with_retries,
 )
 
@@ -120,24 +119,13 @@ class OpenAIResponsesModel:
             params["temperature"] = request.temperature
         return params
 
-    async def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
-        try:
-            stream = await self._client.responses.create(**params, stream=True)
-        except openai.APIError as exc:
-            raise openai_failure(exc) from exc
-        decoder = EventDecoder()
-        try:
-            async for event in stream:
-                for out in decoder.feed(event):
-                    yield out
-        except openai.APIError as exc:
-            raise openai_failure(exc) from exc
-        except httpx2.TransportError as exc:  # the SDK does not wrap these mid-stream
-            raise connection_failure("openai", exc) from exc
-        finally:
-            await stream.close()  # on cancellation too: the provider stops generating
-        for out in decoder.finish():
-            yield out
+    def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
+        return run_attempt(
+            "openai",
+            lambda: self._client.responses.create(**params, stream=True),
+            EventDecoder(),
+            lambda exc: openai_failure(exc) if isinstance(exc, openai.APIError) else None,
+        )
 
 
 # --- canonical -> wire -------------------------------------------------------------------

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from time import time
+from typing import Any, Protocol
 
 import httpx2
 
@@ -89,6 +90,55 @@ async def with_retries(
             error = f"{exc.code}: {exc.message}"
         yield Retrying(attempt=retry, delay=delay, error=error)
         await asyncio.sleep(delay)
+
+
+class Decoder(Protocol):
+    """An adapter's pure wire -> events folding (no I/O)."""
+
+    def feed(self, event: Any) -> list[ModelEvent]: ...
+
+    def finish(self) -> list[ModelEvent]: ...
+
+
+class SDKStream(Protocol):
+    """What the SDKs' async streams offer: iteration, and ``close`` for the response."""
+
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+async def run_attempt(
+    provider: str,
+    open_stream: Callable[[], Awaitable[SDKStream]],
+    decoder: Decoder,
+    sdk_failure: Callable[[Exception], ModelError | None],
+) -> AsyncGenerator[ModelEvent, None]:
+    """One attempt: open the SDK stream, fold its events, always close the response.
+
+    ``sdk_failure`` maps the SDK's exceptions to typed errors (``None``: not the SDK's).
+    Transport errors some SDKs let escape mid-stream, and malformed data, are mapped here.
+    """
+    try:
+        stream = await open_stream()
+    except Exception as exc:
+        raise (sdk_failure(exc) or exc) from exc
+    try:
+        async for event in stream:
+            for out in decoder.feed(event):
+                yield out
+    except httpx2.TransportError as exc:
+        raise connection_failure(provider, exc) from exc
+    except ModelError:
+        raise
+    except ValueError as exc:  # a data line that is not JSON
+        raise ModelError(f"{provider}: the stream was malformed ({exc})") from exc
+    except Exception as exc:
+        raise (sdk_failure(exc) or exc) from exc
+    finally:
+        await stream.close()  # on cancellation too: the provider stops generating
+    for out in decoder.finish():
+        yield out
 
 
 # --- classification ----------------------------------------------------------------------

@@ -1,6 +1,11 @@
-"""Retries for model calls, and the classification of provider failures.
+"""Attempts, retries, and the classification of provider failures.
 
-Every adapter runs each attempt through ``with_retries``: a failed attempt that raised a
+``run_attempt`` is one model call for any adapter: open the SDK's stream, fold its events
+through the adapter's pure decoder, always close the HTTP response (also when the caller
+closes the generator or is cancelled, so the provider stops generating), and turn every
+failure into an error from ``ostinato.errors``.
+
+Every adapter runs its attempts through ``with_retries``: a failed attempt that raised a
 ``RetryableModelError`` (429, overloaded, 5xx, a dropped connection) is retried after a
 pause, and the pause is announced with a ``Retrying`` event first, so surfaces can show it
 and the ``MessageBuilder`` can drop the partial reply. The SDKs' own retries are switched

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 from ostinato.errors import NotFound, StoreError
 from ostinato.ids import new_id
@@ -153,6 +153,8 @@ def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
             }
             if not ex.execute("finish_tool_call", params):
                 raise NotFound(f"no tool call {op.tool_call_id!r}")
+        case _:
+            assert_never(op)
     return None
 
 

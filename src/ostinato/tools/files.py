@@ -218,8 +218,8 @@ def list_files(
     if not 1 <= max_depth <= MAX_LIST_DEPTH:
         raise ToolError(f"max_depth must be between 1 and {MAX_LIST_DEPTH}")
     depth_limit = max_depth if recursive else 1
-    with Jail(context.workdir) as jail, jail.open_directory(path) as (top_fd, _):
-        listing = _Listing(top_fd)
+    with Jail(context.workdir) as jail, jail.open_directory(path) as (top_fd, top):
+        listing = _Listing(top_fd, "" if top == "." else f"{top}/")
         queue: deque[tuple[list[str], int]] = deque([([], 1)])
         while queue and not listing.full:
             names, depth = queue.popleft()
@@ -234,8 +234,9 @@ def list_files(
 class _Listing:
     """The lines of a listing, made one directory at a time (breadth first)."""
 
-    def __init__(self, top_fd: int) -> None:
+    def __init__(self, top_fd: int, top: str) -> None:
         self.top_fd = top_fd
+        self.top = top  # entries are shown relative to the workdir
         self.lines: list[str] = []
         self.notes: list[str] = []
         self.deeper = False  # some directory was left out by the depth limit
@@ -246,7 +247,7 @@ class _Listing:
 
     def add(self, names: list[str]) -> Iterator[list[str]]:
         """List the directory ``names`` (beneath the top); yield its subdirectories."""
-        prefix = "".join(f"{n}/" for n in names)
+        prefix = self.top + "".join(f"{n}/" for n in names)
         try:
             fd = _open_beneath(self.top_fd, names)
         except OSError:

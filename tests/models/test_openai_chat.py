@@ -22,7 +22,7 @@ from ostinato.messages import (
     ToolUseBlock,
     user_text,
 )
-from ostinato.models import Model, ModelRequest, create_model
+from ostinato.models import MessageBuilder, Model, ModelRequest, create_model
 from ostinato.models.openai_chat import ChunkDecoder, encode_messages
 
 
@@ -148,3 +148,18 @@ def test_a_call_with_no_index_or_id_still_assembles() -> None:
         "ToolCallEnd",
         "Stop",
     ]
+
+
+def test_calls_without_an_index_are_told_apart_by_id() -> None:
+    decoder = ChunkDecoder()
+    events = []
+    for call_id, args in (("a", '{"x": '), (None, "1}"), ("b", "{}")):
+        call = {"id": call_id, "type": "function", "function": {"name": "f", "arguments": args}}
+        events += decoder.feed(ChatCompletionChunk.construct(**fc.chunk({"tool_calls": [call]})))
+    decoder.feed(ChatCompletionChunk.construct(**fc.chunk({}, finish_reason="tool_calls")))
+    events += decoder.finish()
+    builder = MessageBuilder()
+    for event in events:
+        builder.feed(event)
+    uses = builder.finish().tool_uses
+    assert [(u.id, u.input) for u in uses] == [("a", {"x": 1}), ("b", {})]

@@ -263,6 +263,7 @@ class ChunkDecoder:
 
     def __init__(self) -> None:
         self._arguments: dict[int, list[str]] = {}  # event index -> argument pieces
+        self._ids: dict[int, str] = {}  # event index -> tool call id
         self._finish: str | None = None
         self._usage: Usage | None = None
 
@@ -296,17 +297,27 @@ class ChunkDecoder:
                 break
         if delta.content:
             out.append(TextDelta(delta.content, index=0))
-        for position, call in enumerate(delta.tool_calls or ()):
-            index = _TOOL_INDEX_BASE + (call.index if call.index is not None else position)
+        for call in delta.tool_calls or ():
+            index = self._call_index(call)
             function = call.function
             if index not in self._arguments:
                 self._arguments[index] = []
-                call_id = call.id or f"call_{index}"
+                self._ids[index] = call_id = call.id or f"call_{index}"
                 out.append(ToolCallStart(index, call_id, (function and function.name) or ""))
             if function is not None and function.arguments:
                 self._arguments[index].append(function.arguments)
                 out.append(ToolCallDelta(index, function.arguments))
         return out
+
+    def _call_index(self, call: Any) -> int:
+        """The event index of a tool call delta. Some servers leave out ``index``: then a
+        new id starts a new call and a delta without one continues the last."""
+        if call.index is not None:
+            return _TOOL_INDEX_BASE + int(call.index)
+        last = max(self._arguments, default=_TOOL_INDEX_BASE - 1)
+        if (call.id and call.id not in self._ids.values()) or last < _TOOL_INDEX_BASE:
+            return last + 1
+        return last
 
     def finish(self) -> list[ModelEvent]:
         if self._finish is None:

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,6 +80,29 @@ def serving(database: Path, port: int, log: Path) -> Iterator[str]:
     assert log.read_text().count("Application shutdown complete") >= 1
 
 
+class _Watcher(threading.Thread):
+    """Reads an event stream to its end in the background."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.body = ""
+        self.connected = threading.Event()
+
+    def run(self) -> None:
+        with httpx.stream("GET", self.url, timeout=30) as response:
+            for text in response.iter_text():
+                self.body += text
+                self.connected.set()
+
+
+def _watch(url: str) -> _Watcher:
+    watcher = _Watcher(url)
+    watcher.start()
+    assert watcher.connected.wait(10), "the event stream did not start"
+    return watcher
+
+
 def test_serve_streams_a_tool_turn_and_keeps_its_rows_across_a_restart(tmp_path: Path) -> None:
     if not hasattr(importlib.import_module("ostinato.store"), "open_store"):
         pytest.skip("ostinato.store.open_store (the SQL store) is not available yet")
@@ -99,6 +123,13 @@ def test_serve_streams_a_tool_turn_and_keeps_its_rows_across_a_restart(tmp_path:
             assert response.headers["content-type"].startswith("text/event-stream")
             body = response.read().decode()
         before = httpx.get(f"{url}/v1/conversations/{cid}/messages").json()["messages"]
+        watcher = _watch(f"{url}/v1/conversations/{cid}/events?after_seq=3")
+    # An open event stream does not hold up the shutdown: the server ends it.
+    watcher.join(timeout=15)
+    assert not watcher.is_alive()
+    watched = frames(parse_stream(watcher.body))
+    assert [e.event for e in watched] == ["message", "error"]
+    assert watched[0].id == "4" and watched[1].data["code"] == "closing"
 
     events = frames(parse_stream(body))
     types = [e.event for e in events]

@@ -6,10 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
-from ostinato.models.scripted import ScriptedModel, text_step, tool_step
+from ostinato.bus import LocalBus
+from ostinato.models.scripted import ScriptedModel, Step, text_step, tool_step
 from ostinato.runtime import Runtime
+from ostinato.server import create_app, end_streams
+from ostinato.store.base import Store
 from tests.server.sse_client import Event, Stream, open_stream
 
 
@@ -132,3 +136,43 @@ async def test_bad_requests(client: httpx.AsyncClient, conversation_id: str) -> 
         response = await client.get(url, params=params, headers=headers)
         assert response.status_code == 422, (params, headers)
         assert expected in response.json()["error"]["message"]
+
+
+async def test_end_streams_closes_open_streams_with_a_closing_frame(
+    app: FastAPI, runtime: Runtime, model: ScriptedModel, conversation_id: str
+) -> None:
+    model.add(Step(text_step("slow").events, delay=0.2))
+    turn_headers = {"accept": "text/event-stream", "content-type": "application/json"}
+    async with (
+        open_stream(app, "GET", f"/v1/conversations/{conversation_id}/events") as events,
+        open_stream(
+            app,
+            "POST",
+            f"/v1/conversations/{conversation_id}/turns",
+            headers=turn_headers,
+            body=b'{"text": "hi"}',
+        ) as turn,
+    ):
+        assert (await turn.next_frame()).event == "turn.started"
+        end_streams(app)
+        for stream in (events, turn):
+            last = (await stream.frames_until("error"))[-1]
+            assert last.data["code"] == "closing"
+            with pytest.raises(EOFError):
+                await stream.next_event()
+    assert runtime.bus.subscriber_count(conversation_id) == 0
+
+
+async def test_a_stream_that_falls_behind_is_told_and_ended(store: Store) -> None:
+    model = ScriptedModel([text_step("a b c d e f g h", chunks=8)])
+    runtime = Runtime(store, model=model, bus=LocalBus(max_backlog=3))
+    app = create_app(runtime)
+    cid = (await runtime.create_conversation()).id
+    async with open_stream(app, "GET", f"/v1/conversations/{cid}/events") as stream:
+        await runtime.run_turn(cid, "go")  # publishes a burst faster than it is read
+        events = await stream.frames_until("error")
+        assert events[-1].data["code"] == "overflow"
+        assert "Last-Event-ID" in events[-1].data["message"]
+        with pytest.raises(EOFError):
+            await stream.next_event()
+    await runtime.close()

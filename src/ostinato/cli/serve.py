@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -32,10 +34,24 @@ from ostinato.models.choice import (
     select_model,
 )
 from ostinato.runtime import Runtime
-from ostinato.server import ModelChooser, create_app
+from ostinato.server import ModelChooser, create_app, end_streams
 from ostinato.store import describe_url, open_store
 
 DATABASE_ENV = "OSTINATO_DATABASE_URL"
+GRACE_S = 10  # how long a shutdown waits for requests (a JSON turn) before cancelling
+
+
+class _Server(uvicorn.Server):
+    """Ends the event streams as soon as a shutdown begins, so open SSE connections do
+    not hold it up; clients reconnect with ``Last-Event-ID``."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._on_shutdown()
+        await super().shutdown(sockets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +110,14 @@ async def serve(
         choose_model=chooser,
     )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    config = uvicorn.Config(app, host=host, port=port, lifespan="on", log_level="info")
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level="info",
+        timeout_graceful_shutdown=GRACE_S,
+    )
+    server = _Server(config, lambda: end_streams(app))
     await server.serve()
     return 0 if server.started else 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ostinato.server.app import create_app
+from ostinato.server.app import create_app, end_streams
 from ostinato.server.context import ModelChooser, ServerContext
 
-__all__ = ["ModelChooser", "ServerContext", "create_app"]
+__all__ = ["ModelChooser", "ServerContext", "create_app", "end_streams"]

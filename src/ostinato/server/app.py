@@ -71,3 +71,13 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     return app
+
+
+def end_streams(app: FastAPI) -> None:
+    """End every open event stream (each sends an ``error`` frame with code ``closing``).
+
+    Call it when the server starts shutting down: a server waits for open connections
+    before it stops, and a live stream would otherwise keep its connection open forever.
+    """
+    context: ServerContext = app.state.ostinato
+    context.closing.set()

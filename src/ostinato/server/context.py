@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -29,6 +30,7 @@ class ServerContext:
     models: JSON | None = None  # the body of /v1/models; None lists model_name alone
     choose_model: ModelChooser | None = None
     ping_interval: float = 15.0
+    closing: asyncio.Event = field(default_factory=asyncio.Event)  # set: end every stream
 
     def model_for(self, request: Request) -> Model | None:
         return self.choose_model(request) if self.choose_model is not None else None

@@ -12,6 +12,7 @@ turn starts, the store is read), so no frame can fall between setting up and str
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from ostinato.bus import BacklogOverflow, Subscription
@@ -22,25 +23,50 @@ from ostinato.store.base import Store
 
 REPLAY_PAGE = 500
 OVERFLOW = "this stream fell too far behind and was closed; reconnect with Last-Event-ID"
+CLOSING = "the server is shutting down; reconnect with Last-Event-ID"
 
 
-async def _frames(subscription: Subscription, ping_interval: float) -> AsyncIterator[Frame | None]:
-    """The subscription's frames, with ``None`` for each ``ping_interval`` of silence."""
-    while True:
-        try:
-            yield await subscription.get(within=ping_interval)
-        except TimeoutError:
-            yield None
-        except StopAsyncIteration:
-            return
+class _Closing(Exception):
+    """The server is shutting down: the stream ends so the connection can close."""
+
+
+async def _frames(
+    subscription: Subscription, ping_interval: float, closing: asyncio.Event
+) -> AsyncIterator[Frame | None]:
+    """The subscription's frames, with ``None`` for each ``ping_interval`` of silence;
+    raises ``_Closing`` once ``closing`` is set and no frame is waiting."""
+    closed = asyncio.ensure_future(closing.wait())
+    getter: asyncio.Future[Frame] | None = None
+    try:
+        while True:
+            if getter is None:
+                getter = asyncio.ensure_future(subscription.__anext__())
+            done, _ = await asyncio.wait(
+                (getter, closed), timeout=ping_interval, return_when=asyncio.FIRST_COMPLETED
+            )
+            if getter in done:
+                finished, getter = getter, None
+                try:
+                    frame = finished.result()
+                except StopAsyncIteration:
+                    return
+                yield frame
+            elif closed in done:
+                raise _Closing
+            else:
+                yield None
+    finally:
+        closed.cancel()
+        if getter is not None:
+            getter.cancel()
 
 
 async def turn_events(
-    subscription: Subscription, run_id: str, *, ping_interval: float
+    subscription: Subscription, run_id: str, *, ping_interval: float, closing: asyncio.Event
 ) -> AsyncIterator[bytes]:
     seq = 0
     try:
-        async for frame in _frames(subscription, ping_interval):
+        async for frame in _frames(subscription, ping_interval, closing):
             if frame is None:
                 yield PING
             elif frame.run_id == run_id:
@@ -50,6 +76,8 @@ async def turn_events(
                     return
     except BacklogOverflow:
         yield encode_frame(ErrorFrame(run_id=run_id, seq=seq, code="overflow", message=OVERFLOW))
+    except _Closing:
+        yield encode_frame(ErrorFrame(run_id=run_id, seq=seq, code="closing", message=CLOSING))
 
 
 async def conversation_events(
@@ -59,6 +87,7 @@ async def conversation_events(
     *,
     after_seq: int,
     ping_interval: float,
+    closing: asyncio.Event,
 ) -> AsyncIterator[bytes]:
     runs: dict[str, str] = {}
     last = after_seq
@@ -69,13 +98,15 @@ async def conversation_events(
         run_id = runs.get(row.turn_id or "", "")
         yield encode_frame(MessageCommitted(run_id=run_id, seq=last, message=row))
     try:
-        async for frame in _frames(subscription, ping_interval):
+        async for frame in _frames(subscription, ping_interval, closing):
             if frame is None:
                 yield PING
             elif frame.seq > last or (frame.seq == last and not frame.durable):
                 yield encode_frame(frame)
     except BacklogOverflow:
         yield encode_frame(ErrorFrame(run_id="", seq=last, code="overflow", message=OVERFLOW))
+    except _Closing:
+        yield encode_frame(ErrorFrame(run_id="", seq=last, code="closing", message=CLOSING))
 
 
 async def _stored_rows(

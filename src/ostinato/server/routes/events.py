@@ -59,6 +59,7 @@ async def conversation_stream(
             conversation_id,
             after_seq=position,
             ping_interval=context.ping_interval,
+            closing=context.closing,
         ),
         on_close=subscription.close,
     )

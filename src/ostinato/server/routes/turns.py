@@ -64,6 +64,11 @@ async def post_turn(
         subscription.close()
         raise
     return FrameStream(
-        turn_events(subscription, handle.run_id, ping_interval=context.ping_interval),
+        turn_events(
+            subscription,
+            handle.run_id,
+            ping_interval=context.ping_interval,
+            closing=context.closing,
+        ),
         on_close=subscription.close,
     )

@@ -178,8 +178,9 @@ class SQLiteWriter:
         """
         try:
             self._begin(wait)
-        except sqlite3.OperationalError as exc:
-            if not wait and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+        except sqlite3.Error as exc:
+            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+            if busy and not wait:
                 return None
             return [_as_store_error(exc) for _ in calls]
         if len(calls) == 1:
@@ -249,15 +250,22 @@ class SQLiteWriter:
                     checkpointer = checkpointer or self._connect()
                     self._checkpoint(checkpointer)
                 elif isinstance(item, list):
-                    with self._lock:
-                        outcomes = self._commit(item, wait=True)
-                    assert outcomes is not None
-                    self.stats.calls += len(item)
-                    self._written += len(item)
-                    self._deliver(item, outcomes)
+                    self._deliver(item, self._commit_in_thread(item))
         finally:
             if checkpointer is not None:
                 checkpointer.close()
+
+    def _commit_in_thread(self, calls: list[_Call]) -> list[Outcome]:
+        """Commit ``calls``, waiting for the write lock; never lets an error end the thread."""
+        try:
+            with self._lock:
+                outcomes = self._commit(calls, wait=True)
+        except Exception as exc:  # a bug, not a database error: fail these calls alone
+            outcomes = [StoreError(f"sqlite writer: {exc!r}") for _ in calls]
+        assert outcomes is not None
+        self.stats.calls += len(calls)
+        self._written += len(calls)
+        return outcomes
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
         """Copy the WAL back into the database without blocking readers or the writer."""

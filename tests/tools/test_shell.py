@@ -146,6 +146,16 @@ async def test_a_process_ignoring_sigterm_gets_sigkill(tmp_path: Path) -> None:
     assert await until_dead(pid)
 
 
+async def test_cancelling_reaches_a_process_ignoring_sigterm(tmp_path: Path) -> None:
+    command = "(trap '' TERM; exec sleep 100) & echo $! > stubborn.pid; wait"
+    task = asyncio.create_task(shell(context(tmp_path), command, timeout=300))
+    (pid,) = await pids_written(tmp_path, "stubborn.pid")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await until_dead(pid)
+
+
 async def test_background_processes_are_stopped_when_the_command_ends(tmp_path: Path) -> None:
     result = await shell(context(tmp_path), "sleep 100 & echo $! > bg.pid; echo done")
     assert result["exit_code"] == 0 and result["output"] == "done\n"

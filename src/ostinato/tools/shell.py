@@ -118,39 +118,40 @@ async def run_command(
     """Run ``command`` with ``/bin/sh -c``; stop its process group however this ends."""
     loop = asyncio.get_running_loop()
     read_end, write_end = os.pipe()
-    reader = os.fdopen(read_end, "rb", buffering=0)
-    started = time.monotonic()
-    try:
-        process = await asyncio.create_subprocess_exec(
-            SHELL,
-            "-c",
-            command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=write_end,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
-            pass_fds=pass_fds,
+    try:  # the reading side is ready before anything runs, so no await comes in between
+        transport, capture = await loop.connect_read_pipe(
+            lambda: _Capture(cap), os.fdopen(read_end, "rb", buffering=0)
         )
     except BaseException:
-        reader.close()
-        raise
-    finally:
         os.close(write_end)
-    transport, capture = await loop.connect_read_pipe(lambda: _Capture(cap), reader)
+        raise
+    started = time.monotonic()
     timed_out = False
     try:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                SHELL,
+                "-c",
+                command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=write_end,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+        finally:
+            os.close(write_end)  # the child holds its own copy; EOF comes when all exit
         try:
             async with asyncio.timeout(deadline_s):
                 await process.wait()
         except TimeoutError:
             timed_out = True
-    finally:
-        try:
+        finally:  # also on cancellation: nothing the command started outlives the call
             await _stop_group(process, capture)
-        finally:
-            transport.close()
+    finally:
+        transport.close()
     code = process.returncode
     return CommandResult(
         exit_code=code if code is not None and code >= 0 else None,

@@ -74,6 +74,21 @@ async def test_clients_from_the_environment_are_shared_within_a_loop() -> None:
     assert own._client is not first._client  # type: ignore[attr-defined]
 
 
+def test_thinking_and_reasoning_options_from_the_environment() -> None:
+    env = {
+        "ANTHROPIC_API_KEY": "a",
+        "OPENAI_API_KEY": "o",
+        "OSTINATO_THINKING_BUDGET": "4000",
+        "OSTINATO_REASONING_EFFORT": "low",
+    }
+    request = ModelRequest("", [user_text("Hi")])
+    claude = create_model("anthropic:claude-x", env=env)
+    assert claude._thinking_budget == 4000  # type: ignore[attr-defined]
+    gpt = create_model("openai:gpt-5", env=env)
+    params = gpt.encode_request(request)  # type: ignore[attr-defined]
+    assert params["reasoning"] == {"effort": "low", "summary": "auto"}
+
+
 def test_missing_keys_are_a_clear_error() -> None:
     with pytest.raises(AuthenticationFailed, match="ANTHROPIC_API_KEY"):
         create_model("anthropic:claude-x", env={})

@@ -106,7 +106,9 @@ def create_model(
 ) -> Model:
     """A ready ``Model`` for ``model_id``. Keys and base URLs not given come from ``env``
     (default: the process environment), except that an explicit ``base_url`` is never
-    paired with a key from the environment."""
+    paired with a key from the environment. ``OSTINATO_THINKING_BUDGET`` (tokens) turns on
+    Anthropic's extended thinking; ``OSTINATO_REASONING_EFFORT`` (``low`` ...) sets the
+    Responses API's reasoning effort, with reasoning summaries."""
     env = os.environ if env is None else env
     provider, model = parse_model_id(model_id)
     if provider == "offline":
@@ -121,7 +123,9 @@ def create_model(
         client = _client(
             anthropic.AsyncAnthropic, key, url, shared=api_key is None and base_url is None
         )
-        return AnthropicModel(model, client, retry=retry)
+        budget = env.get("OSTINATO_THINKING_BUDGET")
+        thinking = int(budget) if budget and budget.isdigit() and int(budget) > 0 else None
+        return AnthropicModel(model, client, retry=retry, thinking_budget=thinking)
     return _openai_model(provider, model, api_key, base_url, retry, env)
 
 
@@ -142,7 +146,8 @@ def _openai_model(
         key = _key(api_key, base_url, env, "OPENAI_API_KEY", required=True)
         client = _client(openai.AsyncOpenAI, key, base_url or env.get("OPENAI_BASE_URL"), shared)
         if provider == "openai":
-            return OpenAIResponsesModel(name, model, client, retry=retry)
+            effort = env.get("OSTINATO_REASONING_EFFORT") or None
+            return OpenAIResponsesModel(name, model, client, retry=retry, reasoning_effort=effort)
         return OpenAIChatModel(name, model, client, retry=retry)
     stream_usage, send_reasoning = True, False
     if provider == "openai-compatible":

@@ -68,6 +68,12 @@ def test_dot_dot_may_not_leave_the_workdir(work: Path, outside: Path, path: str)
     untouched(outside)
 
 
+def test_overlong_paths_are_refused(work: Path) -> None:
+    with pytest.raises(ToolError, match="longer than"):
+        write_file(context(work), "a/" * 3000 + "f.txt", "x")
+    assert not (work / "a").exists()
+
+
 def test_dot_dot_that_stays_inside_is_fine(work: Path) -> None:
     assert read_file(context(work), "sub/deeper/../inside.txt") == "inside\n"
 

@@ -26,6 +26,7 @@ from ostinato.errors import ToolError
 
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_SYMLINKS = 40  # as the kernel's own limit for one path
+MAX_PATH = 4096  # characters, as PATH_MAX
 
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
@@ -187,6 +188,8 @@ def split_relative(path: str) -> list[str]:
     """The components of a path the model gave; absolute paths and NUL are refused."""
     if not isinstance(path, str) or "\0" in path:
         raise ToolError("a path must be text without NUL characters")
+    if len(path) > MAX_PATH:
+        raise ToolError(f"the path is longer than {MAX_PATH} characters")
     if path.startswith("/") or path == "~" or path.startswith("~/"):
         raise ToolError(
             f"{path!r} is not relative to the workdir; give a path such as 'src/main.py'"

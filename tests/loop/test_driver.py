@@ -178,7 +178,7 @@ async def test_budget_exhausted_makes_one_final_call_with_tools_off() -> None:
     result = await h.runtime.run_turn(cid, "count")
     assert result.stop_reason == "budget_exhausted"
     final = h.model.requests[-1]
-    assert final.tool_choice == "none" and final.tools == ()
+    assert final.tool_choice == "none" and final.tools  # offered, but not to be used
     assert all(r.tool_choice == "auto" and r.tools for r in h.model.requests[:-1])
     rows = await h.messages(cid)
     assert rows[-1].text.startswith("Out of steps")

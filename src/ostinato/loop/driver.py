@@ -152,7 +152,9 @@ class TurnDriver:
         return ModelRequest(
             system=self.settings.system_prompt,
             messages=tuple(self.history),
-            tools=() if tools_off else self.catalog.definitions,
+            # The wrap-up call keeps the definitions (the history refers to them, and the
+            # prompt prefix stays cacheable) and forbids their use.
+            tools=self.catalog.definitions,
             tool_choice="none" if tools_off else "auto",
             max_tokens=self.settings.max_tokens,
         )

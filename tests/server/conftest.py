@@ -1,5 +1,6 @@
-"""Fixtures for the HTTP tests: a runtime with a scripted model on each store engine, the
-app serving it, and an httpx client that talks to the app in memory."""
+"""Fixtures for the HTTP tests: a runtime with a scripted model on each store engine
+(memory, SQLite, and PostgreSQL when ``OSTINATO_TEST_POSTGRES_URL`` is set), the app
+serving it, and an httpx client that talks to the app in memory."""
 
 from __future__ import annotations
 
@@ -13,23 +14,25 @@ from fastapi import FastAPI
 from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
+from ostinato.store import open_store
 from ostinato.store.base import Store
 from ostinato.store.memory import MemoryStore
+from tests.store.conftest import open_postgres, postgres_url
+
+__all__ = ["postgres_url"]  # the session's PostgreSQL database (skips without one)
 
 
-async def _open(engine: str, tmp_path: Path) -> Store:
+async def _open(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:
     if engine == "memory":
         return MemoryStore()
-    try:
-        from ostinato.store import open_store
-    except ImportError:
-        pytest.skip("ostinato.store.open_store is not available yet")
-    return await open_store(f"sqlite:///{tmp_path / 'server.db'}")
+    if engine == "sqlite":
+        return await open_store(f"sqlite:///{tmp_path / 'server.db'}")
+    return await open_postgres(request.getfixturevalue("postgres_url"))
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return await _open(request.param, tmp_path)
+    return await _open(request.param, tmp_path, request)
 
 
 @pytest.fixture

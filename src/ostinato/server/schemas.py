@@ -175,8 +175,20 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 SSE_RESPONSE: dict[str, Any] = {
     "text/event-stream": {
-        "schema": {"type": "string"},
-        "itemSchema": FrameOut.model_json_schema(),
+        # The shape FastAPI gives its own SSE routes (OpenAPI 3.2's itemSchema).
+        "itemSchema": {
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"type": "string", "enum": list(FRAME_TYPES)},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": FrameOut.model_json_schema(),
+                },
+                "id": {"type": "string", "description": "The row's seq; `message` only."},
+            },
+        },
         "example": 'event: text.delta\ndata: {"type":"text.delta","run_id":"...","seq":3,'
         '"text":"Hello"}\n\n',
     }

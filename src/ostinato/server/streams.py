@@ -95,6 +95,7 @@ async def conversation_events(
         last = row.seq or last
         if row.turn_id and row.turn_id not in runs:  # a turn newer than the ones we know
             runs = {turn.id: turn.run_id for turn in await store.list_turns(conversation_id)}
+            runs.setdefault(row.turn_id, "")  # no record of it: do not look again
         run_id = runs.get(row.turn_id or "", "")
         yield encode_frame(MessageCommitted(run_id=run_id, seq=last, message=row))
     try:

@@ -52,4 +52,5 @@ async def list_conversations(
 
 @router.get("/{conversation_id}", response_model=ConversationOut, responses=ERROR_RESPONSES)
 async def get_conversation(context: Context, conversation_id: str) -> ConversationOut:
+    """One conversation, with its current state."""
     return ConversationOut.of(await context.runtime.conversation(conversation_id))

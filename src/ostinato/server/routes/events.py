@@ -42,12 +42,15 @@ def _position(after_seq: int, last_event_id: str | None) -> int:
         **ERROR_RESPONSES,
     },
 )
-async def conversation_stream(
+async def watch_conversation(
     context: Context,
     conversation_id: str,
     after_seq: Annotated[int, Query(ge=0, description="Replay rows after this seq.")] = 0,
     last_event_id: Annotated[str | None, Header(max_length=40)] = None,
 ) -> Response:
+    """Replay the committed rows after a seq as `message` frames, then stream every live
+    frame of the conversation, with no gap and no duplicate in between. `Last-Event-ID`
+    wins over `after_seq`."""
     runtime = context.runtime
     position = _position(after_seq, last_event_id)
     await runtime.conversation(conversation_id)

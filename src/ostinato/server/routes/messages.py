@@ -22,6 +22,7 @@ async def list_messages(
         bool, Query(description="Include rows hidden from the chat (e.g. notes).")
     ] = False,
 ) -> MessagePage:
+    """The stored rows after `after_seq`, in seq order."""
     await context.runtime.conversation(conversation_id)
     rows = await context.runtime.store.list_messages(
         conversation_id, after_seq=after_seq, limit=limit, include_hidden=include_hidden

@@ -40,6 +40,8 @@ def wants_events(request: Request) -> bool:
 async def post_turn(
     context: Context, request: Request, conversation_id: str, body: TurnRequest
 ) -> TurnOut | Response:
+    """Send a user message, which starts a turn. With `Accept: text/event-stream`: the
+    turn's frames; otherwise: its result once it ends."""
     runtime = context.runtime
     model = context.model_for(request)
     if not wants_events(request):

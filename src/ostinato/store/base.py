@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeAlias
 
+from ostinato.approvals import Approval, Ending, Grant, Remember
 from ostinato.messages import JSON, Message
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
@@ -78,6 +79,22 @@ class ToolCallRecord:
     is_error: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedInput:
+    """A message that arrived while its conversation was busy: stored at once, run later.
+
+    ``position`` (assigned by the store) gives the arrival order across the whole store.
+    """
+
+    id: str
+    conversation_id: str
+    message: Message
+    created_at: datetime
+    client_message_id: str | None = None
+    position: int = 0
+    status: Literal["queued", "taken", "dropped"] = "queued"
+
+
 # --- write ops -----------------------------------------------------------------------
 
 
@@ -138,6 +155,48 @@ class FinishToolCall:
     duration_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class CreateApproval:
+    approval: Approval
+
+
+@dataclass(frozen=True, slots=True)
+class DecideApproval:
+    """Ends a pending approval; ``Conflict`` if it was already decided (nothing written)."""
+
+    approval_id: str
+    ending: Ending
+    decided_at: datetime
+    decided_by: str | None = None
+    remember: Remember = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateGrant:
+    grant: Grant
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeGrant:
+    grant_id: str
+    revoked_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """Store a message for later; returns the ``QueuedInput`` with its ``position``."""
+
+    item: QueuedInput
+
+
+@dataclass(frozen=True, slots=True)
+class TakeQueued:
+    """Mark a queued input taken (its turn starts) or dropped; ``Conflict`` unless queued."""
+
+    item_id: str
+    status: Literal["taken", "dropped"] = "taken"
+
+
 WriteOp: TypeAlias = (
     CreateConversation
     | SetConversationState
@@ -146,6 +205,12 @@ WriteOp: TypeAlias = (
     | AppendMessage
     | StartToolCall
     | FinishToolCall
+    | CreateApproval
+    | DecideApproval
+    | CreateGrant
+    | RevokeGrant
+    | Enqueue
+    | TakeQueued
 )
 
 
@@ -184,6 +249,31 @@ class Store(Protocol):
     async def list_tool_calls(
         self, conversation_id: str, *, turn_id: str | None = None
     ) -> list[ToolCallRecord]: ...
+
+    async def get_approval(self, approval_id: str) -> Approval | None: ...
+
+    async def list_approvals(
+        self, conversation_id: str | None = None, *, pending_only: bool = False
+    ) -> list[Approval]:
+        """Oldest first; all conversations when ``conversation_id`` is None."""
+        ...
+
+    async def get_grant(self, grant_id: str) -> Grant | None: ...
+
+    async def list_grants(
+        self,
+        *,
+        owner: str | None = None,
+        conversation_id: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[Grant]:
+        """Grants of ``owner`` plus grants of ``conversation_id`` (either may be None),
+        oldest first."""
+        ...
+
+    async def list_queued(self, conversation_id: str | None = None) -> list[QueuedInput]:
+        """Inputs still queued, in arrival (``position``) order."""
+        ...
 
     async def close(self) -> None: ...
 

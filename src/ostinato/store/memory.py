@@ -1,29 +1,55 @@
-"""An in-memory store: the reference semantics of ``Store``, for tests and benchmarks."""
+"""An in-memory store: the reference semantics of ``Store``, for tests and benchmarks.
+
+A ``write`` applies its ops in order, each checking before it changes anything and
+leaving an undo step; if an op raises, the undo steps run in reverse, so the write
+commits all of its ops or none.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
-from ostinato.errors import NotFound, StoreError
+from ostinato.approvals import Approval, Grant
+from ostinato.errors import Conflict, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.messages import Message
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
     Conversation,
+    CreateApproval,
     CreateConversation,
+    CreateGrant,
+    DecideApproval,
+    Enqueue,
     FinishToolCall,
     FinishTurn,
+    QueuedInput,
+    RevokeGrant,
     SetConversationState,
     StartToolCall,
     StartTurn,
+    TakeQueued,
     ToolCallRecord,
     Turn,
     WriteOp,
     utcnow,
 )
+
+Undo = list[Callable[[], None]]
+
+
+def _restore(table: dict[Any, Any], key: Any, undo: Undo) -> None:
+    """Record how to put ``table[key]`` back as it is now."""
+    if key in table:
+        old = table[key]
+        undo.append(lambda: table.__setitem__(key, old))
+    else:
+        undo.append(lambda: table.pop(key, None))
 
 
 class MemoryStore:
@@ -33,85 +59,65 @@ class MemoryStore:
         self._turns: dict[str, Turn] = {}
         self._tool_calls: dict[tuple[str, str], ToolCallRecord] = {}
         self._updated: dict[str, datetime] = {}  # updated_at, kept apart: appends are hot
+        self._approvals: dict[str, Approval] = {}
+        self._grants: dict[str, Grant] = {}
+        self._queue: dict[str, QueuedInput] = {}
+        self._positions = itertools.count(1)
 
     async def write(self, *ops: WriteOp) -> list[Any]:
-        created = {o.conversation.id for o in ops if type(o) is CreateConversation}
-        started = {o.turn.id for o in ops if type(o) is StartTurn}
-        calls = {(o.record.turn_id, o.record.id) for o in ops if type(o) is StartToolCall}
-        for op in ops:
-            self._check(op, created, started, calls)
-        return [self._apply(op) for op in ops]
+        undo: Undo = []
+        try:
+            return [self._apply(op, undo) for op in ops]
+        except BaseException:
+            for step in reversed(undo):
+                step()
+            raise
 
-    def _check(
-        self,
-        op: WriteOp,
-        created: set[str],
-        started: set[str],
-        calls: set[tuple[str, str]],
-    ) -> None:
+    def _conversation(self, cid: str) -> Conversation:
+        found = self._conversations.get(cid)
+        if found is None:
+            raise NotFound(f"no conversation {cid!r}")
+        return found
+
+    def _set_state(self, cid: str, state: Any, undo: Undo) -> None:
+        conversation = self._conversation(cid)
+        _restore(self._conversations, cid, undo)
+        _restore(self._updated, cid, undo)
+        self._conversations[cid] = dataclasses.replace(conversation, state=state)
+        self._updated[cid] = utcnow()
+
+    def _apply(self, op: WriteOp, undo: Undo) -> Any:  # noqa: C901 - one arm per op
         match op:
-            case AppendMessage(conversation_id=cid) | SetConversationState(conversation_id=cid):
-                if cid not in self._conversations and cid not in created:
-                    raise NotFound(f"no conversation {cid!r}")
-            case StartTurn(turn=turn):
-                if (
-                    turn.conversation_id not in self._conversations
-                    and turn.conversation_id not in created
-                ):
-                    raise NotFound(f"no conversation {turn.conversation_id!r}")
-            case FinishTurn(turn_id=tid):
-                if tid not in self._turns and tid not in started:
-                    raise NotFound(f"no turn {tid!r}")
-            case StartToolCall(record=record):
-                if (record.turn_id, record.id) in self._tool_calls:
-                    raise StoreError(f"tool call {record.id!r} already recorded")
-            case FinishToolCall(turn_id=tid, tool_call_id=tcid):
-                if (tid, tcid) not in self._tool_calls and (tid, tcid) not in calls:
-                    raise NotFound(f"no tool call {tcid!r}")
             case CreateConversation(conversation=conv):
                 if conv.id in self._conversations:
                     raise StoreError(f"conversation {conv.id!r} exists")
-
-    def _apply(self, op: WriteOp) -> Any:
-        now = utcnow()
-        match op:
-            case CreateConversation(conversation=conv):
+                _restore(self._conversations, conv.id, undo)
+                _restore(self._messages, conv.id, undo)
                 self._conversations[conv.id] = conv
                 self._messages[conv.id] = []
             case SetConversationState(conversation_id=cid, state=state):
-                self._touch(cid, state=state)
+                self._set_state(cid, state, undo)
             case StartTurn(turn=turn):
+                self._conversation(turn.conversation_id)
+                if turn.id in self._turns:
+                    raise StoreError(f"turn {turn.id!r} exists")
+                _restore(self._turns, turn.id, undo)
                 self._turns[turn.id] = turn
             case FinishTurn():
-                turn = self._turns[op.turn_id]
-                self._turns[op.turn_id] = dataclasses.replace(
-                    turn,
-                    status="finished",
-                    stop_reason=op.stop_reason,
-                    finished_at=op.finished_at,
-                    metrics=op.metrics,
-                    error=op.error,
-                )
-                self._touch(op.conversation_id, state=STATE_AFTER[op.stop_reason])
-            case AppendMessage(conversation_id=cid, message=message, turn_id=turn_id):
-                rows = self._messages[cid]
-                stored = Message(
-                    message.role,
-                    message.blocks,
-                    message.hidden,
-                    message.metadata,
-                    (rows[-1].seq or 0) + 1 if rows else 1,
-                    message.id or new_id(),
-                    turn_id,
-                    now,
-                )
-                rows.append(stored)
-                self._updated[cid] = now
-                return stored
+                return self._finish_turn(op, undo)
+            case AppendMessage():
+                return self._append(op, undo)
             case StartToolCall(record=record):
-                self._tool_calls[record.turn_id, record.id] = record
+                key = (record.turn_id, record.id)
+                if key in self._tool_calls:
+                    raise StoreError(f"tool call {record.id!r} already recorded")
+                _restore(self._tool_calls, key, undo)
+                self._tool_calls[key] = record
             case FinishToolCall():
                 key = (op.turn_id, op.tool_call_id)
+                if key not in self._tool_calls:
+                    raise NotFound(f"no tool call {op.tool_call_id!r}")
+                _restore(self._tool_calls, key, undo)
                 self._tool_calls[key] = dataclasses.replace(
                     self._tool_calls[key],
                     status=op.status,
@@ -120,11 +126,101 @@ class MemoryStore:
                     finished_at=op.finished_at,
                     duration_s=op.duration_s,
                 )
+            case CreateApproval(approval=approval):
+                self._conversation(approval.conversation_id)
+                if approval.id in self._approvals:
+                    raise StoreError(f"approval {approval.id!r} exists")
+                _restore(self._approvals, approval.id, undo)
+                self._approvals[approval.id] = approval
+            case DecideApproval():
+                return self._decide(op, undo)
+            case CreateGrant(grant=grant):
+                if grant.id in self._grants:
+                    raise StoreError(f"grant {grant.id!r} exists")
+                _restore(self._grants, grant.id, undo)
+                self._grants[grant.id] = grant
+            case RevokeGrant(grant_id=gid, revoked_at=when):
+                found = self._grants.get(gid)
+                if found is None:
+                    raise NotFound(f"no grant {gid!r}")
+                if found.revoked_at is None:
+                    _restore(self._grants, gid, undo)
+                    self._grants[gid] = dataclasses.replace(found, revoked_at=when)
+            case Enqueue(item=item):
+                self._conversation(item.conversation_id)
+                if item.id in self._queue:
+                    raise StoreError(f"queued input {item.id!r} exists")
+                stored = dataclasses.replace(item, position=next(self._positions), status="queued")
+                _restore(self._queue, item.id, undo)
+                self._queue[item.id] = stored
+                return stored
+            case TakeQueued(item_id=iid, status=status):
+                queued = self._queue.get(iid)
+                if queued is None:
+                    raise NotFound(f"no queued input {iid!r}")
+                if queued.status != "queued":
+                    raise Conflict(f"queued input {iid!r} was already {queued.status}")
+                _restore(self._queue, iid, undo)
+                self._queue[iid] = dataclasses.replace(queued, status=status)
+            case _:
+                assert_never(op)
         return None
 
-    def _touch(self, cid: str, **changes: Any) -> None:
-        self._conversations[cid] = dataclasses.replace(self._conversations[cid], **changes)
-        self._updated[cid] = utcnow()
+    def _finish_turn(self, op: FinishTurn, undo: Undo) -> None:
+        turn = self._turns.get(op.turn_id)
+        if turn is None:
+            raise NotFound(f"no turn {op.turn_id!r}")
+        self._conversation(op.conversation_id)
+        _restore(self._turns, op.turn_id, undo)
+        self._turns[op.turn_id] = dataclasses.replace(
+            turn,
+            status="finished",
+            stop_reason=op.stop_reason,
+            finished_at=op.finished_at,
+            metrics=op.metrics,
+            error=op.error,
+        )
+        self._set_state(op.conversation_id, STATE_AFTER[op.stop_reason], undo)
+
+    def _append(self, op: AppendMessage, undo: Undo) -> Message:
+        self._conversation(op.conversation_id)
+        rows = self._messages[op.conversation_id]
+        message, now = op.message, utcnow()
+        stored = Message(
+            message.role,
+            message.blocks,
+            message.hidden,
+            message.metadata,
+            (rows[-1].seq or 0) + 1 if rows else 1,
+            message.id or new_id(),
+            op.turn_id,
+            now,
+        )
+        rows.append(stored)
+        undo.append(lambda: rows.remove(stored))
+        _restore(self._updated, op.conversation_id, undo)
+        self._updated[op.conversation_id] = now
+        return stored
+
+    def _decide(self, op: DecideApproval, undo: Undo) -> Approval:
+        approval = self._approvals.get(op.approval_id)
+        if approval is None:
+            raise NotFound(f"no approval {op.approval_id!r}")
+        if approval.status != "pending":
+            raise Conflict(f"approval {op.approval_id!r} was already decided ({approval.ending})")
+        decided = dataclasses.replace(
+            approval,
+            status="decided",
+            ending=op.ending,
+            decided_at=op.decided_at,
+            decided_by=op.decided_by,
+            remember=op.remember,
+        )
+        _restore(self._approvals, op.approval_id, undo)
+        self._approvals[op.approval_id] = decided
+        return decided
+
+    # --- reads -----------------------------------------------------------------------
 
     def _current(self, conversation: Conversation) -> Conversation:
         updated = self._updated.get(conversation.id)
@@ -182,6 +278,50 @@ class MemoryStore:
             for r in self._tool_calls.values()
             if r.conversation_id == conversation_id and (turn_id is None or r.turn_id == turn_id)
         ]
+
+    async def get_approval(self, approval_id: str) -> Approval | None:
+        return self._approvals.get(approval_id)
+
+    async def list_approvals(
+        self, conversation_id: str | None = None, *, pending_only: bool = False
+    ) -> list[Approval]:
+        return [
+            a
+            for a in self._approvals.values()
+            if (conversation_id is None or a.conversation_id == conversation_id)
+            and (not pending_only or a.status == "pending")
+        ]
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        return self._grants.get(grant_id)
+
+    async def list_grants(
+        self,
+        *,
+        owner: str | None = None,
+        conversation_id: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[Grant]:
+        return [
+            g
+            for g in self._grants.values()
+            if (
+                (owner is not None and g.owner == owner)
+                or (conversation_id is not None and g.conversation_id == conversation_id)
+            )
+            and (include_revoked or g.revoked_at is None)
+        ]
+
+    async def list_queued(self, conversation_id: str | None = None) -> list[QueuedInput]:
+        return sorted(
+            (
+                q
+                for q in self._queue.values()
+                if q.status == "queued"
+                and (conversation_id is None or q.conversation_id == conversation_id)
+            ),
+            key=lambda q: q.position,
+        )
 
     async def close(self) -> None:
         return None

@@ -223,7 +223,8 @@ def format_report(report: ReplayReport, recorded: Collection[str]) -> str:
         lines.append(f"tool results played back from the record: {', '.join(sorted(recorded))}")
     for number, turn in enumerate(report.turns, 1):
         label = {"ok": "OK", "diverged": "DIVERGED", "skipped": "SKIPPED"}[turn.outcome]
-        lines.append(f"turn {number} ({turn.turn_id}, {turn.rows} rows): {label}")
+        rows = f"{turn.rows} row{'' if turn.rows == 1 else 's'}"
+        lines.append(f"turn {number} ({turn.turn_id}, {rows}): {label}")
         if turn.detail:
             lines.append(f"    {turn.detail}")
     if not report.turns:

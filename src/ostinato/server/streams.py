@@ -13,7 +13,8 @@ turn starts, the store is read), so no frame can fall between setting up and str
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 
 from ostinato.bus import BacklogOverflow, Subscription
 from ostinato.frames import ErrorFrame, Frame, MessageCommitted, TurnFinished
@@ -32,7 +33,7 @@ class _Closing(Exception):
 
 async def _frames(
     subscription: Subscription, ping_interval: float, closing: asyncio.Event
-) -> AsyncIterator[Frame | None]:
+) -> AsyncGenerator[Frame | None, None]:
     """The subscription's frames, with ``None`` for each ``ping_interval`` of silence;
     raises ``_Closing`` once ``closing`` is set and no frame is waiting."""
     closed = asyncio.ensure_future(closing.wait())
@@ -66,14 +67,15 @@ async def turn_events(
 ) -> AsyncIterator[bytes]:
     seq = 0
     try:
-        async for frame in _frames(subscription, ping_interval, closing):
-            if frame is None:
-                yield PING
-            elif frame.run_id == run_id:
-                seq = frame.seq
-                yield encode_frame(frame)
-                if isinstance(frame, TurnFinished):
-                    return
+        async with aclosing(_frames(subscription, ping_interval, closing)) as frames:
+            async for frame in frames:
+                if frame is None:
+                    yield PING
+                elif frame.run_id == run_id:
+                    seq = frame.seq
+                    yield encode_frame(frame)
+                    if isinstance(frame, TurnFinished):
+                        return
     except BacklogOverflow:
         yield encode_frame(ErrorFrame(run_id=run_id, seq=seq, code="overflow", message=OVERFLOW))
     except _Closing:
@@ -99,11 +101,12 @@ async def conversation_events(
         run_id = runs.get(row.turn_id or "", "")
         yield encode_frame(MessageCommitted(run_id=run_id, seq=last, message=row))
     try:
-        async for frame in _frames(subscription, ping_interval, closing):
-            if frame is None:
-                yield PING
-            elif frame.seq > last or (frame.seq == last and not frame.durable):
-                yield encode_frame(frame)
+        async with aclosing(_frames(subscription, ping_interval, closing)) as frames:
+            async for frame in frames:
+                if frame is None:
+                    yield PING
+                elif frame.seq > last or (frame.seq == last and not frame.durable):
+                    yield encode_frame(frame)
     except BacklogOverflow:
         yield encode_frame(ErrorFrame(run_id="", seq=last, code="overflow", message=OVERFLOW))
     except _Closing:

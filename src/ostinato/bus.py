@@ -73,12 +73,19 @@ class LocalBus:
     def __init__(self, *, max_backlog: int = 10_000) -> None:
         self._subscribers: dict[str, list[Subscription]] = {}
         self._max_backlog = max_backlog
+        self._last_seq: dict[str, int] = {}  # kept while someone watches
 
     def publish(self, conversation_id: str, frame: Frame) -> None:
         subscribers = self._subscribers.get(conversation_id)
         if subscribers:
+            self._last_seq[conversation_id] = frame.seq
             for subscription in list(subscribers):
                 subscription._put(frame)
+
+    def last_seq(self, conversation_id: str) -> int:
+        """The seq of the last frame published to watchers of the conversation (0 if none):
+        what a frame published outside a turn's driver carries."""
+        return self._last_seq.get(conversation_id, 0)
 
     def subscribe(self, conversation_id: str) -> Subscription:
         subscription = Subscription(self, conversation_id, self._max_backlog)
@@ -94,3 +101,4 @@ class LocalBus:
             subscribers.remove(subscription)
             if not subscribers:
                 del self._subscribers[subscription.conversation_id]
+                self._last_seq.pop(subscription.conversation_id, None)

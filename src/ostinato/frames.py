@@ -3,7 +3,8 @@
 Every frame has ``type``, ``run_id`` (the turn that emitted it) and ``seq``. ``seq`` is the
 conversation's durable position: a ``message`` frame carries the seq of the row it
 announces (and only it has an SSE ``id``); every other frame carries the seq of the last
-row committed before it. So ``seq`` never decreases on a stream, and a client that sees
+row committed before it (``turn.started``, sent before the rows that begin its turn, carries
+the seq just before them). So ``seq`` never decreases on a stream, and a client that sees
 a ``message`` frame whose seq skips ahead knows it missed a row and can read
 ``/messages?after_seq=``.
 """
@@ -80,6 +81,58 @@ class ToolFinished(_Frame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolProgress(_Frame):
+    """A long tool says what it is doing (or a heartbeat says it is still going)."""
+
+    tool_use_id: str
+    name: str
+    text: str
+    heartbeat: bool = False
+    type: Literal["tool.progress"] = "tool.progress"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRequested(_Frame):
+    """A question card: the turn paused until a person answers ``tool_use_id``."""
+
+    tool_use_id: str
+    name: str
+    input: JSON
+    type: Literal["input.requested"] = "input.requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(_Frame):
+    approval_id: str
+    tool_use_id: str
+    tool: str
+    input: JSON
+    risk: str
+    family: str | None = None
+    expires_in_s: float | None = None
+    type: Literal["approval.requested"] = "approval.requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided(_Frame):
+    approval_id: str
+    tool_use_id: str
+    ending: str
+    decided_by: str | None = None
+    type: Literal["approval.decided"] = "approval.decided"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputQueued(_Frame):
+    """A message arrived while a turn ran; it is stored and will run in its turn."""
+
+    queued_id: str
+    position: int
+    client_message_id: str | None = None
+    type: Literal["input.queued"] = "input.queued"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRetrying(_Frame):
     attempt: int
     delay_s: float
@@ -111,6 +164,11 @@ Frame: TypeAlias = (
     | ThinkingDeltaFrame
     | ToolStarted
     | ToolFinished
+    | ToolProgress
+    | InputRequested
+    | ApprovalRequested
+    | ApprovalDecided
+    | InputQueued
     | ModelRetrying
     | TurnFinished
     | ErrorFrame
@@ -123,6 +181,11 @@ FRAME_TYPES: tuple[str, ...] = (
     "thinking.delta",
     "tool.started",
     "tool.finished",
+    "tool.progress",
+    "input.requested",
+    "approval.requested",
+    "approval.decided",
+    "input.queued",
     "model.retrying",
     "turn.finished",
     "error",

@@ -1,59 +1,39 @@
-"""Arbitration: one active turn per conversation.
+"""Arbitration: one active turn per conversation, and what waits behind it.
 
-A turn holds its conversation's lock from the moment its first row is written until its
-stop reason is recorded; a message that arrives meanwhile waits for the lock (it queues,
-in arrival order: asyncio locks are fair).
+Each busy conversation has one ``Worker``: a task that begins the turns of its pending
+``Submission``s one after another, in arrival order. A submission to an idle
+conversation starts a worker and runs at once; to a busy one it is stored first (the
+store's queue, so nothing accepted is lost in a crash) and then, by policy:
+
+- ``queue`` (default): runs after the turns before it;
+- ``supersede``: the running turn is cancelled (its teardown awaited), then it runs;
+- ``reject``: refused with ``Conflict`` (nothing stored).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
 
+from ostinato.approvals import Approval
 from ostinato.loop.driver import TurnResult
-from ostinato.messages import Message
-from ostinato.store.base import Turn
+from ostinato.messages import JSON, Message
+from ostinato.models.base import Model
+from ostinato.store.base import QueuedInput, Turn
 
-
-class ConversationLocks:
-    """One lock per conversation, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._users: dict[str, int] = {}
-
-    async def acquire(self, conversation_id: str) -> None:
-        lock = self._locks.setdefault(conversation_id, asyncio.Lock())
-        self._users[conversation_id] = self._users.get(conversation_id, 0) + 1
-        try:
-            await lock.acquire()
-        except BaseException:
-            self._forget(conversation_id)
-            raise
-
-    def release(self, conversation_id: str) -> None:
-        self._locks[conversation_id].release()
-        self._forget(conversation_id)
-
-    def busy(self, conversation_id: str) -> bool:
-        lock = self._locks.get(conversation_id)
-        return lock is not None and lock.locked()
-
-    def _forget(self, conversation_id: str) -> None:
-        users = self._users[conversation_id] - 1
-        if users:
-            self._users[conversation_id] = users
-        else:
-            del self._users[conversation_id]
-            del self._locks[conversation_id]
+Policy: TypeAlias = Literal["queue", "supersede", "reject"]
+POLICIES: tuple[str, ...] = ("queue", "supersede", "reject")
 
 
 @dataclass(frozen=True, slots=True)
 class TurnHandle:
-    """A started turn: its row, the message that started it, and its running task."""
+    """A started turn: its row, the rows that started it, and its running task."""
 
     turn: Turn
-    message: Message
+    rows: tuple[Message, ...]  # the rows committed as the turn began (user message, ...)
     task: asyncio.Task[TurnResult]
 
     @property
@@ -62,3 +42,142 @@ class TurnHandle:
 
     async def result(self) -> TurnResult:
         return await asyncio.shield(self.task)
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    message: Message
+    client_message_id: str | None = None
+    queued: QueuedInput | None = None  # set when it waited in the store's queue
+
+
+@dataclass(frozen=True, slots=True)
+class CardAnswer:
+    """The answer to a question card (a paused ``ui`` tool call)."""
+
+    tool_use_id: str
+    result: JSON | str | list[object] | int | float | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalOutcome:
+    """An approval decided after the turn that asked for it had stopped (a restart)."""
+
+    approval: Approval
+
+
+Input: TypeAlias = NewMessage | CardAnswer | ApprovalOutcome
+
+
+@dataclass(slots=True)
+class Submission:
+    input: Input
+    model: Model | None = None
+    started: asyncio.Future[TurnHandle] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    @property
+    def queued(self) -> QueuedInput | None:
+        return self.input.queued if isinstance(self.input, NewMessage) else None
+
+    async def handle(self) -> TurnHandle:
+        """The turn once it has started (raises what stopped it from starting)."""
+        return await asyncio.shield(self.started)
+
+
+Begin: TypeAlias = Callable[[str, Submission], Awaitable[TurnHandle]]
+
+
+class Worker:
+    """Runs the turns of one conversation, one at a time."""
+
+    def __init__(self, conversation_id: str, begin: Begin) -> None:
+        self.conversation_id = conversation_id
+        self.pending: deque[Submission] = deque()
+        self.current: TurnHandle | None = None
+        self._begin = begin
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing runs and nothing waits: the worker is winding down."""
+        return not self.pending and (self.current is None or self.current.task.done())
+
+    async def run(self) -> None:
+        try:
+            while self.pending:
+                submission = self.pending.popleft()
+                try:
+                    handle = await self._begin(self.conversation_id, submission)
+                except Exception as exc:  # the input could not start a turn: tell its sender
+                    if not submission.started.done():
+                        submission.started.set_exception(exc)
+                    continue
+                submission.started.set_result(handle)
+                self.current = handle
+                try:
+                    await asyncio.wait([handle.task])
+                finally:
+                    self.current = None
+        except asyncio.CancelledError:
+            if self.current is not None:
+                self.current.task.cancel()
+                await asyncio.wait([self.current.task])
+            for submission in self.pending:
+                submission.started.cancel()
+            raise
+
+    async def cancel_current(self) -> Turn | None:
+        """Cancel the running turn and wait for its teardown; the turn, if there was one."""
+        current = self.current
+        if current is None or current.task.done():
+            return None
+        current.task.cancel()
+        await asyncio.wait([current.task])
+        return current.turn
+
+
+class Workers:
+    """The workers of every busy conversation in this process."""
+
+    def __init__(self, begin: Begin) -> None:
+        self._begin = begin
+        self._workers: dict[str, Worker] = {}
+
+    def get(self, conversation_id: str) -> Worker | None:
+        return self._workers.get(conversation_id)
+
+    def busy(self, conversation_id: str) -> bool:
+        """A turn runs or waits to (a worker winding down does not count)."""
+        worker = self._workers.get(conversation_id)
+        return worker is not None and not worker.idle
+
+    def add(self, conversation_id: str, submission: Submission) -> Worker:
+        """Queue a submission, starting the conversation's worker if it is idle."""
+        worker = self._workers.get(conversation_id)
+        if worker is None:
+            worker = Worker(conversation_id, self._begin)
+            self._workers[conversation_id] = worker
+            worker.pending.append(submission)
+            worker.task = asyncio.create_task(self._run(worker), name=f"worker-{conversation_id}")
+        else:
+            worker.pending.append(submission)
+        return worker
+
+    async def _run(self, worker: Worker) -> None:
+        try:
+            await worker.run()
+        finally:
+            if self._workers.get(worker.conversation_id) is worker:
+                del self._workers[worker.conversation_id]
+
+    def __len__(self) -> int:
+        return len(self._workers)
+
+    async def close(self) -> None:
+        tasks = [w.task for w in self._workers.values() if w.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -11,7 +11,7 @@ from ostinato.errors import ContextTooLong, ToolError
 from ostinato.frames import MessageCommitted, ToolFinished, TurnFinished
 from ostinato.loop.decision import NUDGE
 from ostinato.models.base import Stop, TextDelta, ToolCallDelta, ToolCallStart, Usage
-from ostinato.models.scripted import ScriptedModel, Step, error_step, text_step, tool_step
+from ostinato.models.scripted import Step, error_step, text_step, tool_step
 from ostinato.tools.base import ToolContext, ToolRegistry
 from ostinato.tools.builtins import builtin_tools
 from ostinato.tools.functions import function_tool
@@ -344,34 +344,6 @@ async def test_turns_of_one_conversation_never_overlap() -> None:
     users = [m.text for m in rows if m.role == "user"]
     assert users == [f"job {i}" for i in range(5)]  # arrival order
     assert [m.seq for m in rows] == list(range(1, len(rows) + 1))
-
-
-async def test_recover_closes_turns_left_running() -> None:
-    h = Harness(tool_step(("clock", {})))
-    cid = await h.conversation()
-    gate, running = asyncio.Event(), asyncio.Event()
-
-    async def stuck() -> str:
-        """Never finishes before the 'crash'."""
-        running.set()
-        await gate.wait()
-        return "x"
-
-    h.runtime.tools.add(function_tool(stuck))
-    h.model = ScriptedModel([tool_step(("stuck", {}))])
-    handle = await h.runtime.start_turn(cid, "go", model=h.model)
-    await asyncio.wait_for(running.wait(), 1)
-    # simulate a crash: the task vanishes without its teardown
-    handle.task.remove_done_callback(h.runtime._tasks.discard)
-    h.runtime._tasks.clear()
-    h.runtime._locks = type(h.runtime._locks)()
-    (turn,) = await h.store.running_turns()
-    assert await h.runtime.recover() == [turn.id]
-    rows = await h.messages(cid)
-    assert "server stopped" in rows[-1].tool_results[0].text
-    assert (await h.store.get_turn(turn.id)).stop_reason == "interrupted"  # type: ignore[union-attr]
-    assert (await h.store.list_tool_calls(cid))[0].status == "interrupted"
-    handle.task.cancel()
 
 
 async def test_history_of_earlier_turns_goes_into_the_request() -> None:

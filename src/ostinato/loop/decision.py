@@ -13,6 +13,8 @@ Rules, in the order they are checked after a model reply:
 3. The same tool with the same arguments three calls running ends the turn ``crashed``.
 4. Tool calls during the wrap-up call are not run; the turn ends ``budget_exhausted``.
 5. Otherwise the tools run (a broken call, cut off or unparseable, gets an error result).
+   A call to a ``ui`` tool is not run: a person answers it, and once the other calls of
+   the step have run, the turn ends ``paused`` (one such card at a time).
 
 After a round of tools: the second time a tool returns the same error this turn, a
 one-time note asks the model to re-check its inputs or ask the user. When the model-call
@@ -43,6 +45,7 @@ REPEATED_CALL = (
 )
 REPEATED_TEXT = "not run: the same reply was repeated {n} times running, so the turn was stopped"
 OUT_OF_CALLS = "not run: this turn used all of its model calls"
+ONE_CARD = "not run: only one question can wait for the user at a time; ask it after this one"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,7 @@ class LoopState:
     text_run: int = 0
     errors_seen: frozenset[str] = frozenset()
     nudged: bool = False
+    ui_tools: frozenset[str] = frozenset()  # calls to these pause the turn for a person
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,7 @@ class CallModel:
 class RunTools:
     calls: tuple[ToolUseBlock, ...]
     broken: dict[str, str]  # tool_use id -> why it is not run
+    awaiting: str | None = None  # a ui call: a person answers it; the turn then pauses
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +125,20 @@ def after_reply(state: LoopState, reply: ModelReply) -> tuple[LoopState, NextSte
         return state, Finish("crashed", _refuse(calls, REPEATED_CALL.format(n=repeated)))
     if state.wrapping_up:
         return state, Finish("budget_exhausted", _refuse(calls, OUT_OF_CALLS))
-    return state, RunTools(calls, dict(reply.broken_calls))
+    broken = dict(reply.broken_calls)
+    awaiting = None
+    for call in calls:
+        if call.name in state.ui_tools and call.id not in broken:
+            if awaiting is None:
+                awaiting = call.id
+            else:
+                broken[call.id] = ONE_CARD
+    return state, RunTools(calls, broken, awaiting)
 
 
-def after_tools(state: LoopState, outcomes: tuple[ToolOutcome, ...]) -> tuple[LoopState, NextStep]:
+def after_tools(
+    state: LoopState, outcomes: tuple[ToolOutcome, ...], *, awaiting: str | None = None
+) -> tuple[LoopState, NextStep]:
     errors = [o.name + "\x00" + o.error for o in outcomes if o.error is not None]
     note = None
     if errors:
@@ -134,6 +149,8 @@ def after_tools(state: LoopState, outcomes: tuple[ToolOutcome, ...]) -> tuple[Lo
             seen.add(key)
         note = NUDGE if nudge and not state.nudged else None
         state = replace(state, errors_seen=frozenset(seen), nudged=state.nudged or nudge)
+    if awaiting is not None:
+        return state, Finish("paused", {})
     if state.model_calls >= state.max_model_calls:
         return replace(state, wrapping_up=True), CallModel(tools_off=True, note=note)
     return state, CallModel(note=note)

@@ -9,9 +9,10 @@ always ends by recording a stop reason. It knows no HTTP, no SQL and no provider
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, assert_never
 
 from ostinato.agents import AgentConfig
@@ -20,10 +21,12 @@ from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
 from ostinato.frames import (
     ErrorFrame,
     Frame,
+    InputRequested,
     MessageCommitted,
     ModelRetrying,
     TextDeltaFrame,
     ThinkingDeltaFrame,
+    ToolProgress,
     ToolStarted,
     TurnFinished,
 )
@@ -39,7 +42,7 @@ from ostinato.loop.decision import (
 )
 from ostinato.loop.history import repair, unique_tool_ids
 from ostinato.loop.metrics import TurnMetrics
-from ostinato.loop.tools import ToolRun, run_tool
+from ostinato.loop.tools import Consent, ToolRun, run_tool
 from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ostinato.models.assembly import MessageBuilder, ModelReply
 from ostinato.models.base import (
@@ -93,21 +96,37 @@ class TurnDriver:
         settings: AgentConfig,
         turn: Turn,
         history: Sequence[Message],
+        consent: Consent | None = None,
+        owner: str | None = None,
+        workdir: Path | None = None,
+        carried: Sequence[tuple[ToolUseBlock, str]] = (),
     ) -> None:
+        """``carried`` are tool calls of an earlier turn this one runs first (an approval
+        decided after a restart), each with the id of the turn that recorded it."""
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
+        self.consent, self.owner, self.workdir = consent, owner, workdir
         self.history, self.tool_ids = repair(history)
         self.seq = history[-1].seq or 0 if history else 0
         self.metrics = TurnMetrics()
         self.written: list[Message] = []
         self.open_calls: dict[str, ToolUseBlock] = {}  # committed tool_use without result
         self.unfinished: set[str] = set()  # tool-call records still marked running
+        self.record_turn = {call.id: turn_id for call, turn_id in carried}
+        for call, _ in carried:
+            self.open_calls[call.id] = call
+            self.unfinished.add(call.id)
+        self.carried = tuple(call for call, _ in carried)
+        self.awaiting: ToolUseBlock | None = None
 
     # --- the loop --------------------------------------------------------------------
 
     async def run(self) -> TurnResult:
-        state = LoopState(self.settings.max_model_calls)
-        step: NextStep = CallModel()
+        state = LoopState(
+            self.settings.max_model_calls,
+            ui_tools=frozenset(t.name for t in self.catalog.tools if t.category == "ui"),
+        )
+        step: NextStep = RunTools(self.carried, {}) if self.carried else CallModel()
         try:
             while True:
                 match step:
@@ -115,13 +134,17 @@ class TurnDriver:
                         reply = await self._call_model(tools_off)
                         state, step = after_reply(state, reply)
                         await self._commit_reply(reply, step)
-                    case RunTools(calls=calls, broken=broken):
-                        runs = await self._run_tools(calls, broken)
+                    case RunTools(calls=calls, broken=broken, awaiting=awaiting):
+                        runnable = tuple(c for c in calls if c.id != awaiting)
+                        runs = await self._run_tools(runnable, broken)
                         state, step = after_tools(
-                            state, tuple(ToolOutcome(r.call.name, r.error) for r in runs)
+                            state,
+                            tuple(ToolOutcome(r.call.name, r.error) for r in runs),
+                            awaiting=awaiting,
                         )
-                        assert isinstance(step, CallModel)
-                        await self._commit_results(runs, step.note)
+                        note = step.note if isinstance(step, CallModel) else None
+                        if runs:
+                            await self._commit_results(runs, note)
                     case Finish(stop_reason=reason, unanswered=unanswered):
                         await self._answer(unanswered)
                         return await self._finish(reason)
@@ -212,6 +235,10 @@ class TurnDriver:
                 blocks=message.blocks,
                 metadata={"metrics": self.metrics.snapshot(), "stop_reason": step.stop_reason},
             )
+        elif isinstance(step, RunTools) and step.awaiting is not None:
+            # The card is part of the row, so it survives a reload and shows in /messages.
+            message = Message("assistant", message.blocks, metadata={"awaiting": step.awaiting})
+            self.awaiting = next(c for c in step.calls if c.id == step.awaiting)
         if not message.blocks:
             # An empty reply is still a reply: keep the row so the turn has its answer.
             message = Message(role="assistant", blocks=(TextBlock(""),), metadata=message.metadata)
@@ -220,14 +247,19 @@ class TurnDriver:
             now = utcnow()
             for call in step.calls:
                 if call.id not in step.broken:
-                    starts.append(StartToolCall(self._record(call, now)))
+                    waiting = call.id == step.awaiting
+                    starts.append(StartToolCall(self._record(call, now, waiting)))
         await self._commit([message], starts)
         for call in reply.tool_uses:
             self.open_calls[call.id] = call
-        self.unfinished.update(op.record.id for op in starts if isinstance(op, StartToolCall))
+        self.unfinished.update(
+            op.record.id
+            for op in starts
+            if isinstance(op, StartToolCall) and op.record.status == "running"
+        )
         if isinstance(step, RunTools):
             for call in step.calls:
-                if call.id not in step.broken:
+                if call.id not in step.broken and call.id != step.awaiting:
                     tool = self.catalog.by_name.get(call.name)
                     self._emit(
                         ToolStarted(
@@ -240,15 +272,38 @@ class TurnDriver:
                         )
                     )
 
-    def _record(self, call: ToolUseBlock, now: Any) -> ToolCallRecord:
+    def _record(self, call: ToolUseBlock, now: Any, waiting: bool = False) -> ToolCallRecord:
         return ToolCallRecord(
             id=call.id,
             conversation_id=self.turn.conversation_id,
             turn_id=self.turn.id,
             name=call.name,
             input=call.input,
-            status="running",
+            status="waiting" if waiting else "running",
             started_at=now,
+        )
+
+    def _tool(self, call: ToolUseBlock) -> Awaitable[ToolRun]:
+        def progress(text: str) -> None:
+            self._emit(
+                ToolProgress(
+                    run_id=self.turn.run_id,
+                    seq=self.seq,
+                    tool_use_id=call.id,
+                    name=call.name,
+                    text=text,
+                )
+            )
+
+        return run_tool(
+            call,
+            self.catalog,
+            self.turn,
+            consent=self.consent,
+            owner=self.owner,
+            workdir=self.workdir,
+            progress=progress,
+            seq=self.seq,
         )
 
     async def _run_tools(
@@ -260,7 +315,7 @@ class TurnDriver:
         message, since both happen at that moment.
         """
         if len(calls) == 1 and not broken:  # the common case: no task to spawn
-            run = await run_tool(calls[0], self.catalog, self.turn)
+            run = await self._tool(calls[0])
             self.metrics.tool_call(run.call.name)
             return [run]
         runs: dict[str, ToolRun] = {}
@@ -269,7 +324,7 @@ class TurnDriver:
             if call.id in broken:
                 runs[call.id] = ToolRun(call, broken[call.id], 0.0, broken[call.id], "skipped")
             else:
-                tasks.add(asyncio.ensure_future(run_tool(call, self.catalog, self.turn)))
+                tasks.add(asyncio.ensure_future(self._tool(call)))
         pending = tasks
         try:
             while pending:
@@ -292,7 +347,7 @@ class TurnDriver:
 
     def _finish_op(self, run: ToolRun) -> FinishToolCall:
         return FinishToolCall(
-            self.turn.id,
+            self.record_turn.get(run.call.id, self.turn.id),
             run.call.id,
             run.status,
             run.content,
@@ -325,7 +380,7 @@ class TurnDriver:
             return
         now = utcnow()
         closes = [
-            FinishToolCall(self.turn.id, i, status, why, True, now, 0.0)
+            FinishToolCall(self.record_turn.get(i, self.turn.id), i, status, why, True, now, 0.0)
             for i, why in pending.items()
             if i in self.unfinished
         ]
@@ -337,6 +392,16 @@ class TurnDriver:
 
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
         metrics = self.metrics.snapshot()
+        if reason == "paused" and self.awaiting is not None:
+            self._emit(
+                InputRequested(
+                    run_id=self.turn.run_id,
+                    seq=self.seq,
+                    tool_use_id=self.awaiting.id,
+                    name=self.awaiting.name,
+                    input=self.awaiting.input,
+                )
+            )
         await self.store.write(
             FinishTurn(self.turn.id, self.turn.conversation_id, reason, utcnow(), metrics, error)
         )

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
+from ostinato.approvals import Ending, refusal
 from ostinato.errors import ToolError
 from ostinato.frames import ToolFinished
 from ostinato.messages import ToolUseBlock, tool_result_content
 from ostinato.store.base import ToolCallStatus, Turn
-from ostinato.tools.base import ToolCatalog, ToolContext
+from ostinato.tools.base import Tool, ToolCatalog, ToolContext
 
 
 @dataclass(slots=True)
@@ -35,7 +39,27 @@ class ToolRun:
         )
 
 
-async def run_tool(call: ToolUseBlock, catalog: ToolCatalog, turn: Turn) -> ToolRun:
+class Consent(Protocol):
+    """Asks a person before a tool whose risk needs consent runs (``ostinato.consent``)."""
+
+    def required(self, tool: Tool) -> bool: ...
+
+    async def ask(
+        self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
+    ) -> Ending: ...
+
+
+async def run_tool(
+    call: ToolUseBlock,
+    catalog: ToolCatalog,
+    turn: Turn,
+    *,
+    consent: Consent | None = None,
+    owner: str | None = None,
+    workdir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    seq: int = 0,
+) -> ToolRun:
     started = time.perf_counter()
 
     def failed(message: str, status: ToolCallStatus = "error") -> ToolRun:
@@ -49,7 +73,20 @@ async def run_tool(call: ToolUseBlock, catalog: ToolCatalog, turn: Turn) -> Tool
         arguments = tool.validate(call.input)
     except ToolError as exc:
         return failed(exc.message)
-    context = ToolContext(turn.conversation_id, turn.id, turn.run_id, call.id)
+    if consent is not None and consent.required(tool):
+        ending = await consent.ask(turn, call, tool, owner=owner, seq=seq)
+        if ending is not Ending.APPROVED:
+            return failed(refusal(ending, tool.name), "refused")
+        started = time.perf_counter()
+    context = ToolContext(
+        turn.conversation_id,
+        turn.id,
+        turn.run_id,
+        call.id,
+        owner=owner,
+        workdir=workdir,
+        progress=progress,
+    )
     deadline = asyncio.timeout(tool.timeout)
     try:
         async with deadline:

@@ -20,7 +20,22 @@ ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
     "end_turn", "paused", "budget_exhausted", "cancelled", "failed", "crashed", "interrupted"
 ]
-ToolCallStatus: TypeAlias = Literal["running", "ok", "error", "timeout", "interrupted", "skipped"]
+# running: executing; waiting: a ui call waiting for a person; ok / error / timeout: how it
+# ran; refused: consent was not given; dismissed: the user moved on from a card;
+# interrupted: cancelled or cut by a crash; unknown: a non-idempotent call cut by a crash
+# (it may or may not have taken effect); skipped: never run (cut off, repeated, budget).
+ToolCallStatus: TypeAlias = Literal[
+    "running",
+    "waiting",
+    "ok",
+    "error",
+    "timeout",
+    "refused",
+    "dismissed",
+    "interrupted",
+    "unknown",
+    "skipped",
+]
 
 # The state a conversation is left in by each way a turn can end (DESIGN invariant 6).
 STATE_AFTER: dict[str, ConversationState] = {

@@ -44,13 +44,30 @@ async def calculator(expression: str) -> str:
         raise ToolError(str(exc)) from None
 
 
+async def ask_user(question: str, options: list[str] | None = None, multiple: bool = False) -> str:
+    """Ask the user a question and wait for the answer. Use it when you need a choice or
+    a fact only the user has; the conversation pauses until they answer.
+
+    Args:
+        question: The question, in one or two sentences.
+        options: Choices to pick from; leave out for a free-text answer.
+        multiple: Whether several options may be picked.
+    """
+    # The loop never runs a ui tool: it pauses the turn and a person answers.
+    raise ToolError("ask_user is answered by the user, not run")
+
+
 def builtin_tools() -> list[Tool]:
     return [
         function_tool(clock, category="read"),
         function_tool(calculator, category="action"),
+        function_tool(ask_user, category="ui"),
     ]
 
 
-def default_registry() -> ToolRegistry:
-    """A registry holding the built-in tools."""
-    return ToolRegistry(builtin_tools())
+def default_registry(*, workdir: bool = True) -> ToolRegistry:
+    """The built-in tools, and (``workdir``) the file and shell tools jailed to each
+    conversation's working directory."""
+    from ostinato.tools.system import workdir_tools
+
+    return ToolRegistry([*builtin_tools(), *(workdir_tools() if workdir else [])])

@@ -53,7 +53,7 @@ async def post_turn(
             turn_id=result.turn_id,
             run_id=result.run_id,
             stop_reason=result.stop_reason,
-            messages=[MessageOut.of(m) for m in (handle.message, *result.messages)],
+            messages=[MessageOut.of(m) for m in (*handle.rows, *result.messages)],
             metrics=result.metrics,
             error=result.error,
         )

@@ -1,0 +1,236 @@
+"""The consent gate: asks a person before a tool whose risk needs it, and waits.
+
+``ask`` is called by the loop for each such call. In order: a decision already recorded
+for this tool_use (an approval decided while the server was down) is reused, so a call
+never asks or runs twice; a remembered grant approves it; with no surface watching the
+conversation it ends ``UNREACHABLE``; otherwise a pending approval row is written, an
+``approval.requested`` frame goes out, and the call waits for ``decide`` (a person),
+``dismiss`` (the user typed instead), the deadline (``UNANSWERED``) or cancellation
+(``DECLINED``). Every ending is a row in the approvals table: the audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import timedelta
+
+from ostinato.approvals import (
+    Approval,
+    ApprovalPolicy,
+    Ending,
+    Grant,
+    Remember,
+    approver,
+    arguments_hash,
+)
+from ostinato.bus import LocalBus
+from ostinato.errors import Conflict, InvalidRequest, NotFound
+from ostinato.frames import ApprovalDecided, ApprovalRequested
+from ostinato.ids import new_id
+from ostinato.messages import ToolUseBlock
+from ostinato.store.base import (
+    CreateApproval,
+    CreateGrant,
+    DecideApproval,
+    RevokeGrant,
+    Store,
+    Turn,
+    WriteOp,
+    utcnow,
+)
+from ostinato.tools.base import Tool
+
+
+class ConsentGate:
+    def __init__(self, store: Store, bus: LocalBus, policy: ApprovalPolicy | None = None) -> None:
+        self.store, self.bus = store, bus
+        self.policy = policy or ApprovalPolicy()
+        self._waiting: dict[str, asyncio.Future[Approval]] = {}
+
+    def required(self, tool: Tool) -> bool:
+        return self.policy.needs_consent(tool)
+
+    def waiting(self, approval_id: str) -> bool:
+        """Whether a running turn in this process waits on the approval."""
+        return approval_id in self._waiting
+
+    async def ask(
+        self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
+    ) -> Ending:
+        cid = turn.conversation_id
+        for earlier in await self.store.list_approvals(cid):
+            if earlier.tool_use_id == call.id and earlier.ending is not None:
+                return earlier.ending
+        args_hash = arguments_hash(tool.name, call.input)
+        family = tool.family(call.input) if tool.family is not None else None
+        now = utcnow()
+        approval = Approval(
+            id=new_id(),
+            conversation_id=cid,
+            turn_id=turn.id,
+            tool_use_id=call.id,
+            tool=tool.name,
+            arguments=call.input,
+            arguments_hash=args_hash,
+            risk=tool.risk,
+            family=family,
+            requested_at=now,
+        )
+        grant = await self._grant_for(owner, cid, tool.name, args_hash, family)
+        if grant is not None:
+            return await self._record(approval, Ending.APPROVED, f"grant {grant.id}")
+        if self.bus.subscriber_count(cid) == 0:
+            return await self._record(approval, Ending.UNREACHABLE, None)
+        future: asyncio.Future[Approval] = asyncio.get_running_loop().create_future()
+        self._waiting[approval.id] = future
+        try:
+            await self.store.write(CreateApproval(approval))
+            self.bus.publish(
+                cid,
+                ApprovalRequested(
+                    run_id=turn.run_id,
+                    seq=seq,
+                    approval_id=approval.id,
+                    tool_use_id=call.id,
+                    tool=tool.name,
+                    input=call.input,
+                    risk=tool.risk,
+                    family=family,
+                    expires_in_s=self.policy.timeout,
+                ),
+            )
+            try:
+                decided = await asyncio.wait_for(asyncio.shield(future), self.policy.timeout)
+            except TimeoutError:
+                decided = await self._close(approval, Ending.UNANSWERED, None)
+            except asyncio.CancelledError:
+                await asyncio.shield(self._close(approval, Ending.DECLINED, "cancelled"))
+                raise
+        finally:
+            self._waiting.pop(approval.id, None)
+        self._announce(turn.run_id, seq, decided)
+        assert decided.ending is not None
+        return decided.ending
+
+    async def decide(
+        self,
+        conversation_id: str,
+        approval_id: str,
+        *,
+        approve: bool,
+        remember: Remember = "none",
+        who: str | None = "user",
+        expires_in: float | None = None,
+    ) -> Approval:
+        """A person's decision. ``Conflict`` if the approval was already decided."""
+        approval = await self.store.get_approval(approval_id)
+        if approval is None or approval.conversation_id != conversation_id:
+            raise NotFound(f"no approval {approval_id!r} in conversation {conversation_id!r}")
+        if remember == "family" and approval.family is None:
+            raise InvalidRequest(
+                f"a call to {approval.tool!r} with these arguments belongs to no family; "
+                "remember it as 'exact' or 'none'"
+            )
+        ending = Ending.APPROVED if approve else Ending.DECLINED
+        ops: list[WriteOp] = [
+            DecideApproval(approval_id, ending, utcnow(), approver(ending, who), remember)
+        ]
+        if approve and remember != "none":
+            conversation = await self.store.get_conversation(conversation_id)
+            owner = conversation.owner if conversation else None
+            ops.append(CreateGrant(self._grant(approval, owner, remember, expires_in)))
+        decided, *_ = await self.store.write(*ops)
+        future = self._waiting.get(approval_id)
+        if future is not None and not future.done():
+            future.set_result(decided)
+        return decided  # type: ignore[no-any-return]
+
+    async def dismiss(self, conversation_id: str) -> list[Approval]:
+        """The user typed instead of answering: every approval waiting here is DISMISSED."""
+        dismissed = []
+        for approval in await self.store.list_approvals(conversation_id, pending_only=True):
+            future = self._waiting.get(approval.id)
+            if future is None:
+                continue
+            try:
+                decided = await self._close(approval, Ending.DISMISSED, None)
+            except Conflict:
+                continue
+            if not future.done():
+                future.set_result(decided)
+            dismissed.append(decided)
+        return dismissed
+
+    async def revoke(self, grant_id: str) -> Grant:
+        await self.store.write(RevokeGrant(grant_id, utcnow()))
+        grant = await self.store.get_grant(grant_id)
+        assert grant is not None
+        return grant
+
+    # --- internals -------------------------------------------------------------------
+
+    async def _grant_for(
+        self, owner: str | None, cid: str, tool: str, args_hash: str, family: str | None
+    ) -> Grant | None:
+        now = utcnow()
+        for grant in await self.store.list_grants(owner=owner, conversation_id=cid):
+            if grant.covers(tool, args_hash, family, now):
+                return grant
+        return None
+
+    def _grant(
+        self, approval: Approval, owner: str | None, remember: Remember, expires_in: float | None
+    ) -> Grant:
+        """Grants belong to the conversation's owner, or to the conversation if it has none."""
+        now = utcnow()
+        key = approval.family if remember == "family" else approval.arguments_hash
+        assert key is not None
+        return Grant(
+            id=new_id(),
+            owner=owner,
+            conversation_id=None if owner else approval.conversation_id,
+            tool=approval.tool,
+            scope="family" if remember == "family" else "exact",
+            key=key,
+            created_at=now,
+            expires_at=now + timedelta(seconds=expires_in) if expires_in else None,
+            approval_id=approval.id,
+        )
+
+    async def _record(self, approval: Approval, ending: Ending, who: str | None) -> Ending:
+        """Write an approval that ended at once (a grant, nobody to ask) as its audit row."""
+        decided = dataclasses.replace(
+            approval,
+            status="decided",
+            ending=ending,
+            decided_at=utcnow(),
+            decided_by=approver(ending, who) if who is None else who,
+        )
+        await self.store.write(CreateApproval(decided))
+        return ending
+
+    async def _close(self, approval: Approval, ending: Ending, who: str | None) -> Approval:
+        """End a pending approval; if someone decided first, their decision stands."""
+        try:
+            decided, *_ = await self.store.write(
+                DecideApproval(approval.id, ending, utcnow(), approver(ending, who))
+            )
+        except Conflict:
+            current = await self.store.get_approval(approval.id)
+            assert current is not None
+            return current
+        return decided  # type: ignore[no-any-return]
+
+    def _announce(self, run_id: str, seq: int, approval: Approval) -> None:
+        self.bus.publish(
+            approval.conversation_id,
+            ApprovalDecided(
+                run_id=run_id,
+                seq=seq,
+                approval_id=approval.id,
+                tool_use_id=approval.tool_use_id,
+                ending=str(approval.ending),
+                decided_by=approval.decided_by,
+            ),
+        )

@@ -64,7 +64,12 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
     """Open the session database with every table emptied."""
     store = await PostgresStore.open(url)
     async with store.engine.begin() as conn:
-        await conn.execute(sa.text("TRUNCATE conversations, turns, messages, tool_calls"))
+        await conn.execute(
+            sa.text(
+                "TRUNCATE conversations, turns, messages, tool_calls, approvals, grants,"
+                " queued_inputs"
+            )
+        )
     return store
 
 

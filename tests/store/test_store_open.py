@@ -23,6 +23,8 @@ from ostinato.store.base import Conversation, CreateConversation, append, utcnow
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import metadata
 
+HEAD = "0002"
+
 
 async def test_memory_url() -> None:
     assert isinstance(await open_store("memory://"), MemoryStore)
@@ -127,15 +129,15 @@ async def test_sqlite_migrations_build_the_tables_and_rerun_as_no_ops(tmp_path: 
         await store.close()
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.begin() as conn:
-        assert _revision(conn) == "0001"
+        assert _revision(conn) == HEAD
         assert _schema_differences(conn) == []
         upgrade(conn)  # at head already: nothing to do
-        assert _revision(conn) == "0001"
+        assert _revision(conn) == HEAD
     engine.dispose()
 
 
 async def test_postgres_migrations_match_the_tables(postgres_store: PostgresStore) -> None:
     async with postgres_store.engine.begin() as conn:
-        assert await conn.run_sync(_revision) == "0001"
+        assert await conn.run_sync(_revision) == HEAD
         assert await conn.run_sync(_schema_differences) == []
         await conn.run_sync(upgrade)

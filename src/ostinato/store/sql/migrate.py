@@ -20,12 +20,12 @@ SCRIPT_LOCATION = "ostinato.store:migrations"
 _PG_LOCK_KEY = 0x6F7374696E61746F
 
 
-def upgrade(connection: sa.Connection) -> None:
-    """Migrate ``connection``'s database to head inside its current transaction."""
+def upgrade(connection: sa.Connection, revision: str = "head") -> None:
+    """Migrate ``connection``'s database to ``revision`` inside its current transaction."""
     config = Config()
     config.set_main_option("script_location", SCRIPT_LOCATION)
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    command.upgrade(config, revision)
 
 
 def migrate_sqlite(path: str, busy_timeout_ms: int) -> None:

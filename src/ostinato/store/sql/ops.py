@@ -8,31 +8,45 @@ The caller owns the transaction; a raised error means the caller must roll it ba
 
 Unknown rows are found by row counts, never by parsing driver errors: an ``UPDATE``
 that matched nothing, an ``INSERT ... SELECT FROM conversations`` that selected
-nothing, an ``ON CONFLICT DO NOTHING`` that did nothing.
+nothing, an ``ON CONFLICT DO NOTHING`` that did nothing. Only then, on the way to an
+error, does a lookup (``find_*``) tell the reasons apart (unknown row, taken id, an
+approval already decided), so the errors match ``MemoryStore``'s and a write that
+succeeds runs no extra statement.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, assert_never
+from typing import Any, Protocol, TypeAlias, assert_never
 
-from ostinato.errors import NotFound, StoreError
+from ostinato.approvals import Approval
+from ostinato.errors import Conflict, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.messages import JSON, Message, blocks_to_json
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
+    CreateApproval,
     CreateConversation,
+    CreateGrant,
+    DecideApproval,
+    Enqueue,
     FinishToolCall,
     FinishTurn,
+    QueuedInput,
+    RevokeGrant,
     SetConversationState,
     StartToolCall,
     StartTurn,
+    TakeQueued,
     WriteOp,
     utcnow,
 )
+from ostinato.store.sql import rows
+from ostinato.store.sql.rows import Row
 from ostinato.store.sql.statements import WriteName
 
 # How many times an append retries after losing a race for its ``seq``.
@@ -50,8 +64,16 @@ class Executor(Protocol):
         """Run an ``INSERT ... RETURNING x``; return ``x`` of the row, or None if none."""
         ...
 
+    def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
+        """Run a statement that yields rows (``SELECT``, ``... RETURNING``); the first."""
+        ...
+
     def time(self, value: datetime) -> Any:
         """A timestamp as this engine binds it (naive values are taken as UTC)."""
+        ...
+
+    def read_time(self, value: Any) -> datetime:
+        """A stored timestamp back as an aware UTC datetime."""
         ...
 
 
@@ -79,7 +101,48 @@ def apply_ops(ex: Executor, ops: tuple[WriteOp, ...]) -> list[Any]:
 
 
 def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
-    """Apply one op at time ``now``; returns the stored ``Message`` for an append."""
+    """Apply one op at time ``now``; returns what the op produces (see ``WriteOp``)."""
+    match op:
+        case AppendMessage():
+            return _append(ex, op, now)
+        case (
+            CreateConversation()
+            | SetConversationState()
+            | StartTurn()
+            | FinishTurn()
+            | StartToolCall()
+            | FinishToolCall()
+        ):
+            _apply_history_op(ex, op, now)
+            return None
+        case (
+            CreateApproval()
+            | DecideApproval()
+            | CreateGrant()
+            | RevokeGrant()
+            | Enqueue()
+            | TakeQueued()
+        ):
+            return _apply_people_op(ex, op)
+        case _:
+            assert_never(op)
+
+
+_HistoryOp: TypeAlias = (
+    CreateConversation
+    | SetConversationState
+    | StartTurn
+    | FinishTurn
+    | StartToolCall
+    | FinishToolCall
+)
+_PeopleOp: TypeAlias = (
+    CreateApproval | DecideApproval | CreateGrant | RevokeGrant | Enqueue | TakeQueued
+)
+
+
+def _apply_history_op(ex: Executor, op: _HistoryOp, now: _Now) -> None:
+    """Conversations, turns and tool calls (appends have ``_append``)."""
     match op:
         case CreateConversation(conversation=conv):
             params = {
@@ -110,7 +173,8 @@ def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
                 "error": turn.error,
             }
             if not ex.execute("insert_turn", params):
-                raise NotFound(f"no conversation {turn.conversation_id!r}")
+                _require_conversation(ex, turn.conversation_id)
+                raise StoreError(f"turn {turn.id!r} exists")
         case FinishTurn():
             params = {
                 "b_id": op.turn_id,
@@ -123,8 +187,6 @@ def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
             if not ex.execute("finish_turn", params):
                 raise NotFound(f"no turn {op.turn_id!r}")
             _update_conversation(ex, op.conversation_id, now, STATE_AFTER[op.stop_reason])
-        case AppendMessage():
-            return _append(ex, op, now)
         case StartToolCall(record=rec):
             params = {
                 "id": rec.id,
@@ -153,6 +215,45 @@ def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
             }
             if not ex.execute("finish_tool_call", params):
                 raise NotFound(f"no tool call {op.tool_call_id!r}")
+        case _:
+            assert_never(op)
+
+
+def _apply_people_op(ex: Executor, op: _PeopleOp) -> Any:
+    """Approvals, grants and queued inputs: the decided ``Approval`` for a decision,
+    the stored ``QueuedInput`` for an enqueue, else None."""
+    match op:
+        case CreateApproval(approval=approval):
+            _create_approval(ex, approval)
+        case DecideApproval():
+            return _decide_approval(ex, op)
+        case CreateGrant(grant=grant):
+            params = {
+                "id": grant.id,
+                "owner": grant.owner,
+                "conversation_id": grant.conversation_id,
+                "tool": grant.tool,
+                "scope": grant.scope,
+                "key": grant.key,
+                "created_at": ex.time(grant.created_at),
+                "expires_at": ex.time(grant.expires_at) if grant.expires_at else None,
+                "revoked_at": ex.time(grant.revoked_at) if grant.revoked_at else None,
+                "approval_id": grant.approval_id,
+                "metadata": dump_json(grant.metadata),
+            }
+            if not ex.execute("insert_grant", params):
+                raise StoreError(f"grant {grant.id!r} exists")
+        case RevokeGrant(grant_id=gid, revoked_at=when):
+            if not ex.execute("revoke_grant", {"b_id": gid, "b_revoked_at": ex.time(when)}):
+                raise NotFound(f"no grant {gid!r}")
+        case Enqueue(item=item):
+            return _enqueue(ex, item)
+        case TakeQueued(item_id=iid, status=status):
+            if not ex.execute("take_queued", {"b_id": iid, "b_status": "queued", "status": status}):
+                found = ex.row("find_queued", {"b_id": iid})
+                if found is None:
+                    raise NotFound(f"no queued input {iid!r}")
+                raise Conflict(f"queued input {iid!r} was already {found[0]}")
         case _:
             assert_never(op)
     return None
@@ -203,3 +304,78 @@ def _append(ex: Executor, op: AppendMessage, now: _Now) -> Message:
                 created_at=now.value,
             )
     raise StoreError(f"could not allocate a seq in conversation {op.conversation_id!r}")
+
+
+def _require_conversation(ex: Executor, cid: str) -> None:
+    """NotFound unless conversation ``cid`` exists (a lookup for an error path)."""
+    if ex.row("find_conversation", {"b_id": cid}) is None:
+        raise NotFound(f"no conversation {cid!r}")
+
+
+def _create_approval(ex: Executor, approval: Approval) -> None:
+    params = {
+        "id": approval.id,
+        "conversation_id": approval.conversation_id,
+        "turn_id": approval.turn_id,
+        "tool_use_id": approval.tool_use_id,
+        "tool": approval.tool,
+        "arguments": dump_json(approval.arguments),
+        "arguments_hash": approval.arguments_hash,
+        "risk": approval.risk,
+        "family": approval.family,
+        "status": approval.status,
+        "ending": None if approval.ending is None else str(approval.ending),
+        "requested_at": ex.time(approval.requested_at),
+        "decided_at": ex.time(approval.decided_at) if approval.decided_at else None,
+        "decided_by": approval.decided_by,
+        "remember": approval.remember,
+    }
+    if not ex.execute("insert_approval", params):
+        _require_conversation(ex, approval.conversation_id)
+        raise StoreError(f"approval {approval.id!r} exists")
+
+
+def _decide_approval(ex: Executor, op: DecideApproval) -> Approval:
+    """Decide a pending approval; the decided row as stored.
+
+    The ``UPDATE`` matches only a pending row, so of two deciders racing the second
+    matches nothing: on PostgreSQL it waits for the first's row lock, then re-reads the
+    row (READ COMMITTED) and finds it decided.
+    """
+    params = {
+        "b_id": op.approval_id,
+        "b_status": "pending",
+        "status": "decided",
+        "ending": str(op.ending),
+        "decided_at": ex.time(op.decided_at),
+        "decided_by": op.decided_by,
+        "remember": op.remember,
+    }
+    decided = ex.row("decide_approval", params)
+    if decided is not None:
+        return rows.approval(decided, ex.read_time)
+    found = ex.row("find_approval", {"b_id": op.approval_id})
+    if found is None:
+        raise NotFound(f"no approval {op.approval_id!r}")
+    raise Conflict(f"approval {op.approval_id!r} was already decided ({found[1]})")
+
+
+def _enqueue(ex: Executor, item: QueuedInput) -> QueuedInput:
+    """Store a queued input; it comes back with the position the store gave it."""
+    message = item.message
+    params = {
+        "id": item.id,
+        "conversation_id": item.conversation_id,
+        "role": message.role,
+        "blocks": dump_json(blocks_to_json(message.blocks)),
+        "hidden": message.hidden,
+        "metadata": dump_json(message.metadata),
+        "client_message_id": item.client_message_id,
+        "status": "queued",
+        "created_at": ex.time(item.created_at),
+    }
+    position = ex.returning("insert_queued", params)
+    if position is None:
+        _require_conversation(ex, item.conversation_id)
+        raise StoreError(f"queued input {item.id!r} exists")
+    return dataclasses.replace(item, position=position, status="queued")

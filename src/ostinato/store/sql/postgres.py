@@ -40,7 +40,11 @@ class _ConnectionExecutor:
         row = self._connection.execute(self._statements[name], params).first()
         return None if row is None else row[0]
 
+    def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
+        return self._connection.execute(self._statements[name], params).first()
+
     time = staticmethod(utc_time)
+    read_time = staticmethod(time_from_postgres)
 
 
 def _apply(connection: sa.Connection, ops: tuple[WriteOp, ...]) -> list[Any]:

@@ -12,8 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ostinato.approvals import Approval, Grant
 from ostinato.messages import Message
-from ostinato.store.base import Conversation, ToolCallRecord, Turn
+from ostinato.store.base import Conversation, QueuedInput, ToolCallRecord, Turn
 from ostinato.store.sql import rows, statements
 from ostinato.store.sql.rows import Row, TimeDecoder
 
@@ -77,3 +78,43 @@ class SQLReads(ABC):
         stmt = statements.list_tool_calls(turn_id is not None)
         found = await self._fetch(stmt, {"conversation_id": conversation_id, "turn_id": turn_id})
         return [rows.tool_call(r, self._decode_time) for r in found]
+
+    async def get_approval(self, approval_id: str) -> Approval | None:
+        found = await self._fetch(statements.get_approval(), {"id": approval_id})
+        return rows.approval(found[0], self._decode_time) if found else None
+
+    async def list_approvals(
+        self, conversation_id: str | None = None, *, pending_only: bool = False
+    ) -> list[Approval]:
+        """Oldest first; all conversations when ``conversation_id`` is None."""
+        stmt = statements.list_approvals(conversation_id is not None, pending_only)
+        params = {"conversation_id": conversation_id, "status": "pending"}
+        found = await self._fetch(stmt, params)
+        return [rows.approval(r, self._decode_time) for r in found]
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        found = await self._fetch(statements.get_grant(), {"id": grant_id})
+        return rows.grant(found[0], self._decode_time) if found else None
+
+    async def list_grants(
+        self,
+        *,
+        owner: str | None = None,
+        conversation_id: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[Grant]:
+        """Grants of ``owner`` plus grants of ``conversation_id`` (either may be None),
+        oldest first."""
+        if owner is None and conversation_id is None:
+            return []
+        stmt = statements.list_grants(
+            owner is not None, conversation_id is not None, include_revoked
+        )
+        found = await self._fetch(stmt, {"owner": owner, "conversation_id": conversation_id})
+        return [rows.grant(r, self._decode_time) for r in found]
+
+    async def list_queued(self, conversation_id: str | None = None) -> list[QueuedInput]:
+        """Inputs still queued, in arrival (``position``) order."""
+        stmt = statements.list_queued(conversation_id is not None)
+        found = await self._fetch(stmt, {"conversation_id": conversation_id, "status": "queued"})
+        return [rows.queued_input(r, self._decode_time) for r in found]

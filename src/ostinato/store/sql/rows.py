@@ -1,4 +1,4 @@
-"""Stored rows back into the store's dataclasses, for both engines.
+"""Stored rows back into the store's dataclasses (and ``approvals``'), for both engines.
 
 A row is a sequence of column values in table column order (``statements`` selects
 whole rows). Engines differ in two column kinds only, so each decoder takes a
@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
+from ostinato.approvals import Approval, Ending, Grant
 from ostinato.messages import JSON, Message, blocks_from_json
-from ostinato.store.base import Conversation, ToolCallRecord, Turn
+from ostinato.store.base import Conversation, QueuedInput, ToolCallRecord, Turn
 
 TimeDecoder: TypeAlias = Callable[[Any], datetime]
 Row: TypeAlias = Sequence[Any]
@@ -153,4 +154,77 @@ def tool_call(row: Row, decode: TimeDecoder) -> ToolCallRecord:
         duration_s=dur,
         result=result,
         is_error=bool(is_error),
+    )
+
+
+def approval(row: Row, decode: TimeDecoder) -> Approval:
+    (
+        aid,
+        cid,
+        turn_id,
+        tool_use_id,
+        tool,
+        arguments,
+        arguments_hash,
+        risk,
+        family,
+        status,
+        ending,
+        requested_at,
+        decided_at,
+        decided_by,
+        remember,
+    ) = row
+    return Approval(
+        id=aid,
+        conversation_id=cid,
+        turn_id=turn_id,
+        tool_use_id=tool_use_id,
+        tool=tool,
+        arguments=_object(arguments),
+        arguments_hash=arguments_hash,
+        risk=risk,
+        family=family,
+        requested_at=decode(requested_at),
+        status=status,
+        ending=None if ending is None else Ending(ending),
+        decided_at=_opt_time(decided_at, decode),
+        decided_by=decided_by,
+        remember=remember,
+    )
+
+
+def grant(row: Row, decode: TimeDecoder) -> Grant:
+    gid, owner, cid, tool, scope, key, created, expires, revoked, approval_id, metadata = row
+    return Grant(
+        id=gid,
+        owner=owner,
+        conversation_id=cid,
+        tool=tool,
+        scope=scope,
+        key=key,
+        created_at=decode(created),
+        expires_at=_opt_time(expires, decode),
+        revoked_at=_opt_time(revoked, decode),
+        approval_id=approval_id,
+        metadata=_object(metadata),
+    )
+
+
+def queued_input(row: Row, decode: TimeDecoder) -> QueuedInput:
+    """A queued row; its message carries what was queued (role, blocks, hidden, metadata)."""
+    qid, position, cid, role, blocks, hidden, metadata, client_id, status, created_at = row
+    return QueuedInput(
+        id=qid,
+        conversation_id=cid,
+        message=Message(
+            role=role,
+            blocks=blocks_from_json(json.loads(blocks)),
+            hidden=bool(hidden),
+            metadata=_object(metadata),
+        ),
+        created_at=decode(created_at),
+        client_message_id=client_id,
+        position=position,
+        status=status,
     )

@@ -40,7 +40,7 @@ from typing import Any, TypeAlias
 from ostinato.errors import OstinatoError, StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.sql.ops import apply_ops
-from ostinato.store.sql.rows import sqlite_time
+from ostinato.store.sql.rows import Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.sqlite_sql import compile_sqlite
 from ostinato.store.sql.statements import WriteName, write_statements
 
@@ -92,7 +92,12 @@ class _Executor:
         row = self._cursor.execute(self._sql[name], params).fetchone()
         return None if row is None else row[0]
 
+    def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
+        found: Row | None = self._cursor.execute(self._sql[name], params).fetchone()
+        return found
+
     time = staticmethod(sqlite_time)
+    read_time = staticmethod(time_from_sqlite)
 
 
 class SQLiteWriter:

@@ -25,7 +25,15 @@ from typing import Any, Literal, TypeAlias
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ostinato.store.sql.tables import conversations, messages, tool_calls, turns
+from ostinato.store.sql.tables import (
+    approvals,
+    conversations,
+    grants,
+    messages,
+    queued_inputs,
+    tool_calls,
+    turns,
+)
 
 WriteName: TypeAlias = Literal[
     "insert_conversation",
@@ -36,6 +44,16 @@ WriteName: TypeAlias = Literal[
     "insert_message",
     "insert_tool_call",
     "finish_tool_call",
+    "insert_approval",
+    "decide_approval",
+    "insert_grant",
+    "revoke_grant",
+    "insert_queued",
+    "take_queued",
+    # Lookups, run only after a statement changed nothing, to say why.
+    "find_conversation",
+    "find_approval",
+    "find_queued",
 ]
 
 
@@ -48,6 +66,28 @@ def _insert(dialect: str, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
     return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
 
 
+def _where_id(table: sa.Table, column: str = "id", name: str = "b_id") -> sa.ColumnElement[bool]:
+    return table.c[column] == sa.bindparam(name, type_=table.c[column].type)
+
+
+def _insert_for_conversation(
+    dialect: str, table: sa.Table, columns: list[str], extra: Mapping[str, Any] | None = None
+) -> postgresql.Insert | sqlite.Insert:
+    """``INSERT ... SELECT`` of one row that names a conversation, selected from
+    ``conversations``: an unknown conversation inserts nothing, as does a taken id."""
+    values: dict[str, Any] = _bind(table, *columns)
+    values["conversation_id"] = conversations.c.id
+    values.update(extra or {})
+    select = sa.select(*values.values()).where(
+        conversations.c.id == sa.bindparam("conversation_id", type_=conversations.c.id.type)
+    )
+    return (
+        _insert(dialect, table)
+        .from_select(list(values), select)
+        .on_conflict_do_nothing(index_elements=["id"])
+    )
+
+
 @cache
 def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
     """The write statements for ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
@@ -55,15 +95,8 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
     turn_cols = [c.name for c in turns.columns]
     call_cols = [c.name for c in tool_calls.columns]
     msg_cols = [c.name for c in messages.columns if c.name != "seq"]
-
-    turn_values = _bind(turns, *turn_cols)
-    turn_values["conversation_id"] = conversations.c.id  # type: ignore[assignment]
-    insert_turn = sa.insert(turns).from_select(
-        turn_cols,
-        sa.select(*(turn_values[name] for name in turn_cols)).where(
-            conversations.c.id == sa.bindparam("conversation_id", type_=conversations.c.id.type)
-        ),
-    )
+    grant_cols = [c.name for c in grants.columns]
+    queued_cols = [c.name for c in queued_inputs.columns if c.name != "position"]
 
     next_seq = sa.func.coalesce(
         sa.func.max(messages.c.seq), sa.literal_column("0")
@@ -81,30 +114,68 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         .returning(messages.c.seq)
     )
 
+    # PostgreSQL draws the position from the column's identity sequence. SQLite has no
+    # sequence for a column that is not the rowid: it takes the next position in the
+    # insert itself, which is safe because every SQLite write holds the write lock.
+    position: dict[str, Any] = {}
+    if dialect != "postgresql":
+        position["position"] = sa.select(
+            sa.func.coalesce(sa.func.max(queued_inputs.c.position), sa.literal_column("0"))
+            + sa.literal_column("1")
+        ).scalar_subquery()
+    insert_queued = _insert_for_conversation(
+        dialect, queued_inputs, queued_cols, position
+    ).returning(queued_inputs.c.position)
+
     return {
         "insert_conversation": _insert(dialect, conversations)
         .values(_bind(conversations, *conv_cols))
         .on_conflict_do_nothing(index_elements=["id"]),
         "set_state": sa.update(conversations)
-        .where(conversations.c.id == sa.bindparam("b_id", type_=conversations.c.id.type))
+        .where(_where_id(conversations))
         .values(_bind(conversations, "state", "updated_at")),
         "touch_conversation": sa.update(conversations)
-        .where(conversations.c.id == sa.bindparam("b_id", type_=conversations.c.id.type))
+        .where(_where_id(conversations))
         .values(_bind(conversations, "updated_at")),
-        "insert_turn": insert_turn,
+        "insert_turn": _insert_for_conversation(dialect, turns, turn_cols),
         "finish_turn": sa.update(turns)
-        .where(turns.c.id == sa.bindparam("b_id", type_=turns.c.id.type))
+        .where(_where_id(turns))
         .values(_bind(turns, "status", "stop_reason", "finished_at", "metrics", "error")),
         "insert_message": insert_message,
         "insert_tool_call": _insert(dialect, tool_calls)
         .values(_bind(tool_calls, *call_cols))
         .on_conflict_do_nothing(index_elements=["turn_id", "id"]),
         "finish_tool_call": sa.update(tool_calls)
-        .where(
-            tool_calls.c.turn_id == sa.bindparam("b_turn_id", type_=tool_calls.c.turn_id.type),
-            tool_calls.c.id == sa.bindparam("b_id", type_=tool_calls.c.id.type),
-        )
+        .where(_where_id(tool_calls, "turn_id", "b_turn_id"), _where_id(tool_calls))
         .values(_bind(tool_calls, "status", "result", "is_error", "finished_at", "duration_s")),
+        "insert_approval": _insert_for_conversation(
+            dialect, approvals, [c.name for c in approvals.columns]
+        ),
+        # Only a pending approval can be decided; the decided row comes back whole.
+        "decide_approval": sa.update(approvals)
+        .where(_where_id(approvals), _where_id(approvals, "status", "b_status"))
+        .values(_bind(approvals, "status", "ending", "decided_at", "decided_by", "remember"))
+        .returning(*approvals.columns),
+        "insert_grant": _insert(dialect, grants)
+        .values(_bind(grants, *grant_cols))
+        .on_conflict_do_nothing(index_elements=["id"]),
+        # Revoking twice keeps the first time; the row still counts as matched.
+        "revoke_grant": sa.update(grants)
+        .where(_where_id(grants))
+        .values(
+            revoked_at=sa.func.coalesce(
+                grants.c.revoked_at, sa.bindparam("b_revoked_at", type_=grants.c.revoked_at.type)
+            )
+        ),
+        "insert_queued": insert_queued,
+        "take_queued": sa.update(queued_inputs)
+        .where(_where_id(queued_inputs), _where_id(queued_inputs, "status", "b_status"))
+        .values(_bind(queued_inputs, "status")),
+        "find_conversation": sa.select(conversations.c.id).where(_where_id(conversations)),
+        "find_approval": sa.select(approvals.c.status, approvals.c.ending).where(
+            _where_id(approvals)
+        ),
+        "find_queued": sa.select(queued_inputs.c.status).where(_where_id(queued_inputs)),
     }
 
 
@@ -178,3 +249,55 @@ def list_tool_calls(by_turn: bool) -> sa.Select[Any]:
     if by_turn:
         stmt = stmt.where(tool_calls.c.turn_id == _param(tool_calls.c.turn_id, "turn_id"))
     return stmt.order_by(tool_calls.c.started_at, tool_calls.c.id)
+
+
+@cache
+def get_approval() -> sa.Select[Any]:
+    return sa.select(approvals).where(approvals.c.id == _param(approvals.c.id, "id"))
+
+
+@cache
+def list_approvals(by_conversation: bool, pending_only: bool) -> sa.Select[Any]:
+    stmt = sa.select(approvals)
+    if by_conversation:
+        stmt = stmt.where(
+            approvals.c.conversation_id == _param(approvals.c.conversation_id, "conversation_id")
+        )
+    if pending_only:
+        stmt = stmt.where(approvals.c.status == _param(approvals.c.status, "status"))
+    return stmt.order_by(approvals.c.requested_at, approvals.c.id)
+
+
+@cache
+def get_grant() -> sa.Select[Any]:
+    return sa.select(grants).where(grants.c.id == _param(grants.c.id, "id"))
+
+
+@cache
+def list_grants(by_owner: bool, by_conversation: bool, include_revoked: bool) -> sa.Select[Any]:
+    """Grants of an owner, of a conversation, or of either (at least one is asked for)."""
+    assert by_owner or by_conversation
+    whose = []
+    if by_owner:
+        whose.append(grants.c.owner == _param(grants.c.owner, "owner"))
+    if by_conversation:
+        whose.append(
+            grants.c.conversation_id == _param(grants.c.conversation_id, "conversation_id")
+        )
+    stmt = sa.select(grants).where(sa.or_(*whose))
+    if not include_revoked:
+        stmt = stmt.where(grants.c.revoked_at.is_(None))
+    return stmt.order_by(grants.c.created_at, grants.c.id)
+
+
+@cache
+def list_queued(by_conversation: bool) -> sa.Select[Any]:
+    stmt = sa.select(queued_inputs).where(
+        queued_inputs.c.status == _param(queued_inputs.c.status, "status")
+    )
+    if by_conversation:
+        stmt = stmt.where(
+            queued_inputs.c.conversation_id
+            == _param(queued_inputs.c.conversation_id, "conversation_id")
+        )
+    return stmt.order_by(queued_inputs.c.position)

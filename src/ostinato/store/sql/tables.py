@@ -100,3 +100,79 @@ tool_calls = sa.Table(
     sa.Column("duration_s", sa.Float, nullable=True),
     sa.Index(None, "conversation_id", "turn_id"),
 )
+
+# --- people in the loop (revision 0002) --------------------------------------------
+
+# Every approval asked for, pending or decided: the audit trail of consent.
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column(
+        "conversation_id",
+        _ID,
+        sa.ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("turn_id", _ID, nullable=False),
+    sa.Column("tool_use_id", sa.String(), nullable=False),
+    sa.Column("tool", sa.String(), nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),
+    sa.Column("arguments_hash", sa.String(64), nullable=False),
+    sa.Column("risk", sa.String(16), nullable=False),
+    sa.Column("family", sa.String(), nullable=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("ending", sa.String(16), nullable=True),
+    sa.Column("requested_at", _TIME, nullable=False),
+    sa.Column("decided_at", _TIME, nullable=True),
+    sa.Column("decided_by", sa.String(), nullable=True),
+    sa.Column("remember", sa.String(16), nullable=False, server_default="none"),
+    sa.Index(None, "status"),
+    sa.Index(None, "conversation_id"),
+)
+
+# Remembered approvals. A grant belongs to an owner or to a conversation; no foreign
+# key, as in the reference semantics (an owner's grant outlives any one conversation).
+grants = sa.Table(
+    "grants",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("owner", sa.String(), nullable=True),
+    sa.Column("conversation_id", _ID, nullable=True),
+    sa.Column("tool", sa.String(), nullable=False),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("key", sa.String(), nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("expires_at", _TIME, nullable=True),
+    sa.Column("revoked_at", _TIME, nullable=True),
+    sa.Column("approval_id", _ID, nullable=True),
+    sa.Column("metadata", sa.Text, nullable=False, server_default="{}"),
+    sa.Index(None, "owner", "tool"),
+    sa.Index(None, "conversation_id", "tool"),
+)
+
+# Messages that arrived while their conversation was busy. ``position`` is the arrival
+# order across the store: an identity column (a sequence) on PostgreSQL; on SQLite the
+# insert takes MAX(position) + 1 under the database's one write lock.
+queued_inputs = sa.Table(
+    "queued_inputs",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("position", sa.BigInteger, sa.Identity(), nullable=False),
+    sa.Column(
+        "conversation_id",
+        _ID,
+        sa.ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("blocks", sa.Text, nullable=False),
+    sa.Column("hidden", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("metadata", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("client_message_id", sa.String(), nullable=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.UniqueConstraint("position"),
+    sa.Index(None, "status", "position"),
+    sa.Index(None, "conversation_id", "status"),
+)

@@ -158,7 +158,7 @@ class Runtime:
             conversation_id,
             InputQueued(
                 run_id=current.run_id if current else "",
-                seq=self.bus.last_seq(conversation_id),
+                seq=current.position() if current else self.bus.last_seq(conversation_id),
                 queued_id=queued.id,
                 position=queued.position,
                 client_message_id=client_message_id,
@@ -315,7 +315,7 @@ class Runtime:
             carried=carried,
         )
         task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
-        return TurnHandle(turn, tuple(stored), task)
+        return TurnHandle(turn, tuple(stored), task, lambda: driver.seq)
 
     async def _commit_rows(
         self,

@@ -35,6 +35,7 @@ class TurnHandle:
     turn: Turn
     rows: tuple[Message, ...]  # the rows committed as the turn began (user message, ...)
     task: asyncio.Task[TurnResult]
+    position: Callable[[], int] = lambda: 0  # the seq of the turn's last committed row
 
     @property
     def run_id(self) -> str:

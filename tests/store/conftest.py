@@ -8,6 +8,7 @@ database of its own, dropped at the end; each test starts from empty tables.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -45,9 +46,9 @@ async def _admin_async(url: sa.URL, sql: str) -> None:
         await conn.close()
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[sa.URL]:
-    """A fresh database for this session, dropped afterwards."""
+@contextlib.contextmanager
+def _scratch_database() -> Iterator[sa.URL]:
+    """A database created for the caller, dropped when it is done."""
     raw = os.environ.get(POSTGRES_ENV)
     if not raw:
         pytest.skip(NO_POSTGRES)
@@ -58,6 +59,20 @@ def postgres_url() -> Iterator[sa.URL]:
         yield admin.set(drivername="postgresql+asyncpg", database=name)
     finally:
         _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[sa.URL]:
+    """A fresh database for this session, dropped afterwards."""
+    with _scratch_database() as url:
+        yield url
+
+
+@pytest.fixture
+def empty_postgres_url() -> Iterator[sa.URL]:
+    """A database of its own for one test (no tables yet), dropped afterwards."""
+    with _scratch_database() as url:
+        yield url
 
 
 async def open_postgres(url: sa.URL) -> PostgresStore:

@@ -1,0 +1,173 @@
+"""Migrations at open: an empty database, a database left at 0001, reopening."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from ostinato.approvals import Approval, Ending, arguments_hash
+from ostinato.ids import new_id
+from ostinato.messages import user_text
+from ostinato.store import PostgresStore, SQLiteStore, Store
+from ostinato.store.base import (
+    CreateApproval,
+    DecideApproval,
+    Enqueue,
+    QueuedInput,
+    append,
+    utcnow,
+)
+from ostinato.store.sql.migrate import upgrade
+from ostinato.store.sql.tables import metadata
+
+HEAD = "0002"
+PEOPLE_TABLES = {"approvals", "grants", "queued_inputs"}
+T = TypeVar("T")
+
+
+def _at_0001_with_a_conversation(connection: sa.Connection, cid: str) -> None:
+    """Build the 0001 schema only, and leave one conversation with a message in it."""
+    upgrade(connection, "0001")
+    now = utcnow()
+    connection.execute(
+        sa.text(
+            "INSERT INTO conversations (id, owner, state, metadata, created_at, updated_at)"
+            " VALUES (:id, 'ann', 'idle', '{}', :now, :now)"
+        ),
+        {"id": cid, "now": now},
+    )
+    connection.execute(
+        sa.text(
+            "INSERT INTO messages (id, conversation_id, seq, role, blocks, hidden, metadata,"
+            " created_at) VALUES (:id, :c, 1, 'user',"
+            ' \'[{"type":"text","text":"from 0001"}]\', false, \'{}\', :now)'
+        ),
+        {"id": new_id(), "c": cid, "now": now},
+    )
+
+
+def _state(connection: sa.Connection) -> tuple[str | None, set[str], list[object]]:
+    """The revision, the tables, and how the schema differs from ``tables.metadata``."""
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    tables = set(sa.inspect(connection).get_table_names())
+    return context.get_current_revision(), tables, list(compare_metadata(context, metadata))
+
+
+async def _use_the_new_tables(store: Store, cid: str) -> None:
+    """The conversation made at 0001 reads back and takes approvals and queued inputs."""
+    (message,) = await store.list_messages(cid)
+    assert message.text == "from 0001"
+    assert (await append(store, cid, user_text("after 0002"))).seq == 2
+    arguments = {"cmd": "ls"}
+    asked = Approval(
+        id=new_id(),
+        conversation_id=cid,
+        turn_id=new_id(),
+        tool_use_id="tu_1",
+        tool="shell",
+        arguments=arguments,
+        arguments_hash=arguments_hash("shell", arguments),
+        risk="exec",
+        family=None,
+        requested_at=utcnow(),
+    )
+    await store.write(CreateApproval(asked), DecideApproval(asked.id, Ending.APPROVED, utcnow()))
+    item = QueuedInput(new_id(), cid, user_text("queued"), utcnow())
+    (stored,) = await store.write(Enqueue(item))
+    assert stored.position >= 1
+    assert await store.list_queued(cid) == [stored]
+
+
+def _sqlite(path: Path, work: Callable[[sa.Connection], T]) -> T:
+    engine = sa.create_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as connection:
+            return work(connection)
+    finally:
+        engine.dispose()
+
+
+async def test_sqlite_at_0001_is_upgraded_at_open_and_reopens_as_is(tmp_path: Path) -> None:
+    path, cid = tmp_path / "old.db", new_id()
+    _sqlite(path, lambda c: _at_0001_with_a_conversation(c, cid))
+    revision, tables, _ = _sqlite(path, _state)
+    assert revision == "0001" and not tables & PEOPLE_TABLES
+
+    store = await SQLiteStore.open(path)
+    try:
+        assert _sqlite(path, _state) == (HEAD, tables | PEOPLE_TABLES, [])
+        await _use_the_new_tables(store, cid)
+        queued = await store.list_queued()
+    finally:
+        await store.close()
+
+    reopened = await SQLiteStore.open(path)
+    try:
+        assert _sqlite(path, _state)[0] == HEAD
+        assert await reopened.list_queued() == queued
+        assert len(await reopened.list_approvals(cid)) == 1
+    finally:
+        await reopened.close()
+
+
+async def test_sqlite_stores_opening_an_empty_file_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    stores = await asyncio.gather(*(SQLiteStore.open(path) for _ in range(3)))
+    for store in stores:
+        await store.close()
+    revision, tables, differences = _sqlite(path, _state)
+    assert (revision, differences) == (HEAD, [])
+    assert tables >= PEOPLE_TABLES
+
+
+async def test_postgres_at_0001_is_upgraded_at_open_and_reopens_as_is(
+    empty_postgres_url: sa.URL,
+) -> None:
+    cid = new_id()
+    engine = create_async_engine(empty_postgres_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(_at_0001_with_a_conversation, cid)
+            revision, tables, _ = await connection.run_sync(_state)
+        assert revision == "0001" and not tables & PEOPLE_TABLES
+    finally:
+        await engine.dispose()
+
+    store = await PostgresStore.open(empty_postgres_url)
+    try:
+        async with store.engine.begin() as connection:
+            assert await connection.run_sync(_state) == (HEAD, tables | PEOPLE_TABLES, [])
+        await _use_the_new_tables(store, cid)
+        queued = await store.list_queued()
+    finally:
+        await store.close()
+
+    reopened = await PostgresStore.open(empty_postgres_url)
+    try:
+        async with reopened.engine.begin() as connection:
+            assert (await connection.run_sync(_state))[0] == HEAD
+        assert await reopened.list_queued() == queued
+        assert len(await reopened.list_approvals(cid)) == 1
+    finally:
+        await reopened.close()
+
+
+async def test_postgres_stores_opening_an_empty_database_at_once(
+    empty_postgres_url: sa.URL,
+) -> None:
+    stores = await asyncio.gather(*(PostgresStore.open(empty_postgres_url) for _ in range(3)))
+    try:
+        async with stores[0].engine.begin() as connection:
+            revision, tables, differences = await connection.run_sync(_state)
+        assert (revision, differences) == (HEAD, [])
+        assert tables >= PEOPLE_TABLES
+    finally:
+        for store in stores:
+            await store.close()

@@ -48,7 +48,9 @@ async def requested(frames: AsyncIterator[Frame]) -> ApprovalRequested:
     raise AssertionError("no approval.requested frame")
 
 
-async def start(h: Harness, text: str = "ship it") -> tuple[str, asyncio.Task[object], ApprovalRequested]:
+async def start(
+    h: Harness, text: str = "ship it"
+) -> tuple[str, asyncio.Task[object], ApprovalRequested]:
     cid = await h.conversation()
     watcher = h.bus.subscribe(cid)  # a surface is watching
     task = asyncio.ensure_future(h.runtime.run_turn(cid, text))
@@ -172,7 +174,9 @@ async def test_family_grant_needs_a_family() -> None:
     h = Harness(
         tool_step(("write_note", {"text": "x"})),
         text_step("ok"),
-        tools=ToolRegistry([function_tool(lambda text: text, name="write_note", description="d", risk="write")]),
+        tools=ToolRegistry(
+            [function_tool(lambda text: text, name="write_note", description="d", risk="write")]
+        ),
     )
     cid = await h.conversation()
     watcher = h.bus.subscribe(cid)

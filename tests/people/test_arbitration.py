@@ -62,7 +62,7 @@ async def test_reject_refuses_while_busy_and_stores_nothing() -> None:
 
 
 async def test_supersede_cancels_the_running_turn_then_runs() -> None:
-    slow = Step(tuple(TextDelta(f"w{i} ") for i in range(200)) + (Stop("end_turn"),), delay=0.01)
+    slow = Step((*tuple(TextDelta(f"w{i} ") for i in range(200)), Stop("end_turn")), delay=0.01)
     h = Harness(slow, text_step("fresh answer"))
     cid = await h.conversation()
     first = await h.runtime.start_turn(cid, "long one")

@@ -69,8 +69,18 @@ async def crashed(h: Harness, *, approval: bool = False) -> tuple[str, Turn]:
     if approval:
         ops.append(
             CreateApproval(
-                Approval("ap1", cid, "t1", "b", "send_email", {"to": "x@example.com"},
-                         arguments_hash("send_email", {"to": "x@example.com"}), "exec", None, now)
+                Approval(
+                    "ap1",
+                    cid,
+                    "t1",
+                    "b",
+                    "send_email",
+                    {"to": "x@example.com"},
+                    arguments_hash("send_email", {"to": "x@example.com"}),
+                    "exec",
+                    None,
+                    now,
+                )
             )
         )
     await h.store.write(*ops)
@@ -79,7 +89,7 @@ async def crashed(h: Harness, *, approval: bool = False) -> tuple[str, Turn]:
 
 async def test_recovery_answers_every_open_call_by_what_is_known() -> None:
     h = Harness(text_step("after the crash"), tools=registry())
-    cid, turn = await crashed(h)
+    cid, _turn = await crashed(h)
     assert await h.runtime.recover() == ["t1"]
     rows = await h.messages(cid)
     results = {r.tool_use_id: r.text for r in rows[-1].tool_results}

@@ -5,7 +5,8 @@ Modules, by what they hold:
 - ``tables``: the schema (one ``MetaData``), which the Alembic migrations follow.
 - ``statements``: every statement, built once as SQLAlchemy Core.
 - ``ops``: how each write op becomes statements, written once over an ``Executor``.
-- ``rows``: rows back into ``Conversation``, ``Turn``, ``Message``, ``ToolCallRecord``.
+- ``rows``: rows back into ``Conversation``, ``Turn``, ``Message``, ``ToolCallRecord``,
+  ``Approval``, ``Grant`` and ``QueuedInput``.
 - ``reads``: the read methods, shared by both stores.
 - ``sqlite`` / ``sqlite_writer`` / ``sqlite_sql``: ``SQLiteStore``, its writer thread
   with group commit, and statements compiled to SQLite text.

@@ -54,7 +54,7 @@ SEQ_ATTEMPTS = 8
 
 
 class Executor(Protocol):
-    """Runs named write statements inside the caller's open transaction."""
+    """Runs named statements (``WriteName``) inside the caller's open transaction."""
 
     def execute(self, name: WriteName, params: dict[str, Any]) -> int:
         """Run a statement; return how many rows it changed."""

@@ -1,9 +1,11 @@
 """The SQL schema: one ``MetaData`` holding every table the store writes.
 
-Alembic migrations are written against these definitions, and both engines (SQLite and
+Alembic migrations (``0001``: the first four tables; ``0002``: approvals, grants,
+queued inputs) are written against these definitions, and both engines (SQLite and
 PostgreSQL) compile their statements from them. JSON values (message blocks, metadata,
-metrics, tool input) are kept as JSON *text*, serialised by the store itself, so the two
-engines hold byte-identical values and no driver-specific JSON codec is involved.
+metrics, tool input, approval arguments) are kept as JSON *text*, serialised by the
+store itself, so the two engines hold byte-identical values and no driver-specific JSON
+codec is involved; a queued input keeps its message as the messages table does.
 Timestamps are ``DateTime(timezone=True)``: ``timestamptz`` on PostgreSQL, UTC text
 (``YYYY-MM-DD HH:MM:SS.ffffff``) on SQLite; the store reads both back as aware UTC.
 """

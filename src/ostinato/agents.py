@@ -20,9 +20,13 @@ class AgentConfig:
     model_timeout: float = 300.0
     max_tokens: int | None = None
     tools: tuple[str, ...] | None = None  # an allow-list of tool names; None allows all
+    history_messages: int = 40  # stored rows read into a request, at most
+    history_tokens: int | None = None  # and at most this many tokens of them (None: no cap)
 
     def __post_init__(self) -> None:
         if self.max_model_calls < 1:
             raise ValueError("max_model_calls must be at least 1")
         if self.model_timeout <= 0:
             raise ValueError("model_timeout must be positive")
+        if self.history_messages < 1:
+            raise ValueError("history_messages must be at least 1")

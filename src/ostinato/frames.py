@@ -133,6 +133,22 @@ class InputQueued(_Frame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCompacted(_Frame):
+    """The request outgrew the model's window. ``method`` says what was done:
+    ``summary`` (the rows up to ``through_seq`` were summarised into a stored summary
+    row) or ``dropped`` (``dropped`` older messages were left out of the request). The
+    store keeps every row either way."""
+
+    method: str
+    reason: str  # "estimate" (pre-flight) or "provider" (the provider refused it)
+    dropped: int
+    through_seq: int | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    type: Literal["context.compacted"] = "context.compacted"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRetrying(_Frame):
     attempt: int
     delay_s: float
@@ -169,6 +185,7 @@ Frame: TypeAlias = (
     | ApprovalRequested
     | ApprovalDecided
     | InputQueued
+    | ContextCompacted
     | ModelRetrying
     | TurnFinished
     | ErrorFrame
@@ -186,6 +203,7 @@ FRAME_TYPES: tuple[str, ...] = (
     "approval.requested",
     "approval.decided",
     "input.queued",
+    "context.compacted",
     "model.retrying",
     "turn.finished",
     "error",

@@ -15,6 +15,9 @@ from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember, refusal
 from ostinato.bus import LocalBus
 from ostinato.consent import ConsentGate
+from ostinato.context.compaction import Compactor
+from ostinato.context.keeper import ContextKeeper
+from ostinato.context.window import build as build_window
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, MessageCommitted, TurnFinished, TurnStarted
 from ostinato.ids import new_id
@@ -71,13 +74,17 @@ class Runtime:
         bus: LocalBus | None = None,
         approvals: ApprovalPolicy | None = None,
         data_dir: Path | str | None = None,
+        compactor: Compactor | None = None,
     ) -> None:
+        """``compactor`` summarises long histories (give it a cheap-tier model); by
+        default the turn's own model does."""
         self.store = store
         self.bus = bus or LocalBus()
         self.tools = tools if tools is not None else default_registry()
         self.agent = agent or AgentConfig()
         self.consent = ConsentGate(store, self.bus, approvals)
         self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.compactor = compactor or Compactor()
         self._model = model
         self._workers = Workers(self._begin)
 
@@ -271,7 +278,8 @@ class Runtime:
 
     async def _begin(self, conversation_id: str, submission: Submission) -> TurnHandle:
         conversation = await self.conversation(conversation_id)
-        history = await self.store.list_messages(conversation_id)
+        window = await self.store.window(conversation_id, limit=self.agent.history_messages)
+        history = window.rows
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow())
         ops: list[WriteOp]
         carried: list[tuple[ToolUseBlock, str]] = []
@@ -301,6 +309,7 @@ class Runtime:
             started=turn,
             client_message_id=getattr(submission.input, "client_message_id", None),
         )
+        prior = build_window(history, summary=window.summary, max_tokens=self.agent.history_tokens)
         driver = TurnDriver(
             store=self.store,
             bus=self.bus,
@@ -308,8 +317,10 @@ class Runtime:
             catalog=self.tools.catalog(self.agent.tools),
             settings=self.agent,
             turn=turn,
-            history=[*history, *stored],
+            history=[*prior.messages, *stored],
+            turn_rows=len(stored),
             consent=self.consent,
+            context=ContextKeeper(self.compactor, reserve=self.agent.max_tokens),
             owner=conversation.owner,
             workdir=workdir_for(self.data_dir, conversation_id) if self.data_dir else None,
             carried=carried,

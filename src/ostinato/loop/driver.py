@@ -17,7 +17,8 @@ from typing import Any, assert_never
 
 from ostinato.agents import AgentConfig
 from ostinato.bus import Bus
-from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
+from ostinato.context.keeper import ContextKeeper
+from ostinato.errors import ContextTooLong, ModelError, ModelTimeout, StreamIncomplete
 from ostinato.frames import (
     ErrorFrame,
     Frame,
@@ -97,6 +98,8 @@ class TurnDriver:
         turn: Turn,
         history: Sequence[Message],
         consent: Consent | None = None,
+        context: ContextKeeper | None = None,
+        turn_rows: int = 1,
         owner: str | None = None,
         workdir: Path | None = None,
         carried: Sequence[tuple[ToolUseBlock, str]] = (),
@@ -107,6 +110,8 @@ class TurnDriver:
         self.catalog, self.settings, self.turn = catalog, settings, turn
         self.consent, self.owner, self.workdir = consent, owner, workdir
         self.history, self.tool_ids = repair(history)
+        self.context = context
+        self.prior_count = len(self.history) - turn_rows  # rows before this turn's own
         self.seq = history[-1].seq or 0 if history else 0
         self.metrics = TurnMetrics()
         self.written: list[Message] = []
@@ -183,12 +188,33 @@ class TurnDriver:
         )
 
     async def _call_model(self, tools_off: bool) -> ModelReply:
+        """One model call. Over the model's window (by the estimate, or by the provider's
+        word) the history is compacted and the request rebuilt, once."""
+        request = self._request(tools_off)
+        compacted = False
+        if self.context is not None and self.context.over_budget(request, self.model):
+            compacted = await self.context.compact(self)
+            request = self._request(tools_off) if compacted else request
+        try:
+            reply = await self._stream(request)
+        except ContextTooLong:
+            if compacted or self.context is None:
+                raise
+            if not await self.context.compact(self, "provider"):
+                raise
+            request = self._request(tools_off)
+            reply = await self._stream(request)
+        if self.context is not None:
+            self.context.observe(request, self.model, reply.usage)
+        return reply
+
+    async def _stream(self, request: ModelRequest) -> ModelReply:
         builder = MessageBuilder()
         run_id = self.turn.run_id
         try:
             async with (
                 asyncio.timeout(self.settings.model_timeout),
-                aclosing(self.model.stream(self._request(tools_off))) as events,
+                aclosing(self.model.stream(request)) as events,
             ):
                 async for event in events:
                     builder.feed(event)

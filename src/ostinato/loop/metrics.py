@@ -23,6 +23,11 @@ class TurnMetrics:
         self.tokens_in += usage.input_tokens
         self.tokens_out += usage.output_tokens
 
+    def compaction(self, usage: Usage) -> None:
+        """A summary call: its tokens count, it is not one of the turn's model calls."""
+        self.tokens_in += usage.input_tokens
+        self.tokens_out += usage.output_tokens
+
     def tool_call(self, name: str) -> None:
         self.tools[name] = self.tools.get(name, 0) + 1
 

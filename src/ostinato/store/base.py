@@ -110,6 +110,20 @@ class QueuedInput:
     status: Literal["queued", "taken", "dropped"] = "queued"
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryWindow:
+    """The newest part of a conversation, as the store reads it for a request.
+
+    ``summary`` is the latest summary row (the compaction watermark), ``rows`` the newest
+    rows after the rows it summarises, oldest first, at most the limit asked for (summary
+    rows themselves are never among them); ``more`` says older rows were left out.
+    """
+
+    summary: Message | None
+    rows: list[Message]
+    more: bool
+
+
 # --- write ops -----------------------------------------------------------------------
 
 
@@ -147,6 +161,18 @@ class AppendMessage:
 
     conversation_id: str
     message: Message
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendSummary:
+    """Append a summary row (a hidden ``system`` message summarising every row up to
+    ``through_seq``) through the one insert path; it becomes the compaction watermark.
+    Returns the stored message."""
+
+    conversation_id: str
+    message: Message
+    through_seq: int
     turn_id: str | None = None
 
 
@@ -218,6 +244,7 @@ WriteOp: TypeAlias = (
     | StartTurn
     | FinishTurn
     | AppendMessage
+    | AppendSummary
     | StartToolCall
     | FinishToolCall
     | CreateApproval
@@ -253,6 +280,11 @@ class Store(Protocol):
         include_hidden: bool = True,
     ) -> list[Message]:
         """Rows in seq order, after ``after_seq``."""
+        ...
+
+    async def window(self, conversation_id: str, *, limit: int) -> HistoryWindow:
+        """The latest summary and up to ``limit`` newest rows after it (see
+        ``HistoryWindow``); reads O(limit) rows whatever the conversation's length."""
         ...
 
     async def get_turn(self, turn_id: str) -> Turn | None: ...

@@ -20,6 +20,7 @@ from ostinato.messages import Message
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
+    AppendSummary,
     Conversation,
     CreateApproval,
     CreateConversation,
@@ -28,6 +29,7 @@ from ostinato.store.base import (
     Enqueue,
     FinishToolCall,
     FinishTurn,
+    HistoryWindow,
     QueuedInput,
     RevokeGrant,
     SetConversationState,
@@ -63,6 +65,13 @@ class MemoryStore:
         self._grants: dict[str, Grant] = {}
         self._queue: dict[str, QueuedInput] = {}
         self._positions = itertools.count(1)
+        self._summaries: dict[str, tuple[Message, int]] = {}  # the watermark per conversation
+
+    def _set_summary(self, cid: str, value: tuple[Message, int] | None) -> None:
+        if value is None:
+            self._summaries.pop(cid, None)
+        else:
+            self._summaries[cid] = value
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         undo: Undo = []
@@ -107,6 +116,12 @@ class MemoryStore:
                 return self._finish_turn(op, undo)
             case AppendMessage():
                 return self._append(op, undo)
+            case AppendSummary():
+                row = self._append(AppendMessage(op.conversation_id, op.message, op.turn_id), undo)
+                previous = self._summaries.get(op.conversation_id)
+                undo.append(lambda: self._set_summary(op.conversation_id, previous))
+                self._summaries[op.conversation_id] = (row, op.through_seq)
+                return row
             case StartToolCall(record=record):
                 key = (record.turn_id, record.id)
                 if key in self._tool_calls:
@@ -260,6 +275,23 @@ class MemoryStore:
             if (m.seq or 0) > after_seq and (include_hidden or not m.hidden)
         ]
         return rows[:limit] if limit is not None else rows
+
+    async def window(self, conversation_id: str, *, limit: int) -> HistoryWindow:
+        rows = self._messages.get(conversation_id, [])
+        summary, through = self._summaries.get(conversation_id, (None, 0))
+        picked: list[Message] = []
+        more = False
+        for row in reversed(rows):
+            if (row.seq or 0) <= through:
+                break
+            if row.metadata.get("kind") == "summary":  # only the watermark's own row
+                continue
+            if len(picked) == limit:
+                more = True
+                break
+            picked.append(row)
+        picked.reverse()
+        return HistoryWindow(summary, picked, more)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         return self._turns.get(turn_id)

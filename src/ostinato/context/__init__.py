@@ -1,0 +1,1 @@
+"""Context: what of a long conversation goes into each request, and compaction."""

@@ -1,0 +1,138 @@
+"""The context keeper: the turn driver's collaborator for request size.
+
+Before each model call it checks the request against the model's window; when it is too
+big (or the provider refused it), ``compact`` shrinks the history part of the request:
+
+1. With earlier turns in the window, the older ones (all but the newest earlier turn, or
+   all of them if there is only one) are summarised by a cheap model call; the summary is
+   stored as the new watermark row and replaces them in the request.
+2. With nothing earlier to summarise (or when the summary call fails), the older half of
+   the current turn's finished steps is left out of the request instead (whole
+   tool_use / tool_result groups, so the history stays valid).
+
+Either way a ``context.compacted`` frame says what happened; the store keeps every row.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ostinato.bus import Bus
+from ostinato.context.compaction import Compactor, summary_row
+from ostinato.context.tokens import estimate_messages
+from ostinato.context.window import boundaries
+from ostinato.errors import ModelError
+from ostinato.frames import ContextCompacted
+from ostinato.loop.metrics import TurnMetrics
+from ostinato.messages import Message
+from ostinato.models.base import Model, ModelRequest, Usage
+from ostinato.store.base import AppendSummary, Store, Turn
+
+DEFAULT_RESERVE = 4_096  # tokens kept for the answer when the agent sets no max_tokens
+
+
+class Host(Protocol):
+    """What the keeper works on: the driver of the turn."""
+
+    store: Store
+    bus: Bus
+    model: Model
+    turn: Turn
+    metrics: TurnMetrics
+    history: list[Message]
+    prior_count: int
+    seq: int
+
+
+class ContextKeeper:
+    def __init__(self, compactor: Compactor, *, reserve: int | None = None) -> None:
+        self.compactor = compactor
+        self.reserve = reserve or DEFAULT_RESERVE
+        self.last: ContextCompacted | None = None
+
+    def over_budget(self, request: ModelRequest, model: Model) -> bool:
+        estimate = self.compactor.estimator.request(request, model.name)
+        return estimate > self.compactor.budget(model, self.reserve)
+
+    def observe(self, request: ModelRequest, model: Model, usage: Usage) -> None:
+        """Calibrate the estimate by what the provider counted."""
+        if usage.input_tokens:
+            raw = self.compactor.estimator.raw(request)
+            self.compactor.estimator.calibrate(model.name, raw, usage.input_tokens)
+
+    async def compact(self, host: Host, reason: str = "estimate") -> bool:
+        """Shrink the request's history; False when there is nothing left to shrink."""
+        prior = host.history[: host.prior_count]
+        summary = prior[0] if prior and prior[0].metadata.get("kind") == "summary" else None
+        rows = prior[1:] if summary is not None else prior
+        before = estimate_messages(host.history)
+        if rows:
+            starts = boundaries(rows)
+            keep_from = starts[-1] if len(starts) >= 2 else len(rows)
+            older, newer = rows[:keep_from], rows[keep_from:]
+            try:
+                made = await self.compactor.summarise(host.model, summary, older)
+            except ModelError:
+                made = None
+            if made is not None and made.text:
+                host.metrics.compaction(made.usage)
+                through = max(r.seq or 0 for r in older)
+                (row,) = await host.store.write(
+                    AppendSummary(
+                        host.turn.conversation_id,
+                        summary_row(made.text, through),
+                        through,
+                        host.turn.id,
+                    )
+                )
+                host.history[: host.prior_count] = [row, *newer]
+                host.prior_count = 1 + len(newer)
+                self._announce(host, "summary", reason, len(older), through, before)
+                return True
+        return self._drop_steps(host, reason, before)
+
+    def _drop_steps(self, host: Host, reason: str, before: int) -> bool:
+        """Leave the older half of this turn's finished steps out of the request."""
+        working = host.history[host.prior_count :]
+        groups: list[tuple[int, int]] = []  # [start, end) of assistant+tool groups
+        index = 0
+        while index < len(working):
+            row = working[index]
+            end = index + 1
+            if row.role == "assistant" and row.tool_uses:
+                while end < len(working) and working[end].role == "tool":
+                    end += 1
+                if end < len(working):  # a finished step (not the newest one)
+                    groups.append((index, end))
+            index = end
+        if len(groups) < 2:
+            return False
+        cut = groups[len(groups) // 2 - 1][1] if len(groups) > 1 else groups[0][1]
+        first = groups[0][0]
+        dropped = cut - first
+        del working[first:cut]
+        host.history[host.prior_count :] = working
+        self._announce(host, "dropped", reason, dropped, None, before)
+        return True
+
+    def _announce(
+        self,
+        host: Host,
+        method: str,
+        reason: str,
+        dropped: int,
+        through: int | None,
+        before: int,
+    ) -> None:
+        frame = ContextCompacted(
+            run_id=host.turn.run_id,
+            seq=host.seq,
+            method=method,
+            reason=reason,
+            dropped=dropped,
+            through_seq=through,
+            tokens_before=before,
+            tokens_after=estimate_messages(host.history),
+        )
+        self.last = frame
+        host.bus.publish(host.turn.conversation_id, frame)

@@ -1,0 +1,102 @@
+"""Token accounting: a fast estimate per message, calibrated by what providers report.
+
+The estimate is about four characters a token, plus a few tokens of framing per message
+and block; images count a flat amount. After each model call the loop tells the
+estimator how many input tokens the provider actually counted, and the estimator keeps a
+per-model correction factor (an exponential moving average of actual / estimated), so
+its numbers drift toward the provider's tokenizer without ever running it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from ostinato.messages import (
+    FileBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from ostinato.models.base import ModelRequest, ToolDefinition
+
+CHARS_PER_TOKEN = 4.0
+PER_MESSAGE = 4
+PER_BLOCK = 3
+IMAGE_TOKENS = 1_200
+FILE_TOKENS = 2_000
+SMOOTHING = 0.3  # weight of the newest observation in the moving average
+LIMITS = (0.5, 3.0)  # the correction factor stays in this range
+
+
+def _chars(message: Message) -> tuple[int, int]:
+    """Characters of text, and a flat token count for media."""
+    chars = 0
+    flat = 0
+    for block in message.blocks:
+        match block:
+            case TextBlock(text=text) | ThinkingBlock(text=text):
+                chars += len(text)
+            case ToolUseBlock(name=name, input=tool_input):
+                chars += len(name) + len(json.dumps(tool_input, ensure_ascii=False))
+            case ToolResultBlock(content=content):
+                if isinstance(content, str):
+                    chars += len(content)
+                else:
+                    for part in content:
+                        if isinstance(part, TextBlock):
+                            chars += len(part.text)
+                        else:
+                            flat += IMAGE_TOKENS
+            case ImageBlock():
+                flat += IMAGE_TOKENS
+            case FileBlock():
+                flat += FILE_TOKENS
+    return chars, flat + PER_MESSAGE + PER_BLOCK * len(message.blocks)
+
+
+def estimate_message(message: Message) -> int:
+    chars, flat = _chars(message)
+    return int(chars / CHARS_PER_TOKEN) + flat
+
+
+def estimate_messages(messages: Iterable[Message]) -> int:
+    return sum(estimate_message(m) for m in messages)
+
+
+def estimate_tools(tools: Iterable[ToolDefinition]) -> int:
+    chars = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
+    return int(chars / CHARS_PER_TOKEN)
+
+
+class TokenEstimator:
+    """Estimates request sizes; calibrated per model by the usage providers return."""
+
+    def __init__(self) -> None:
+        self._factor: dict[str, float] = {}
+
+    def factor(self, model: str) -> float:
+        return self._factor.get(model, 1.0)
+
+    def raw(self, request: ModelRequest) -> int:
+        """The uncalibrated estimate of a request's input tokens."""
+        return (
+            int(len(request.system) / CHARS_PER_TOKEN)
+            + estimate_tools(request.tools)
+            + estimate_messages(request.messages)
+        )
+
+    def request(self, request: ModelRequest, model: str) -> int:
+        return int(self.raw(request) * self.factor(model))
+
+    def calibrate(self, model: str, estimated_raw: int, actual: int) -> None:
+        """Fold in one observation: the provider counted ``actual`` input tokens for a
+        request whose raw estimate was ``estimated_raw``."""
+        if estimated_raw <= 0 or actual <= 0:
+            return
+        observed = min(max(actual / estimated_raw, LIMITS[0]), LIMITS[1])
+        old = self._factor.get(model)
+        self._factor[model] = observed if old is None else old + SMOOTHING * (observed - old)

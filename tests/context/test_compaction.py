@@ -1,0 +1,103 @@
+"""Size-driven compaction in a running turn: summary rows, dropping, provider refusals."""
+
+from __future__ import annotations
+
+from ostinato.context.catalog import ContextCatalog
+from ostinato.context.compaction import Compactor
+from ostinato.errors import ContextTooLong
+from ostinato.frames import ContextCompacted
+from ostinato.models.scripted import ScriptedModel, error_step, text_step, tool_step
+from tests.loop.harness import Harness
+
+
+def compacting(h: Harness, window: int, summarizer: ScriptedModel) -> None:
+    """Give the runtime a tiny context window and a scripted summariser."""
+    h.runtime.compactor = Compactor(
+        summarizer, catalog=ContextCatalog({"scripted": window}, env=False)
+    )
+
+
+async def filled(h: Harness, turns: int) -> str:
+    cid = await h.conversation()
+    for i in range(turns):
+        await h.runtime.run_turn(cid, f"message {i} " + "words " * 300)
+    return cid
+
+
+async def test_preflight_summarises_older_turns_into_a_stored_watermark() -> None:
+    h = Harness(*(text_step(f"reply {i}") for i in range(4)))
+    cid = await filled(h, 3)
+    summarizer = ScriptedModel([text_step("They talked about messages 0 and 1.")])
+    compacting(h, 1_500 + 4_096, summarizer)
+    result = await h.runtime.run_turn(cid, "and now?")
+    assert result.stop_reason == "end_turn"
+    frame = next(f for f in h.bus.frames if isinstance(f, ContextCompacted))
+    assert frame.method == "summary" and frame.reason == "estimate"
+    assert frame.tokens_after < frame.tokens_before
+    # the summariser saw a transcript, with tools off
+    assert summarizer.requests[0].tool_choice == "none"
+    assert "message 0" in summarizer.requests[0].messages[0].text
+    # the request that followed starts with the summary and keeps the newest earlier turn
+    request = h.model.requests[-1]
+    assert request.messages[0].metadata["kind"] == "summary"
+    assert "messages 0 and 1" in request.messages[0].text
+    assert [m.text for m in request.messages if m.role == "user"][-1] == "and now?"
+    # everything is still in the store; the summary row is hidden
+    visible = await h.store.list_messages(cid, include_hidden=False)
+    assert len(visible) == 8 and all(m.metadata.get("kind") != "summary" for m in visible)
+    every = await h.messages(cid)
+    assert sum(1 for m in every if m.metadata.get("kind") == "summary") == 1
+    # the next turn starts from the watermark
+    window = await h.store.window(cid, limit=40)
+    assert window.summary is not None and window.rows[0].text.startswith("message 2")
+    assert result.metrics["tokens_in"] >= 10  # the summary call's tokens count
+
+
+async def test_a_provider_refusal_compacts_and_retries_once() -> None:
+    h = Harness(text_step("one"), text_step("two"))
+    cid = await filled(h, 2)
+    compacting(h, 1_000_000, ScriptedModel([text_step("summary")]))
+    h.model.add(error_step(ContextTooLong("prompt is too long")), text_step("fits now"))
+    result = await h.runtime.run_turn(cid, "go")
+    assert result.stop_reason == "end_turn"
+    frame = next(f for f in h.bus.frames if isinstance(f, ContextCompacted))
+    assert frame.reason == "provider"
+    h.model.assert_consumed()
+
+
+async def test_a_second_refusal_fails_the_turn() -> None:
+    h = Harness(text_step("one"), text_step("two"))
+    cid = await filled(h, 2)
+    compacting(h, 1_000_000, ScriptedModel([text_step("summary")]))
+    h.model.add(error_step(ContextTooLong("too long")), error_step(ContextTooLong("still")))
+    result = await h.runtime.run_turn(cid, "go")
+    assert result.stop_reason == "failed" and "context_too_long" in (result.error or "")
+
+
+async def test_with_nothing_earlier_the_older_steps_of_the_turn_are_dropped() -> None:
+    steps = [
+        tool_step(("calculator", {"expression": f"{i}+1"}), text=f"step {i} " + "z" * 3_000)
+        for i in range(6)
+    ]
+    h = Harness(*steps, text_step("done"))
+    compacting(h, 2_500 + 4_096, ScriptedModel())
+    cid = await h.conversation()
+    result = await h.runtime.run_turn(cid, "count")
+    assert result.stop_reason == "end_turn"
+    frames = [f for f in h.bus.frames if isinstance(f, ContextCompacted)]
+    assert frames and all(f.method == "dropped" for f in frames)
+    last = h.model.requests[-1]
+    uses = {u.id for m in last.messages for u in m.tool_uses}
+    results = {r.tool_use_id for m in last.messages for r in m.tool_results}
+    assert uses == results  # what was left out went in whole groups
+    assert len(await h.messages(cid)) == 14  # nothing left the store
+
+
+async def test_the_window_caps_the_request_by_message_count() -> None:
+    h = Harness(*(text_step(f"r{i}") for i in range(30)), history_messages=10)
+    cid = await h.conversation()
+    for i in range(30):
+        await h.runtime.run_turn(cid, f"m{i}")
+    request = h.model.requests[-1]
+    assert len(request.messages) <= 11
+    assert request.messages[0].role == "user"  # cut at a turn boundary

@@ -1,0 +1,324 @@
+"""``http_fetch``: read a public web page or API over http(s), and nothing else.
+
+Every hop of a fetch is vetted the same way before a byte is sent:
+
+1. the URL is http or https, carries no user name or password, and names an allowed port
+   (80, 443, 8080 and 8443 unless configured otherwise);
+2. when the deployment has an allow-list (``OSTINATO_FETCH_ALLOW_HOSTS``: host names,
+   exact or ``*.suffix``, comma-separated), the host is on it;
+3. the host is resolved once (a numeric host, however it is spelled, is read as the
+   address it is) and every address must be public (``netguard.refusal``);
+4. the connection goes to that vetted address, not to the name again: the URL is
+   rewritten to the address, with the ``Host`` header and TLS server name (SNI, and so
+   certificate checks) set to the original name. A DNS answer that changes between the
+   check and the connection cannot move the request.
+
+Redirects are followed by hand, at most five, each target vetted as above. The body is
+streamed and reading stops at a size cap (1 MB); the whole fetch, redirects included,
+has one deadline (20 s). Proxies from the environment are ignored, since a proxy would
+undo the pinning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import Literal
+
+import httpx
+
+from ostinato.errors import ToolError
+from ostinato.tools.base import Tool
+from ostinato.tools.functions import function_tool
+from ostinato.tools.netguard import (
+    AddressPolicy,
+    AddressRefused,
+    IPAddress,
+    Resolver,
+    ip_host,
+    refusal,
+    system_resolver,
+    vet_host,
+)
+
+ALLOW_HOSTS_ENV = "OSTINATO_FETCH_ALLOW_HOSTS"
+DEFAULT_PORTS = frozenset({80, 443, 8080, 8443})
+MAX_BYTES = 1_000_000
+MAX_REDIRECTS = 5
+TOTAL_TIMEOUT = 20.0
+USER_AGENT = "ostinato-http-fetch/0.1"
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_TEXT_TYPES = ("json", "xml", "javascript", "ecmascript", "yaml", "csv", "x-www-form-urlencoded")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPolicy:
+    """What a fetch may reach and how much it may read.
+
+    ``ports`` ``None`` allows any port; ``allow_hosts`` empty allows every host (still
+    subject to the address checks); ``address_policy`` ``None`` skips the address checks
+    altogether (for tests against a server on 127.0.0.1, never in production).
+    """
+
+    allow_hosts: tuple[str, ...] = ()
+    ports: frozenset[int] | None = DEFAULT_PORTS
+    address_policy: AddressPolicy | None = refusal
+    resolver: Resolver = system_resolver
+    max_bytes: int = MAX_BYTES
+    max_redirects: int = MAX_REDIRECTS
+    timeout: float = TOTAL_TIMEOUT
+
+
+@dataclass(slots=True)
+class FetchResult:
+    status: int
+    reason: str
+    url: str
+    content_type: str
+    body: bytes
+    truncated: bool
+    redirects: list[str] = field(default_factory=list)
+
+    def text(self) -> str | None:
+        """The body decoded per its charset, or ``None`` for a binary body."""
+        return decode_body(self.body, self.content_type, final=not self.truncated)
+
+    def render(self, max_bytes: int) -> str:
+        lines = [f"status: {self.status} {self.reason}".rstrip(), f"url: {self.url}"]
+        if self.redirects:
+            lines.append("redirected from: " + " -> ".join(self.redirects))
+        lines.append(f"content-type: {self.content_type or 'unknown'}")
+        if self.truncated:
+            lines.append(f"note: the body was cut at {max_bytes:,} bytes")
+        text = self.text()
+        if text is None:
+            lines.append(f"note: binary content ({len(self.body):,} bytes read) is not shown")
+            return "\n".join(lines)
+        return "\n".join(lines) + "\n\n" + text
+
+
+def parse_allow_hosts(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Allow-list patterns, lower-cased: ``example.com`` or ``*.example.com``."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(p.strip().lower().rstrip(".") for p in items if p.strip())
+
+
+def host_allowed(host: str, patterns: Collection[str]) -> bool:
+    """``example.com`` allows exactly that host; ``*.example.com`` any name under it (not
+    ``example.com`` itself). An empty allow-list allows every host."""
+    if not patterns:
+        return True
+    host = host.lower().rstrip(".")
+    for pattern in patterns:
+        if pattern.startswith("*."):
+            if host.endswith(pattern[1:]) and len(host) > len(pattern) - 1:
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+def decode_body(body: bytes, content_type: str, *, final: bool = True) -> str | None:
+    """Decode per the declared charset; undeclared, UTF-8 if it is, else windows-1252.
+    ``None`` for content that is not text. ``final`` ``False`` drops a character cut in
+    half by the size cap."""
+    message = Message()
+    message["content-type"] = content_type or "application/octet-stream"
+    mime = message.get_content_type()
+    charset = message.get_param("charset")
+    if content_type and not _is_text(mime):
+        return None
+    if isinstance(charset, str):
+        try:
+            decoder = codecs.getincrementaldecoder(charset)(errors="replace")
+        except LookupError:
+            pass
+        else:
+            return decoder.decode(body, final=final)
+    try:
+        return codecs.getincrementaldecoder("utf-8")(errors="strict").decode(body, final=final)
+    except UnicodeDecodeError:
+        if not content_type and b"\x00" in body[:1024]:
+            return None
+        return body.decode("cp1252", errors="replace")
+
+
+def _is_text(mime: str) -> bool:
+    major, _, minor = mime.partition("/")
+    return major == "text" or any(t in minor for t in _TEXT_TYPES)
+
+
+class Fetcher:
+    """Fetch a URL under a ``FetchPolicy``; one client per fetch, never pooled across
+    hosts (the pool is keyed by the dialled address)."""
+
+    def __init__(self, policy: FetchPolicy) -> None:
+        self.policy = policy
+
+    async def fetch(self, url: str, method: Literal["GET", "HEAD"] = "GET") -> FetchResult:
+        try:
+            async with asyncio.timeout(self.policy.timeout):
+                return await self._follow(url, method)
+        except TimeoutError:
+            raise ToolError(
+                f"fetching {url} took longer than {self.policy.timeout:g} s; gave up"
+            ) from None
+
+    async def _follow(self, url: str, method: Literal["GET", "HEAD"]) -> FetchResult:
+        current = self._parse(url)
+        visited: list[str] = []
+        async with httpx.AsyncClient(
+            trust_env=False,
+            follow_redirects=False,
+            timeout=httpx.Timeout(self.policy.timeout),
+        ) as client:
+            while True:
+                result, location = await self._hop(client, current, method)
+                if location is None:
+                    result.redirects = visited
+                    return result
+                visited.append(str(current))
+                if len(visited) > self.policy.max_redirects:
+                    raise ToolError(f"more than {self.policy.max_redirects} redirects; gave up")
+                try:
+                    current = self._parse(current.join(location))
+                except AddressRefused as exc:
+                    raise AddressRefused(f"redirect to {location}: {exc.message}") from None
+
+    def _parse(self, url: str | httpx.URL) -> httpx.URL:
+        try:
+            parsed = httpx.URL(url)
+        except (httpx.InvalidURL, TypeError) as exc:
+            raise ToolError(f"not a valid URL: {url} ({exc})") from None
+        if parsed.scheme not in ("http", "https"):
+            raise AddressRefused(f"only http and https URLs can be fetched, not {parsed.scheme!r}")
+        if not parsed.host:
+            raise ToolError(f"the URL {url} names no host")
+        if parsed.userinfo:
+            raise AddressRefused("URLs with a user name or password are refused")
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        if self.policy.ports is not None and port not in self.policy.ports:
+            allowed = ", ".join(str(p) for p in sorted(self.policy.ports))
+            raise AddressRefused(f"port {port} is not allowed (allowed: {allowed})")
+        if not host_allowed(self._host(parsed), self.policy.allow_hosts):
+            raise AddressRefused(f"{parsed.host} is not on this deployment's fetch allow-list")
+        return parsed.copy_with(fragment=None)
+
+    @staticmethod
+    def _host(url: httpx.URL) -> str:
+        return url.raw_host.decode("ascii")
+
+    async def _hop(
+        self, client: httpx.AsyncClient, url: httpx.URL, method: str
+    ) -> tuple[FetchResult, str | None]:
+        host = self._host(url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        address = await vet_host(
+            host, port, resolver=self.policy.resolver, policy=self.policy.address_policy
+        )
+        headers = {
+            "Host": url.netloc.decode("ascii"),
+            "User-Agent": USER_AGENT,
+            "Accept": "text/html, text/plain, application/json, */*;q=0.5",
+        }
+        extensions = {}
+        if url.scheme == "https" and ip_host(host) is None:
+            extensions["sni_hostname"] = host
+        dial = url.copy_with(host=_dial_host(address))
+        try:
+            async with client.stream(
+                method, dial, headers=headers, extensions=extensions
+            ) as response:
+                if response.status_code in _REDIRECTS and "location" in response.headers:
+                    return self._result(url, response, b"", False), response.headers["location"]
+                body, truncated = await self._read(response)
+                return self._result(url, response, body, truncated), None
+        except httpx.HTTPError as exc:
+            raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from None
+
+    async def _read(self, response: httpx.Response) -> tuple[bytes, bool]:
+        cap = self.policy.max_bytes
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                return b"".join(chunks)[:cap], True
+        return b"".join(chunks), False
+
+    @staticmethod
+    def _result(
+        url: httpx.URL, response: httpx.Response, body: bytes, truncated: bool
+    ) -> FetchResult:
+        return FetchResult(
+            status=response.status_code,
+            reason=response.reason_phrase,
+            url=str(url),
+            content_type=response.headers.get("content-type", ""),
+            body=body,
+            truncated=truncated,
+        )
+
+
+def _dial_host(address: IPAddress) -> str:
+    return str(address)
+
+
+def http_fetch_tool(
+    allow_hosts: str | Iterable[str] | None = None,
+    allow_private: bool = False,
+    *,
+    ports: Collection[int] | None = DEFAULT_PORTS,
+    max_bytes: int = MAX_BYTES,
+    max_redirects: int = MAX_REDIRECTS,
+    timeout: float = TOTAL_TIMEOUT,
+    resolver: Resolver = system_resolver,
+    address_policy: AddressPolicy | None = None,
+    name: str = "http_fetch",
+) -> Tool:
+    """The ``http_fetch`` tool (risk ``network``, category ``read``, idempotent).
+
+    ``allow_hosts`` ``None`` reads ``OSTINATO_FETCH_ALLOW_HOSTS``; unset or empty, every
+    public host may be fetched. ``allow_private`` turns the address checks off: only for
+    tests against a local server. ``address_policy`` replaces ``netguard.refusal``.
+    """
+    if allow_hosts is None:
+        allow_hosts = os.environ.get(ALLOW_HOSTS_ENV)
+    policy = FetchPolicy(
+        allow_hosts=parse_allow_hosts(allow_hosts),
+        ports=None if ports is None else frozenset(ports),
+        address_policy=None if allow_private else (address_policy or refusal),
+        resolver=resolver,
+        max_bytes=max_bytes,
+        max_redirects=max_redirects,
+        timeout=timeout,
+    )
+    fetcher = Fetcher(policy)
+
+    async def http_fetch(url: str, method: Literal["GET", "HEAD"] = "GET") -> str:
+        """Fetch a public web page or HTTP API and return its status, final URL, content
+        type and body as text (cut at a size cap). Only http(s) URLs on public hosts.
+
+        Args:
+            url: The http or https URL to fetch.
+            method: GET for the body, HEAD for the status and headers only.
+        """
+        result = await fetcher.fetch(url, method)
+        return result.render(policy.max_bytes)
+
+    return function_tool(
+        http_fetch,
+        name=name,
+        category="read",
+        risk="network",
+        idempotent=True,
+        timeout=timeout + 5.0,
+    )

@@ -7,7 +7,8 @@ closes the runtime (cancelling running turns, closing the store) at shutdown.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -19,6 +20,8 @@ from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.routes import ROUTERS
 from ostinato.server.sse import PING_INTERVAL
+
+ALLOWED_ORIGINS_ENV = "OSTINATO_ALLOWED_ORIGINS"
 
 DESCRIPTION = (
     "Run LLM agents as chat conversations. A user message starts a turn; its frames stream "
@@ -34,13 +37,16 @@ def create_app(
     store_name: str = "unknown",
     choose_model: ModelChooser | None = None,
     ping_interval: float = PING_INTERVAL,
+    allowed_origins: Iterable[str] | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``.
 
     ``model_name`` is the runtime's default model and ``models`` the body of
     ``/v1/models`` (OpenAI's list shape; by default the default model alone);
     ``store_name`` is what ``/healthz`` reports; ``choose_model`` picks a model per request
-    (``None``: always the runtime's default).
+    (``None``: always the runtime's default); ``allowed_origins`` are the browser origins
+    that may open the WebSocket besides the server's own loopback ones (``None``: read
+    the comma-separated ``OSTINATO_ALLOWED_ORIGINS``; ``*`` allows any).
     """
 
     @asynccontextmanager
@@ -66,6 +72,7 @@ def create_app(
         store_name=store_name,
         choose_model=choose_model,
         ping_interval=ping_interval,
+        allowed_origins=origins(allowed_origins),
     )
     install_error_handlers(app)
     for router in ROUTERS:
@@ -81,3 +88,10 @@ def end_streams(app: FastAPI) -> None:
     """
     context: ServerContext = app.state.ostinato
     context.closing.set()
+
+
+def origins(allowed: Iterable[str] | None) -> frozenset[str]:
+    """Origins as the WebSocket compares them: trimmed, lower case, no trailing slash."""
+    if allowed is None:
+        allowed = os.environ.get(ALLOWED_ORIGINS_ENV, "").split(",")
+    return frozenset(o.strip().rstrip("/").lower() for o in allowed if o.strip())

@@ -16,6 +16,7 @@ from fastapi import Depends, Request
 from ostinato.messages import JSON
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
+from ostinato.server.streams import Live
 
 ModelChooser = Callable[[Request], Model | None]
 """Picks the model for one request (e.g. from ``x-ostinato-model-*`` headers); ``None``
@@ -31,6 +32,11 @@ class ServerContext:
     choose_model: ModelChooser | None = None
     ping_interval: float = 15.0
     closing: asyncio.Event = field(default_factory=asyncio.Event)  # set: end every stream
+    allowed_origins: frozenset[str] = frozenset()  # WebSocket origins besides loopback
+
+    @property
+    def live(self) -> Live:
+        return Live(self.ping_interval, self.closing)
 
     def model_for(self, request: Request) -> Model | None:
         return self.choose_model(request) if self.choose_model is not None else None

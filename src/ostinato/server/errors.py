@@ -72,7 +72,8 @@ def _sentence(kind: str, loc: list[str], msg: str, ctx: Any) -> str:
     if kind == "extra_forbidden":
         return f"{where}{name} is not a known field"
     if kind == "value_error":
-        return f"{where}{name} {msg.removeprefix('Value error, ')}"
+        reason = msg.removeprefix("Value error, ")
+        return f"{where}{name} {reason}" if name else reason
     return f"{where}{name}: {msg[:1].lower() + msg[1:]}"
 
 

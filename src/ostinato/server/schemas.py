@@ -8,11 +8,21 @@ serializer each), so a row looks the same in ``/messages``, in a turn's response
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 from pydantic.config import JsonDict
 
+from ostinato.approvals import Approval, Grant
 from ostinato.frames import FRAME_TYPES
 from ostinato.messages import Message as StoredMessage
 from ostinato.messages import message_to_json
@@ -31,23 +41,135 @@ class CreateConversationRequest(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
-class TurnRequest(BaseModel):
+Policy = Literal["queue", "supersede", "reject"]
+Remember = Literal["none", "exact", "family"]
+
+_CLIENT_MESSAGE_ID: Any = Field(
+    default=None,
+    max_length=200,
+    description="An id the client chose; stored in the user row's metadata and echoed "
+    "on its `message` frame, so a client can match its optimistic bubble.",
+)
+_POLICY: Any = Field(
+    default="queue",
+    description="What happens when a turn is already running: `queue` (run after it), "
+    "`supersede` (cancel it, then run) or `reject` (409).",
+)
+
+
+def _not_blank(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+class ToolResponse(BaseModel):
+    """The answer to a question card (an `input.requested` frame)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    text: StrictStr = Field(description="The user's message.")
-    client_message_id: StrictStr | None = Field(
-        default=None,
-        max_length=200,
-        description="An id the client chose; stored in the user row's metadata and echoed "
-        "on its `message` frame, so a client can match its optimistic bubble.",
+    tool_use_id: StrictStr = Field(min_length=1, max_length=200)
+    result: Any = Field(description="Any JSON: the card's answer, as the tool's result.")
+
+
+class TurnRequest(BaseModel):
+    """A user message (`text`) or the answer to a question card (`tool_response`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: StrictStr | None = Field(default=None, description="The user's message.")
+    tool_response: ToolResponse | None = Field(
+        default=None, description="Answer the question card that waits, and resume."
+    )
+    client_message_id: StrictStr | None = _CLIENT_MESSAGE_ID
+    policy: Policy = _POLICY
+    cancel_on_disconnect: StrictBool = Field(
+        default=False,
+        description="With `Accept: text/event-stream`: cancel this turn when the client "
+        "goes away. By default a turn runs on without its client.",
     )
 
     @field_validator("text")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
+    def _text(cls, value: str | None) -> str | None:
+        return _not_blank(value)
+
+    @model_validator(mode="after")
+    def _one_input(self) -> TurnRequest:
+        if self.text is None and self.tool_response is None:
+            raise ValueError("text is required (or tool_response, to answer a question card)")
+        if self.text is not None and self.tool_response is not None:
+            raise ValueError("send either text or tool_response, not both")
+        if self.tool_response is not None:
+            for name in ("client_message_id", "policy"):
+                if name in self.model_fields_set:
+                    raise ValueError(f"{name} goes with text, not with tool_response")
+        return self
+
+
+class DecisionRequest(BaseModel):
+    """A person's decision on an approval (an `approval.requested` frame)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "decline"]
+    remember: Remember = Field(
+        default="none",
+        description="With `approve`: also allow this exact call (`exact`) or every call of "
+        "its family (`family`) from now on.",
+    )
+    expires_in_s: float | None = Field(
+        default=None, gt=0, description="The remembered grant expires after this many seconds."
+    )
+
+    @model_validator(mode="after")
+    def _remember_an_approval(self) -> DecisionRequest:
+        if self.remember != "none" and self.decision != "approve":
+            raise ValueError("remember goes with decision 'approve'")
+        if self.expires_in_s is not None and self.remember == "none":
+            raise ValueError("expires_in_s goes with remember 'exact' or 'family'")
+        return self
+
+
+# --- WebSocket messages from the client ---------------------------------------------
+
+
+class WsMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["message"]
+    text: StrictStr
+    client_message_id: StrictStr | None = _CLIENT_MESSAGE_ID
+    policy: Policy = _POLICY
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        _not_blank(value)
         return value
+
+
+class WsToolResponse(ToolResponse):
+    type: Literal["tool_response"]
+
+
+class WsApproval(DecisionRequest):
+    type: Literal["approval"]
+    approval_id: StrictStr = Field(min_length=1, max_length=200)
+
+
+class WsCancel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["cancel"]
+
+
+ClientMessage = Annotated[
+    WsMessage | WsToolResponse | WsApproval | WsCancel, Field(discriminator="type")
+]
+CLIENT_MESSAGE: TypeAdapter[WsMessage | WsToolResponse | WsApproval | WsCancel] = TypeAdapter(
+    ClientMessage
+)
 
 
 # --- responses ---------------------------------------------------------------------
@@ -113,10 +235,104 @@ class TurnOut(BaseModel):
     run_id: str
     stop_reason: str
     messages: list[MessageOut] = Field(
-        description="Every row the turn committed, starting with the user message."
+        description="Every row the turn committed, starting with the user message (or, "
+        "for a card's answer, the tool row that carries it)."
     )
     metrics: dict[str, Any]
     error: str | None = None
+    queued_position: int | None = Field(
+        default=None,
+        description="When the message waited behind another turn: its place in the "
+        "conversation's queue when it arrived; null when it ran at once.",
+    )
+
+
+def _time(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+class ApprovalOut(BaseModel):
+    """One approval: a request for consent and, once decided, how it ended."""
+
+    id: str
+    conversation_id: str
+    turn_id: str
+    tool_use_id: str
+    tool: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    risk: str
+    family: str | None
+    status: Literal["pending", "decided"]
+    ending: Literal["APPROVED", "DECLINED", "UNANSWERED", "UNREACHABLE", "DISMISSED"] | None
+    requested_at: str = Field(json_schema_extra=_TIME)
+    decided_at: str | None = Field(json_schema_extra=_TIME)
+    decided_by: str | None
+    remember: Remember
+
+    @classmethod
+    def of(cls, approval: Approval) -> ApprovalOut:
+        return cls(
+            id=approval.id,
+            conversation_id=approval.conversation_id,
+            turn_id=approval.turn_id,
+            tool_use_id=approval.tool_use_id,
+            tool=approval.tool,
+            arguments=approval.arguments,
+            arguments_hash=approval.arguments_hash,
+            risk=approval.risk,
+            family=approval.family,
+            status=approval.status,
+            ending=approval.ending.value if approval.ending is not None else None,
+            requested_at=approval.requested_at.isoformat(),
+            decided_at=_time(approval.decided_at),
+            decided_by=approval.decided_by,
+            remember=approval.remember,
+        )
+
+
+class ApprovalList(BaseModel):
+    approvals: list[ApprovalOut] = Field(description="Oldest first: the audit trail.")
+
+
+class GrantOut(BaseModel):
+    """A remembered approval: one exact call, or a tool's family of calls."""
+
+    id: str
+    owner: str | None
+    conversation_id: str | None
+    tool: str
+    scope: Literal["exact", "family"]
+    key: str = Field(description="The arguments hash (`exact`) or the family (`family`).")
+    created_at: str = Field(json_schema_extra=_TIME)
+    expires_at: str | None = Field(json_schema_extra=_TIME)
+    approval_id: str | None
+
+    @classmethod
+    def of(cls, grant: Grant) -> GrantOut:
+        return cls(
+            id=grant.id,
+            owner=grant.owner,
+            conversation_id=grant.conversation_id,
+            tool=grant.tool,
+            scope=grant.scope,
+            key=grant.key,
+            created_at=grant.created_at.isoformat(),
+            expires_at=_time(grant.expires_at),
+            approval_id=grant.approval_id,
+        )
+
+
+class GrantList(BaseModel):
+    grants: list[GrantOut] = Field(description="The active grants, oldest first.")
+
+
+class CancelOut(BaseModel):
+    cancelled_turn: str | None = Field(description="The running turn that was cancelled.")
+    dismissed: list[str] = Field(
+        description="The tool_use ids of the cards and approvals a paused conversation "
+        "was waiting on, now resolved (cards dismissed, approvals declined)."
+    )
 
 
 class Health(BaseModel):
@@ -171,6 +387,9 @@ class FrameOut(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such conversation."},
     422: {"model": ErrorBody, "description": "The request is malformed."},
+}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "The request clashes with the current state."}
 }
 
 SSE_RESPONSE: dict[str, Any] = {

@@ -18,7 +18,8 @@ a 404.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
 from starlette.types import Receive, Scope, Send
@@ -39,11 +40,19 @@ def encode_frame(frame: Frame) -> bytes:
     )
 
 
+async def frame_events(frames: AsyncGenerator[Frame | None, None]) -> AsyncIterator[bytes]:
+    """A stream of frames (``None``: nothing happened for a while) as SSE bytes."""
+    async with aclosing(frames):
+        async for frame in frames:
+            yield PING if frame is None else encode_frame(frame)
+
+
 class FrameStream(EventSourceResponse):
     """An ``text/event-stream`` response over an async iterator of encoded events.
 
     ``on_close`` runs however the stream ends (finished, client gone, server stopping),
-    so the subscription behind it never outlives the response.
+    so the subscription behind it never outlives the response. ``on_abandon`` runs
+    before it when the stream did not reach its own end (the client went away).
     """
 
     def __init__(
@@ -51,20 +60,32 @@ class FrameStream(EventSourceResponse):
         events: AsyncIterator[bytes],
         *,
         on_close: Callable[[], None] | None = None,
+        on_abandon: Callable[[], None] | None = None,
     ) -> None:
+        self._wrapper = self._tracked(events)
         super().__init__(
-            events,
+            self._wrapper,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
         self._events = events
         self._on_close = on_close
+        self._on_abandon = on_abandon
+        self._completed = False
+
+    async def _tracked(self, events: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+        async for event in events:
+            yield event
+        self._completed = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
+            await self._wrapper.aclose()
             aclose = getattr(self._events, "aclose", None)
             if aclose is not None:
                 await aclose()
+            if not self._completed and self._on_abandon is not None:
+                self._on_abandon()
             if self._on_close is not None:
                 self._on_close()

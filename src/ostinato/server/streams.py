@@ -1,13 +1,21 @@
-"""The two event streams the API serves, as async generators of SSE bytes.
+"""The event streams the API serves, as async generators of frames.
 
-Both read frames from a bus subscription opened *before* anything they show happens (the
-turn starts, the store is read), so no frame can fall between setting up and streaming.
+Every stream reads frames from a bus subscription opened *before* anything it shows
+happens (the turn starts, the store is read), so no frame can fall between setting up and
+streaming. A stream yields ``None`` for each ``ping_interval`` of silence (SSE sends a
+``: ping`` comment for it) and ends with an ``error`` frame when it must stop early:
+``overflow`` (it fell too far behind) or ``closing`` (the server is shutting down). The
+wire formats are elsewhere: ``sse.frame_events`` for Server-Sent Events, the WebSocket
+route for JSON messages; both serve the same frames.
 
-- ``turn_events``: the frames of one turn (its ``run_id``), up to ``turn.finished``.
-- ``conversation_events``: the committed rows after a position, replayed from the store
-  as ``message`` frames, then the live frames of every turn. A live frame that the
-  replay already covered is dropped: a ``message`` whose seq was replayed, and any other
-  frame whose seq is older than the last replayed row (it happened before that row).
+- ``turn_frames``: the frames of one turn, up to its ``turn.finished``. The turn may not
+  have begun yet (its message waits in the queue): then the stream first carries the
+  message's ``input.queued`` frame, and the turn's frames once it begins.
+- ``conversation_frames``: the committed rows after a position, replayed from the store
+  as ``message`` frames, then the live frames of every turn. A live frame that the replay
+  already covered is dropped: a ``message`` whose seq was replayed, and any other frame
+  whose seq is older than the last replayed row (it happened before that row). With
+  ``deltas=False`` the ephemeral progress frames are left out (rows only).
 """
 
 from __future__ import annotations
@@ -15,35 +23,66 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from dataclasses import dataclass
 
 from ostinato.bus import BacklogOverflow, Subscription
-from ostinato.frames import ErrorFrame, Frame, MessageCommitted, TurnFinished
+from ostinato.frames import (
+    ErrorFrame,
+    Frame,
+    InputQueued,
+    MessageCommitted,
+    TextDeltaFrame,
+    ThinkingDeltaFrame,
+    ToolProgress,
+    TurnFinished,
+    TurnStarted,
+)
 from ostinato.messages import Message
-from ostinato.server.sse import PING, encode_frame
 from ostinato.store.base import Store
+from ostinato.turns import TurnHandle
 
 REPLAY_PAGE = 500
 OVERFLOW = "this stream fell too far behind and was closed; reconnect with Last-Event-ID"
 CLOSING = "the server is shutting down; reconnect with Last-Event-ID"
+EPHEMERAL = (TextDeltaFrame, ThinkingDeltaFrame, ToolProgress)
+"""Progress frames that carry nothing durable: ``deltas=false`` leaves them out."""
+
+
+def _not_begun(error: BaseException | None, seq: int) -> ErrorFrame:
+    code = getattr(error, "code", "not_started")
+    message = getattr(error, "message", None) or "the turn could not begin"
+    return ErrorFrame(run_id="", seq=seq, code=str(code), message=str(message))
 
 
 class _Closing(Exception):
     """The server is shutting down: the stream ends so the connection can close."""
 
 
+@dataclass(frozen=True, slots=True)
+class Live:
+    """What every live stream needs: how often to ping, and when to stop."""
+
+    ping_interval: float
+    closing: asyncio.Event
+
+
 async def _frames(
-    subscription: Subscription, ping_interval: float, closing: asyncio.Event
+    subscription: Subscription, live: Live, wake: asyncio.Future[TurnHandle] | None = None
 ) -> AsyncGenerator[Frame | None, None]:
-    """The subscription's frames, with ``None`` for each ``ping_interval`` of silence;
-    raises ``_Closing`` once ``closing`` is set and no frame is waiting."""
-    closed = asyncio.ensure_future(closing.wait())
+    """The subscription's frames, with ``None`` for each ``ping_interval`` of silence and
+    once when ``wake`` completes; raises ``_Closing`` once ``closing`` is set and no
+    frame is waiting."""
+    closed = asyncio.ensure_future(live.closing.wait())
     getter: asyncio.Future[Frame] | None = None
     try:
         while True:
             if getter is None:
                 getter = asyncio.ensure_future(subscription.__anext__())
+            waiting: set[asyncio.Future[object]] = {getter, closed}  # type: ignore[arg-type]
+            if wake is not None:
+                waiting.add(wake)  # type: ignore[arg-type]
             done, _ = await asyncio.wait(
-                (getter, closed), timeout=ping_interval, return_when=asyncio.FIRST_COMPLETED
+                waiting, timeout=live.ping_interval, return_when=asyncio.FIRST_COMPLETED
             )
             if getter in done:
                 finished, getter = getter, None
@@ -55,6 +94,8 @@ async def _frames(
             elif closed in done:
                 raise _Closing
             else:
+                if wake is not None and wake in done:
+                    wake = None
                 yield None
     finally:
         closed.cancel()
@@ -62,35 +103,87 @@ async def _frames(
             getter.cancel()
 
 
-async def turn_events(
-    subscription: Subscription, run_id: str, *, ping_interval: float, closing: asyncio.Event
-) -> AsyncIterator[bytes]:
+async def turn_frames(
+    subscription: Subscription,
+    started: asyncio.Future[TurnHandle],
+    live: Live,
+    *,
+    queued_id: str | None = None,
+) -> AsyncGenerator[Frame | None, None]:
+    """One turn's frames, up to ``turn.finished``. ``started`` resolves to the turn once
+    it has begun; until then the stream carries the ``input.queued`` frame of
+    ``queued_id`` (its message waits behind another turn)."""
+    waiting = _Waiting(started, queued_id)
+    run_id: str | None = None
     seq = 0
     try:
-        async with aclosing(_frames(subscription, ping_interval, closing)) as frames:
+        async with aclosing(_frames(subscription, live, wake=waiting.wake)) as frames:
             async for frame in frames:
-                if frame is None:
-                    yield PING
-                elif frame.run_id == run_id:
-                    seq = frame.seq
-                    yield encode_frame(frame)
-                    if isinstance(frame, TurnFinished):
+                seq = frame.seq if frame is not None else seq
+                if run_id is None:
+                    out, run_id = waiting.see(frame)
+                else:
+                    out = [frame] if frame is None or frame.run_id == run_id else []
+                for item in out:
+                    yield item
+                    if isinstance(item, TurnFinished):
                         return
+    except _NotBegun as failed:
+        yield failed.frame
     except BacklogOverflow:
-        yield encode_frame(ErrorFrame(run_id=run_id, seq=seq, code="overflow", message=OVERFLOW))
+        yield ErrorFrame(run_id=run_id or "", seq=seq, code="overflow", message=OVERFLOW)
     except _Closing:
-        yield encode_frame(ErrorFrame(run_id=run_id, seq=seq, code="closing", message=CLOSING))
+        yield ErrorFrame(run_id=run_id or "", seq=seq, code="closing", message=CLOSING)
 
 
-async def conversation_events(
+class _NotBegun(Exception):
+    def __init__(self, frame: ErrorFrame) -> None:
+        super().__init__(frame.message)
+        self.frame = frame
+
+
+class _Waiting:
+    """A turn that may not have begun: what its stream shows until it does.
+
+    The runtime publishes a turn's first frames (``turn.started``, its rows) just before
+    the turn is handed over, so the frames of the latest run seen are kept: once the turn
+    is known, those that are its own are sent first.
+    """
+
+    def __init__(self, started: asyncio.Future[TurnHandle], queued_id: str | None) -> None:
+        self.started = started
+        self.queued_id = queued_id
+        self.since_start: list[Frame] = []
+        self.wake = None if started.done() else started
+
+    def see(self, frame: Frame | None) -> tuple[list[Frame | None], str | None]:
+        """The frames to send now, and the turn's run_id once it has begun."""
+        out: list[Frame | None] = []
+        if frame is not None:
+            if isinstance(frame, TurnStarted):
+                self.since_start = []
+            self.since_start.append(frame)
+            if isinstance(frame, InputQueued) and frame.queued_id == self.queued_id:
+                out.append(frame)
+        if not self.started.done():
+            return (out or [None]) if frame is None else out, None
+        if self.started.cancelled() or self.started.exception() is not None:
+            error = None if self.started.cancelled() else self.started.exception()
+            raise _NotBegun(_not_begun(error, frame.seq if frame is not None else 0))
+        run_id = self.started.result().run_id
+        mine, self.since_start = [f for f in self.since_start if f.run_id == run_id], []
+        return [*out, *mine], run_id
+
+
+async def conversation_frames(
     subscription: Subscription,
     store: Store,
     conversation_id: str,
+    live: Live,
     *,
     after_seq: int,
-    ping_interval: float,
-    closing: asyncio.Event,
-) -> AsyncIterator[bytes]:
+    deltas: bool = True,
+) -> AsyncGenerator[Frame | None, None]:
     runs: dict[str, str] = {}
     last = after_seq
     async for row in _stored_rows(store, conversation_id, after_seq):
@@ -99,18 +192,20 @@ async def conversation_events(
             runs = {turn.id: turn.run_id for turn in await store.list_turns(conversation_id)}
             runs.setdefault(row.turn_id, "")  # no record of it: do not look again
         run_id = runs.get(row.turn_id or "", "")
-        yield encode_frame(MessageCommitted(run_id=run_id, seq=last, message=row))
+        yield MessageCommitted(run_id=run_id, seq=last, message=row)
     try:
-        async with aclosing(_frames(subscription, ping_interval, closing)) as frames:
+        async with aclosing(_frames(subscription, live)) as frames:
             async for frame in frames:
                 if frame is None:
-                    yield PING
+                    yield None
+                elif not deltas and isinstance(frame, EPHEMERAL):
+                    continue
                 elif frame.seq > last or (frame.seq == last and not frame.durable):
-                    yield encode_frame(frame)
+                    yield frame
     except BacklogOverflow:
-        yield encode_frame(ErrorFrame(run_id="", seq=last, code="overflow", message=OVERFLOW))
+        yield ErrorFrame(run_id="", seq=last, code="overflow", message=OVERFLOW)
     except _Closing:
-        yield encode_frame(ErrorFrame(run_id="", seq=last, code="closing", message=CLOSING))
+        yield ErrorFrame(run_id="", seq=last, code="closing", message=CLOSING)
 
 
 async def _stored_rows(

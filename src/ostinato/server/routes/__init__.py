@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from ostinato.server.routes import conversations, events, health, messages, turns
+from ostinato.server.routes import (
+    approvals,
+    conversations,
+    events,
+    health,
+    messages,
+    turns,
+    websocket,
+)
 
 ROUTERS = (
     health.router,
     conversations.router,
     messages.router,
     turns.router,
+    approvals.router,
     events.router,
+    websocket.router,
 )

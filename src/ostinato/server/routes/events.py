@@ -2,7 +2,9 @@
 
 It first replays the committed rows after ``after_seq`` (or after the ``Last-Event-ID``
 header, which wins, as a reconnecting ``EventSource`` sends it) as ``message`` frames,
-then streams every live frame, with no gap and no duplicate between the two.
+then streams every live frame, with no gap and no duplicate between the two. With
+``deltas=false`` the progress frames (``text.delta``, ``thinking.delta``,
+``tool.progress``) are left out: a surface that shows only rows.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from fastapi import APIRouter, Header, Query, Response
 from ostinato.errors import InvalidRequest
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES, SSE_RESPONSE
-from ostinato.server.sse import FrameStream
-from ostinato.server.streams import conversation_events
+from ostinato.server.sse import FrameStream, frame_events
+from ostinato.server.streams import conversation_frames
 
 router = APIRouter(prefix="/v1/conversations", tags=["events"])
+
+AfterSeq = Annotated[int, Query(ge=0, description="Replay rows after this seq.")]
+Deltas = Annotated[
+    bool,
+    Query(
+        description="Include `text.delta`, `thinking.delta` and `tool.progress` frames; "
+        "false: committed rows and turn events only."
+    ),
+]
 
 
 def _position(after_seq: int, last_event_id: str | None) -> int:
@@ -45,7 +56,8 @@ def _position(after_seq: int, last_event_id: str | None) -> int:
 async def watch_conversation(
     context: Context,
     conversation_id: str,
-    after_seq: Annotated[int, Query(ge=0, description="Replay rows after this seq.")] = 0,
+    after_seq: AfterSeq = 0,
+    deltas: Deltas = True,
     last_event_id: Annotated[str | None, Header(max_length=40)] = None,
 ) -> Response:
     """Replay the committed rows after a seq as `message` frames, then stream every live
@@ -55,14 +67,12 @@ async def watch_conversation(
     position = _position(after_seq, last_event_id)
     await runtime.conversation(conversation_id)
     subscription = runtime.bus.subscribe(conversation_id)
-    return FrameStream(
-        conversation_events(
-            subscription,
-            runtime.store,
-            conversation_id,
-            after_seq=position,
-            ping_interval=context.ping_interval,
-            closing=context.closing,
-        ),
-        on_close=subscription.close,
+    frames = conversation_frames(
+        subscription,
+        runtime.store,
+        conversation_id,
+        context.live,
+        after_seq=position,
+        deltas=deltas,
     )
+    return FrameStream(frame_events(frames), on_close=subscription.close)

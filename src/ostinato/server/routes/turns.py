@@ -1,19 +1,38 @@
-"""``POST /v1/conversations/{id}/turns``: send a user message, which starts a turn.
+"""``POST /v1/conversations/{id}/turns``: send a user message, or answer a question card;
+either starts a turn. ``POST /v1/conversations/{id}/cancel``: stop it.
 
 With ``Accept: text/event-stream`` the answer is that turn's frames as Server-Sent Events,
-from ``turn.started`` to ``turn.finished``; otherwise the turn runs to its end and the
+from ``turn.started`` to ``turn.finished``; a message that has to wait behind a running
+turn gets its response at once, an ``input.queued`` frame, then its turn's frames when it
+begins. Otherwise the turn runs to its end (after waiting its place in the queue) and the
 answer is its result as JSON. Either way the turn is a runtime task: a client that goes
-away stops receiving, it does not stop the turn.
+away stops receiving, it does not stop the turn, unless it asked for that with
+``cancel_on_disconnect``.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request, Response
 
+from ostinato.models.base import Model
+from ostinato.runtime import Runtime
 from ostinato.server.context import Context
-from ostinato.server.schemas import ERROR_RESPONSES, SSE_RESPONSE, MessageOut, TurnOut, TurnRequest
-from ostinato.server.sse import FrameStream
-from ostinato.server.streams import turn_events
+from ostinato.server.schemas import (
+    CONFLICT,
+    ERROR_RESPONSES,
+    SSE_RESPONSE,
+    CancelOut,
+    MessageOut,
+    TurnOut,
+    TurnRequest,
+)
+from ostinato.server.sse import FrameStream, frame_events
+from ostinato.server.streams import turn_frames
+from ostinato.store.base import QueuedInput
+from ostinato.turns import TurnHandle
 
 router = APIRouter(prefix="/v1/conversations", tags=["turns"])
 
@@ -35,19 +54,21 @@ def wants_events(request: Request) -> bool:
             "content": SSE_RESPONSE,
         },
         **ERROR_RESPONSES,
+        **CONFLICT,
     },
 )
 async def post_turn(
     context: Context, request: Request, conversation_id: str, body: TurnRequest
 ) -> TurnOut | Response:
-    """Send a user message, which starts a turn. With `Accept: text/event-stream`: the
-    turn's frames; otherwise: its result once it ends."""
+    """Send a user message (`text`), or answer the question card that waits
+    (`tool_response`); either starts a turn. With `Accept: text/event-stream`: the turn's
+    frames; otherwise: its result once it ends. 409 when the policy is `reject` and a
+    turn runs, or when the card answered is not the one waiting."""
     runtime = context.runtime
     model = context.model_for(request)
     if not wants_events(request):
-        handle = await runtime.start_turn(
-            conversation_id, body.text, client_message_id=body.client_message_id, model=model
-        )
+        started, queued = await begin(runtime, conversation_id, body, model)
+        handle = await asyncio.shield(started)
         result = await handle.result()
         return TurnOut(
             turn_id=result.turn_id,
@@ -56,21 +77,77 @@ async def post_turn(
             messages=[MessageOut.of(m) for m in (*handle.rows, *result.messages)],
             metrics=result.metrics,
             error=result.error,
+            queued_position=queued.position if queued is not None else None,
         )
     subscription = runtime.bus.subscribe(conversation_id)
     try:
-        handle = await runtime.start_turn(
-            conversation_id, body.text, client_message_id=body.client_message_id, model=model
-        )
+        started, queued = await begin(runtime, conversation_id, body, model)
     except BaseException:
         subscription.close()
         raise
-    return FrameStream(
-        turn_events(
-            subscription,
-            handle.run_id,
-            ping_interval=context.ping_interval,
-            closing=context.closing,
-        ),
-        on_close=subscription.close,
+    frames = turn_frames(
+        subscription, started, context.live, queued_id=queued.id if queued else None
     )
+    return FrameStream(
+        frame_events(frames),
+        on_close=subscription.close,
+        on_abandon=cancel_when_begun(started) if body.cancel_on_disconnect else None,
+    )
+
+
+async def begin(
+    runtime: Runtime, conversation_id: str, body: TurnRequest, model: Model | None
+) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
+    """Hand the request to the runtime. Returns once the turn has begun, or once its
+    message is stored in the queue: the turn (when it begins), and the queued message."""
+    if body.tool_response is not None:
+        response = body.tool_response
+        handle = await runtime.answer_card(
+            conversation_id, response.tool_use_id, response.result, model=model
+        )
+        begun: asyncio.Future[TurnHandle] = asyncio.get_running_loop().create_future()
+        begun.set_result(handle)
+        return begun, None
+    assert body.text is not None
+    submission = await runtime.submit(
+        conversation_id,
+        body.text,
+        client_message_id=body.client_message_id,
+        policy=body.policy,
+        model=model,
+    )
+    if submission.queued is None:
+        await submission.handle()  # raises what kept it from starting
+    return submission.started, submission.queued
+
+
+def cancel_when_begun(started: asyncio.Future[TurnHandle]) -> Callable[[], None]:
+    """A callback that cancels this turn (and no other): at once if it runs, or as soon
+    as it begins if it still waits in the queue."""
+
+    def cancel(begun: asyncio.Future[TurnHandle]) -> None:
+        if not begun.cancelled() and begun.exception() is None:
+            task = begun.result().task
+            if not task.done():
+                task.cancel()
+
+    def on_abandon() -> None:
+        if started.done():
+            cancel(started)
+        else:  # runs after the turn's task has had its first step
+            started.add_done_callback(cancel)
+
+    return on_abandon
+
+
+@router.post(
+    "/{conversation_id}/cancel",
+    response_model=CancelOut,
+    responses={404: ERROR_RESPONSES[404], **CONFLICT},
+)
+async def cancel(context: Context, conversation_id: str) -> CancelOut:
+    """Cancel the running turn (it ends `cancelled`; a call waiting for approval is
+    declined), or resolve what a paused conversation waits on (cards dismissed, approvals
+    declined). 409 when nothing runs and nothing waits."""
+    outcome = await context.runtime.cancel(conversation_id)
+    return CancelOut(cancelled_turn=outcome.cancelled_turn, dismissed=list(outcome.dismissed))

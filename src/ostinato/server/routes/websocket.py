@@ -1,0 +1,223 @@
+"""``GET /v1/conversations/{id}/ws``: the conversation on a WebSocket, both ways.
+
+Out: the same frames as ``/events`` (the committed rows after ``after_seq``, replayed,
+then every live frame, with no gap and no duplicate; ``deltas=false`` leaves out the
+progress frames), each as one JSON text message, the same JSON as an SSE ``data:``.
+
+In: JSON text messages, each handled in order:
+
+- ``{"type": "message", "text", "client_message_id"?, "policy"?}`` sends a message;
+- ``{"type": "tool_response", "tool_use_id", "result"}`` answers a question card;
+- ``{"type": "approval", "approval_id", "decision", "remember"?, "expires_in_s"?}``;
+- ``{"type": "cancel"}`` cancels the running turn (or what a paused one waits on).
+
+Their effects arrive as frames, like everyone else's. A message that cannot be done gets
+a reply ``{"type": "error", "code", "message"}`` (no ``run_id`` or ``seq``: it is not a
+frame) and the socket stays open.
+
+A browser page on another site must not drive a conversation: the ``Origin`` header is
+checked before the socket is accepted (see ``origin_allowed``). A refused origin gets 403
+and an unknown conversation 404 (as HTTP responses where the server supports that, else
+the socket is closed with 1008 or 4404).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import aclosing, suppress
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from ostinato.errors import ClientError, NotFound
+from ostinato.frames import ErrorFrame
+from ostinato.messages import JSON
+from ostinato.runtime import Runtime
+from ostinato.server.context import ServerContext
+from ostinato.server.errors import describe_validation, error_response
+from ostinato.server.schemas import (
+    CLIENT_MESSAGE,
+    WsApproval,
+    WsCancel,
+    WsMessage,
+    WsToolResponse,
+)
+from ostinato.server.streams import conversation_frames
+
+router = APIRouter(prefix="/v1/conversations", tags=["events"])
+
+DENIAL = "websocket.http.response"
+CLOSE_CODES = {"closing": 1001, "overflow": 1013}  # going away; try again later
+NOT_FOUND_CLOSE = 4404
+ClientMessage = WsMessage | WsToolResponse | WsApproval | WsCancel
+
+
+def origin_allowed(origin: str | None, allowed: frozenset[str], port: int | None) -> bool:
+    """No ``Origin`` (a program, not a browser page), a loopback origin on the server's own
+    port, or one of ``allowed`` (``*``: any)."""
+    if origin is None:
+        return True
+    origin = origin.strip().rstrip("/").lower()
+    if origin in allowed or "*" in allowed:
+        return True
+    if port is None:
+        return False
+    suffix = "" if port == 80 else f":{port}"
+    return origin in {f"http://{host}{suffix}" for host in ("127.0.0.1", "localhost", "[::1]")}
+
+
+@router.websocket("/{conversation_id}/ws")
+async def conversation_socket(
+    websocket: WebSocket,
+    conversation_id: str,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    deltas: bool = True,
+) -> None:
+    context: ServerContext = websocket.app.state.ostinato
+    runtime = context.runtime
+    server = websocket.scope.get("server")
+    port = server[1] if server else None
+    if not origin_allowed(websocket.headers.get("origin"), context.allowed_origins, port):
+        await _refuse(websocket, 403, "forbidden", "this Origin may not open the WebSocket")
+        return
+    try:
+        await runtime.conversation(conversation_id)
+    except NotFound as exc:
+        await _refuse(websocket, 404, exc.code, exc.message)
+        return
+    subscription = runtime.bus.subscribe(conversation_id)
+    try:
+        await websocket.accept()
+        lock = asyncio.Lock()
+
+        async def send(data: JSON) -> None:
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+            async with lock:
+                await websocket.send_text(text)
+
+        frames = conversation_frames(
+            subscription,
+            runtime.store,
+            conversation_id,
+            context.live,
+            after_seq=after_seq,
+            deltas=deltas,
+        )
+        pump = asyncio.ensure_future(_pump(websocket, frames, send))
+        listen = asyncio.ensure_future(_listen(websocket, runtime, conversation_id, send))
+        try:
+            await asyncio.wait((pump, listen), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pump, listen):
+                task.cancel()
+            await asyncio.gather(pump, listen, return_exceptions=True)
+    finally:
+        subscription.close()
+
+
+async def _refuse(websocket: WebSocket, status: int, code: str, message: str) -> None:
+    if DENIAL in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error_response(status, code, message))
+    elif status == 403:
+        await websocket.close(code=1008, reason=message[:120])
+    else:
+        await websocket.accept()
+        await websocket.close(code=NOT_FOUND_CLOSE, reason=message[:120])
+
+
+async def _pump(websocket: WebSocket, frames: Any, send: Any) -> None:
+    """Send every frame; when the stream ends itself (server closing, overflow), close."""
+    last: ErrorFrame | None = None
+    try:
+        async with aclosing(frames):
+            async for frame in frames:
+                if frame is None:
+                    continue  # the server's WebSocket pings keep the connection alive
+                await send(frame.to_json())
+                last = frame if isinstance(frame, ErrorFrame) else None
+    except (WebSocketDisconnect, OSError, RuntimeError):
+        return  # the client is gone
+    code = CLOSE_CODES.get(last.code, 1000) if last is not None else 1000
+    with suppress(WebSocketDisconnect, OSError, RuntimeError):
+        await websocket.close(code=code)
+
+
+async def _listen(websocket: WebSocket, runtime: Runtime, conversation_id: str, send: Any) -> None:
+    """Handle the client's messages in order, until it leaves."""
+    while True:
+        try:
+            received = await websocket.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        if received["type"] == "websocket.disconnect":
+            return
+        text = received.get("text")
+        try:
+            if text is None:
+                raise _Refused("invalid_request", "send JSON objects as text messages")
+            message = _parse(text)
+            # shielded: a request the runtime has begun finishes even if the socket goes
+            await asyncio.shield(_handle(runtime, conversation_id, message))
+        except _Refused as refused:
+            await _reply_error(send, refused.code, refused.message)
+        except ClientError as exc:
+            await _reply_error(send, exc.code, exc.message)
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+async def _reply_error(send: Any, code: str, message: str) -> None:
+    with suppress(WebSocketDisconnect, OSError, RuntimeError):
+        await send({"type": "error", "code": code, "message": message})
+
+
+def _parse(text: str) -> ClientMessage:
+    try:
+        return CLIENT_MESSAGE.validate_json(text)
+    except ValidationError as exc:
+        raise _Refused("invalid_request", _describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    errors = exc.errors()
+    kinds = {str(e.get("type")) for e in errors}
+    if "json_invalid" in kinds:
+        return "the message is not valid JSON"
+    if "union_tag_not_found" in kinds or "model_attributes_type" in kinds:
+        return "the message must be a JSON object with a type"
+    if "union_tag_invalid" in kinds:
+        return "type must be one of message, tool_response, approval, cancel"
+    # loc starts with the message's type (the union's tag): name fields as in a body
+    named = [{**e, "loc": ("body", *e.get("loc", ())[1:])} for e in errors]
+    return describe_validation(named)[0]
+
+
+async def _handle(runtime: Runtime, conversation_id: str, message: ClientMessage) -> None:
+    match message:
+        case WsMessage():
+            submission = await runtime.submit(
+                conversation_id,
+                message.text,
+                client_message_id=message.client_message_id,
+                policy=message.policy,
+            )
+            if submission.queued is None:
+                await submission.handle()  # raises what kept it from starting
+        case WsToolResponse():
+            await runtime.answer_card(conversation_id, message.tool_use_id, message.result)
+        case WsApproval():
+            await runtime.decide(
+                conversation_id,
+                message.approval_id,
+                approve=message.decision == "approve",
+                remember=message.remember,
+                expires_in=message.expires_in_s,
+            )
+        case WsCancel():
+            await runtime.cancel(conversation_id)

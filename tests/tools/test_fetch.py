@@ -275,7 +275,7 @@ async def test_the_production_default_refuses_the_local_test_server(server: Loca
     tool = http_fetch_tool(allow_hosts=(), ports=None)
     with pytest.raises(AddressRefused, match="loopback"):
         await call(tool, server.url("/"))
-    with pytest.raises(AddressRefused, match="localhost resolves to 127.0.0.1"):
+    with pytest.raises(AddressRefused, match=r"localhost resolves to 127\.0\.0\.1"):
         await call(tool, server.url("/", host="localhost"))  # through /etc/hosts
     assert server.seen == []
 

@@ -23,7 +23,7 @@ from ostinato.tools.base import Validator
 
 MAX_NAME = 64
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
+_UNSAFE = re.compile(r"_*[^a-zA-Z0-9_-]+_*")
 _MAX_PROBLEMS = 5
 
 
@@ -36,9 +36,10 @@ class ToolSourceError(ValueError):
 def sanitize_name(name: str, *, prefix: str | None = None) -> str:
     """A tool name every provider accepts: ``^[a-zA-Z0-9_-]{1,64}$``.
 
-    Runs of other characters become one ``_``; leading and trailing ``_`` go. ``prefix``
-    (a server or document name) is joined with ``_``. A name longer than 64 characters
-    is cut and ends with a hash of the whole, so two long names stay apart.
+    Runs of other characters (with the ``_`` around them) become one ``_``; leading and
+    trailing ``_`` go. ``prefix`` (a server or document name) is joined with ``_``. A
+    name longer than 64 characters is cut and ends with a hash of the whole, so two long
+    names stay apart.
     """
     joined = f"{prefix}_{name}" if prefix else name
     if _NAME.match(joined):

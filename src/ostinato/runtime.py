@@ -13,6 +13,8 @@ from typing import Any
 
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember, refusal
+from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
+from ostinato.attachments import files_of
 from ostinato.bus import LocalBus
 from ostinato.consent import ConsentGate
 from ostinato.context.compaction import Compactor
@@ -22,7 +24,7 @@ from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, MessageCommitted, TurnFinished, TurnStarted
 from ostinato.ids import new_id
 from ostinato.loop.driver import TurnDriver, TurnResult
-from ostinato.messages import JSON, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ostinato.messages import JSON, FileBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ostinato.models.base import Model
 from ostinato.recovery import recover
 from ostinato.store.base import (
@@ -75,6 +77,7 @@ class Runtime:
         approvals: ApprovalPolicy | None = None,
         data_dir: Path | str | None = None,
         compactor: Compactor | None = None,
+        seed_recall: bool = True,
     ) -> None:
         """``compactor`` summarises long histories (give it a cheap-tier model); by
         default the turn's own model does."""
@@ -85,6 +88,7 @@ class Runtime:
         self.consent = ConsentGate(store, self.bus, approvals)
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.compactor = compactor or Compactor()
+        self.seed_recall = seed_recall
         self._model = model
         self._workers = Workers(self._begin)
 
@@ -283,8 +287,12 @@ class Runtime:
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow())
         ops: list[WriteOp]
         carried: list[tuple[ToolUseBlock, str]] = []
+        seeds: list[ToolUseBlock] = []
+        files: dict[str, FileBlock] = {}
         match submission.input:
             case NewMessage(message=message, queued=queued):
+                files = files_of(message)
+                seeds = self._seeds(message, files)
                 ops, _ = await self._resolve_waiting(conversation_id, history, message.text)
                 ops.append(AppendMessage(conversation_id, message, turn.id))
                 if queued is not None:
@@ -324,9 +332,22 @@ class Runtime:
             owner=conversation.owner,
             workdir=workdir_for(self.data_dir, conversation_id) if self.data_dir else None,
             carried=carried,
+            seeds=seeds,
+            tool_extras={ATTACHMENTS: files},
         )
         task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
         return TurnHandle(turn, tuple(stored), task, lambda: driver.seq)
+
+    def _seeds(self, message: Message, files: dict[str, FileBlock]) -> list[ToolUseBlock]:
+        """The turn-zero calls for a user message: a memory recall keyed on it, and one
+        read per attached file (the driver skips tools the catalog does not offer)."""
+        seeds = [
+            ToolUseBlock(f"seed_{new_id()}", "read_attachment", {"name": name}) for name in files
+        ]
+        text = message.text.strip()
+        if self.seed_recall and text:
+            seeds.insert(0, ToolUseBlock(f"seed_{new_id()}", "recall", {"query": text[:500]}))
+        return seeds
 
     async def _commit_rows(
         self,

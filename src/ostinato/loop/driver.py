@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from ostinato.agents import AgentConfig
+from ostinato.attachments import placeholder
 from ostinato.bus import Bus
 from ostinato.context.keeper import ContextKeeper
 from ostinato.errors import ContextTooLong, ModelError, ModelTimeout, StreamIncomplete
@@ -103,13 +104,17 @@ class TurnDriver:
         owner: str | None = None,
         workdir: Path | None = None,
         carried: Sequence[tuple[ToolUseBlock, str]] = (),
+        seeds: Sequence[ToolUseBlock] = (),
+        tool_extras: dict[str, Any] | None = None,
     ) -> None:
         """``carried`` are tool calls of an earlier turn this one runs first (an approval
         decided after a restart), each with the id of the turn that recorded it."""
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
         self.consent, self.owner, self.workdir = consent, owner, workdir
-        self.history, self.tool_ids = repair(history)
+        self.history, self.tool_ids = repair([placeholder(m) for m in history])
+        self.seeds = tuple(call for call in seeds if call.name in catalog.by_name)
+        self.tool_extras = tool_extras or {}
         self.context = context
         self.prior_count = len(self.history) - turn_rows  # rows before this turn's own
         self.seq = history[-1].seq or 0 if history else 0
@@ -133,6 +138,8 @@ class TurnDriver:
         )
         step: NextStep = RunTools(self.carried, {}) if self.carried else CallModel()
         try:
+            if self.seeds:
+                await self._seed()
             while True:
                 match step:
                     case CallModel(tools_off=tools_off):
@@ -330,6 +337,7 @@ class TurnDriver:
             workdir=self.workdir,
             progress=progress,
             seq=self.seq,
+            extras=self.tool_extras,
         )
 
     async def _run_tools(
@@ -382,7 +390,33 @@ class TurnDriver:
             run.duration_s,
         )
 
-    async def _commit_results(self, runs: list[ToolRun], note: str | None) -> None:
+    async def _seed(self) -> None:
+        """Turn-zero seeds: real tool calls (a memory recall, one read per attachment) run
+        before the first model call; the call and its results are hidden ``read`` rows
+        of the turn's working set."""
+        now = utcnow()
+        starts = [StartToolCall(self._record(call, now)) for call in self.seeds]
+        seed = Message("assistant", self.seeds, hidden=True, metadata={"seed": True})
+        await self._commit([seed], starts)
+        for call in self.seeds:
+            self.open_calls[call.id] = call
+            self.unfinished.add(call.id)
+            self._emit(
+                ToolStarted(
+                    run_id=self.turn.run_id,
+                    seq=self.seq,
+                    tool_use_id=call.id,
+                    name=call.name,
+                    input=call.input,
+                    category="read",
+                )
+            )
+        runs = await self._run_tools(self.seeds, {})
+        await self._commit_results(runs, None, hidden=True)
+
+    async def _commit_results(
+        self, runs: list[ToolRun], note: str | None, *, hidden: bool = False
+    ) -> None:
         blocks: list[Block] = [
             ToolResultBlock(r.call.id, r.content, is_error=r.error is not None) for r in runs
         ]
@@ -390,7 +424,8 @@ class TurnDriver:
             blocks.append(TextBlock(note))
         unrecorded = [r for r in runs if r.status != "skipped" and not r.recorded]
         await self._commit(
-            [Message(role="tool", blocks=tuple(blocks))], [self._finish_op(r) for r in unrecorded]
+            [Message(role="tool", blocks=tuple(blocks), hidden=hidden)],
+            [self._finish_op(r) for r in unrecorded],
         )
         for run in runs:
             self.open_calls.pop(run.call.id, None)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ostinato.approvals import Ending, refusal
 from ostinato.errors import ToolError
@@ -59,6 +59,7 @@ async def run_tool(
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
     seq: int = 0,
+    extras: dict[str, Any] | None = None,
 ) -> ToolRun:
     started = time.perf_counter()
 
@@ -86,6 +87,7 @@ async def run_tool(
         owner=owner,
         workdir=workdir,
         progress=progress,
+        extras=extras if extras is not None else {},
     )
     deadline = asyncio.timeout(tool.timeout)
     try:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ostinato.attachments import CONTEXT_KEY, extract_text
 from ostinato.errors import ToolError
-from ostinato.tools.base import Tool, ToolRegistry
+from ostinato.messages import FileBlock
+from ostinato.tools.base import Tool, ToolContext, ToolRegistry
 from ostinato.tools.calculator import CalculatorError, evaluate
 from ostinato.tools.functions import function_tool
 
@@ -57,11 +60,26 @@ async def ask_user(question: str, options: list[str] | None = None, multiple: bo
     raise ToolError("ask_user is answered by the user, not run")
 
 
+async def read_attachment(name: str, context: ToolContext) -> str:
+    """Read the text of a file the user attached to their message.
+
+    Args:
+        name: The file's name, as listed in the message.
+    """
+    files: Mapping[str, FileBlock] = context.extras.get(CONTEXT_KEY, {})
+    block = files.get(name)
+    if block is None:
+        known = ", ".join(sorted(files)) or "none"
+        raise ToolError(f"no attachment named {name!r} in this message; attached: {known}")
+    return extract_text(block)
+
+
 def builtin_tools() -> list[Tool]:
     return [
         function_tool(clock, category="read"),
         function_tool(calculator, category="action"),
         function_tool(ask_user, category="ui"),
+        function_tool(read_attachment, category="read", risk="safe"),
     ]
 
 

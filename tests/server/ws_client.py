@@ -91,7 +91,7 @@ async def open_websocket(
     to_app: asyncio.Queue[Message] = asyncio.Queue()
     from_app: asyncio.Queue[Message] = asyncio.Queue()
     await to_app.put({"type": "websocket.connect"})
-    task = asyncio.create_task(app(scope, to_app.get, from_app.put))
+    task: asyncio.Future[None] = asyncio.ensure_future(app(scope, to_app.get, from_app.put))
     try:
         first = await asyncio.wait_for(from_app.get(), 5)
         if first["type"] == "websocket.close":

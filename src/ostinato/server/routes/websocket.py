@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing, suppress
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from ostinato.errors import ClientError, NotFound
-from ostinato.frames import ErrorFrame
+from ostinato.frames import ErrorFrame, Frame
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
 from ostinato.server.context import ServerContext
@@ -52,6 +53,7 @@ DENIAL = "websocket.http.response"
 CLOSE_CODES = {"closing": 1001, "overflow": 1013}  # going away; try again later
 NOT_FOUND_CLOSE = 4404
 ClientMessage = WsMessage | WsToolResponse | WsApproval | WsCancel
+Send = Callable[[JSON], Awaitable[None]]
 
 
 def origin_allowed(origin: str | None, allowed: frozenset[str], port: int | None) -> bool:
@@ -127,7 +129,9 @@ async def _refuse(websocket: WebSocket, status: int, code: str, message: str) ->
         await websocket.close(code=NOT_FOUND_CLOSE, reason=message[:120])
 
 
-async def _pump(websocket: WebSocket, frames: Any, send: Any) -> None:
+async def _pump(
+    websocket: WebSocket, frames: AsyncGenerator[Frame | None, None], send: Send
+) -> None:
     """Send every frame; when the stream ends itself (server closing, overflow), close."""
     last: ErrorFrame | None = None
     try:
@@ -144,7 +148,7 @@ async def _pump(websocket: WebSocket, frames: Any, send: Any) -> None:
         await websocket.close(code=code)
 
 
-async def _listen(websocket: WebSocket, runtime: Runtime, conversation_id: str, send: Any) -> None:
+async def _listen(websocket: WebSocket, runtime: Runtime, conversation_id: str, send: Send) -> None:
     """Handle the client's messages in order, until it leaves."""
     while True:
         try:
@@ -172,7 +176,7 @@ class _Refused(Exception):
         self.code, self.message = code, message
 
 
-async def _reply_error(send: Any, code: str, message: str) -> None:
+async def _reply_error(send: Send, code: str, message: str) -> None:
     with suppress(WebSocketDisconnect, OSError, RuntimeError):
         await send({"type": "error", "code": code, "message": message})
 
@@ -189,10 +193,10 @@ def _describe(exc: ValidationError) -> str:
     kinds = {str(e.get("type")) for e in errors}
     if "json_invalid" in kinds:
         return "the message is not valid JSON"
-    if "union_tag_not_found" in kinds or "model_attributes_type" in kinds:
-        return "the message must be a JSON object with a type"
     if "union_tag_invalid" in kinds:
         return "type must be one of message, tool_response, approval, cancel"
+    if any(not e.get("loc") for e in errors):
+        return "the message must be a JSON object with a type"
     # loc starts with the message's type (the union's tag): name fields as in a body
     named = [{**e, "loc": ("body", *e.get("loc", ())[1:])} for e in errors]
     return describe_validation(named)[0]

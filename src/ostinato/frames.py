@@ -34,8 +34,14 @@ class _Frame:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStarted(_Frame):
+    """A turn began: ``kind`` user / resume (a card answered) / approval (a decision that
+    outlived its turn); the skill, persona and tier the router chose."""
+
     turn_id: str
     kind: str = "user"
+    skill: str | None = None
+    persona: str | None = None
+    tier: str | None = None
     type: Literal["turn.started"] = "turn.started"
 
 

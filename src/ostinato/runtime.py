@@ -5,14 +5,13 @@ turns they cause one at a time per conversation, cancels, and recovers after a c
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ostinato.agents import AgentConfig
-from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember, refusal
+from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember
 from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
 from ostinato.attachments import files_of
 from ostinato.bus import LocalBus
@@ -24,16 +23,22 @@ from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, MessageCommitted, TurnFinished, TurnStarted
 from ostinato.ids import new_id
 from ostinato.loop.driver import TurnDriver, TurnResult
-from ostinato.messages import JSON, FileBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ostinato.loop.setup import (
+    card_answer,
+    open_tool_use,
+    open_tool_uses,
+    seed_calls,
+    waiting_answers,
+)
+from ostinato.messages import JSON, FileBlock, Message, TextBlock, ToolUseBlock
 from ostinato.models.base import Model
 from ostinato.recovery import recover
+from ostinato.skills import Route, Router, Skill, last_skill, sticky_persona
 from ostinato.store.base import (
     AppendMessage,
     Conversation,
     CreateConversation,
-    DecideApproval,
     Enqueue,
-    FinishToolCall,
     QueuedInput,
     SetConversationState,
     StartTurn,
@@ -43,8 +48,9 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
-from ostinato.tools.base import ToolRegistry
+from ostinato.tools.base import Tool, ToolRegistry
 from ostinato.tools.builtins import default_registry
+from ostinato.tools.mounting import Mount, Source
 from ostinato.tools.workdir import workdir_for
 from ostinato.turns import (
     ApprovalOutcome,
@@ -57,6 +63,26 @@ from ostinato.turns import (
 )
 
 ModelChoice = Model | Callable[[Conversation], Model]
+ModelResolver = Callable[[str], Model]
+"""Turns a tier name or a ``provider:model`` id into a model."""
+RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
+ROUTE = "route"
+
+
+class SkillConsent:
+    """The consent gate seen through one skill's approval policy."""
+
+    def __init__(self, gate: ConsentGate, policy: ApprovalPolicy | None) -> None:
+        self.gate = gate
+        self.policy = policy or gate.policy
+
+    def required(self, tool: Tool) -> bool:
+        return self.policy.needs_consent(tool)
+
+    async def ask(
+        self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
+    ) -> Ending:
+        return await self.gate.ask(turn, call, tool, owner=owner, seq=seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +104,28 @@ class Runtime:
         data_dir: Path | str | None = None,
         compactor: Compactor | None = None,
         seed_recall: bool = True,
+        router: Router | None = None,
+        models: ModelResolver | None = None,
+        mount: Mount | None = None,
+        disabled_tools: frozenset[str] = frozenset(),
+        protected_tools: frozenset[str] = frozenset({"ask_user", "read_attachment"}),
     ) -> None:
-        """``compactor`` summarises long histories (give it a cheap-tier model); by
-        default the turn's own model does."""
+        """``model`` is the default model (or a function of the conversation).
+        ``router`` picks a skill per turn (default: one skill made of ``agent``), and
+        ``models`` turns a skill's tier into a model (default: always ``model``).
+        ``tools`` (or a ``mount`` of several sources) are the tools; ``disabled_tools`` are
+        switched off except the ``protected_tools``. ``compactor`` summarises long
+        histories (give it a cheap-tier model; by default the turn's own model does)."""
         self.store = store
         self.bus = bus or LocalBus()
         self.tools = tools if tools is not None else default_registry()
         self.agent = agent or AgentConfig()
+        self.mount = mount or Mount([Source("builtins", list(self.tools), builtin=True)])
+        self.router = router or Router([Skill(self.agent.name, self.agent)])
+        self.models = models
+        self.disabled_tools = disabled_tools
+        self.protected_tools = protected_tools
+        self.history_limit = max(s.agent.history_messages for s in self.router.skills)
         self.consent = ConsentGate(store, self.bus, approvals)
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.compactor = compactor or Compactor()
@@ -92,7 +133,13 @@ class Runtime:
         self._model = model
         self._workers = Workers(self._begin)
 
-    def model_for(self, conversation: Conversation) -> Model:
+    def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model:
+        """The turn's model: the conversation's own choice (``metadata.model``), else the
+        skill's tier, else the default."""
+        if self.models is not None:
+            choice = conversation.metadata.get("model") or (skill.tier if skill else None)
+            if isinstance(choice, str) and choice:
+                return self.models(choice)
         if callable(self._model) and not hasattr(self._model, "stream"):
             return self._model(conversation)
         return self._model  # type: ignore[return-value]
@@ -257,8 +304,9 @@ class Runtime:
                 return CancelOutcome(turn.id, ())
         if conversation.state != "paused":
             raise Conflict("nothing to cancel: no turn is running and nothing waits")
-        history = await self.store.list_messages(conversation_id)
-        ops, answered = await self._resolve_waiting(conversation_id, history, None)
+        history = (await self.store.window(conversation_id, limit=self.history_limit)).rows
+        pending = await self._pending(conversation_id, history)
+        ops, answered = waiting_answers(conversation_id, history, pending, None)
         ops.append(SetConversationState(conversation_id, "idle"))
         await self._commit_rows("", ops)
         return CancelOutcome(None, tuple(answered))
@@ -282,72 +330,88 @@ class Runtime:
 
     async def _begin(self, conversation_id: str, submission: Submission) -> TurnHandle:
         conversation = await self.conversation(conversation_id)
-        window = await self.store.window(conversation_id, limit=self.agent.history_messages)
+        window = await self.store.window(conversation_id, limit=self.history_limit)
         history = window.rows
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow())
-        ops: list[WriteOp]
+        ops: list[WriteOp] = []
         carried: list[tuple[ToolUseBlock, str]] = []
         seeds: list[ToolUseBlock] = []
         files: dict[str, FileBlock] = {}
+        kind = "user"
         match submission.input:
             case NewMessage(message=message, queued=queued):
+                route = await self.router.route(
+                    message.text, sticky_persona=sticky_persona(history) or conversation.persona
+                )
                 files = files_of(message)
-                seeds = self._seeds(message, files)
-                ops, _ = await self._resolve_waiting(conversation_id, history, message.text)
+                seeds = seed_calls(message, files, recall=self.seed_recall)
+                pending = await self._pending(conversation_id, history)
+                ops, _ = waiting_answers(conversation_id, history, pending, message.text)
+                message = Message(
+                    "user",
+                    message.blocks,
+                    message.hidden,
+                    {**message.metadata, "route": route.record},
+                )
                 ops.append(AppendMessage(conversation_id, message, turn.id))
                 if queued is not None:
                     ops.append(TakeQueued(queued.id))
             case CardAnswer(tool_use_id=tool_use_id, result=result):
-                ops = self._card_answer(conversation_id, history, tool_use_id, result, turn)
-                turn = Turn(
-                    turn.id, conversation_id, turn.run_id, "running", turn.started_at, "resume"
-                )
+                route = self._resumed_route(history)
+                ops = card_answer(conversation_id, history, tool_use_id, result, turn.id)
+                kind = "resume"
             case ApprovalOutcome(approval=approval):
-                use = _open_tool_use(history, approval.tool_use_id)
+                route = self._resumed_route(history)
+                use = open_tool_use(history, approval.tool_use_id)
                 if use is None:
                     raise Conflict(f"the call {approval.tool_use_id!r} was already answered")
                 carried.append((use, approval.turn_id))
-                ops = []
-                turn = Turn(
-                    turn.id, conversation_id, turn.run_id, "running", turn.started_at, "approval"
-                )
+                kind = "approval"
+        turn = Turn(turn.id, conversation_id, turn.run_id, "running", turn.started_at, kind)
+        skill = route.skill
+        mounted = await self.mount.registry(conversation.owner)
+        catalog = mounted.registry.catalog(
+            skill.agent.tools, disabled=self.disabled_tools, protected=self.protected_tools
+        )
+        model = submission.model or self.model_for(conversation, skill)
         stored = await self._commit_rows(
             turn.run_id,
             [*ops, StartTurn(turn), SetConversationState(conversation_id, "running")],
             started=turn,
+            route=route,
             client_message_id=getattr(submission.input, "client_message_id", None),
         )
-        prior = build_window(history, summary=window.summary, max_tokens=self.agent.history_tokens)
+        prior = build_window(history, summary=window.summary, max_tokens=skill.agent.history_tokens)
         driver = TurnDriver(
             store=self.store,
             bus=self.bus,
-            model=submission.model or self.model_for(conversation),
-            catalog=self.tools.catalog(self.agent.tools),
-            settings=self.agent,
+            model=model,
+            catalog=catalog,
+            settings=skill.agent,
             turn=turn,
             history=[*prior.messages, *stored],
             turn_rows=len(stored),
-            consent=self.consent,
-            context=ContextKeeper(self.compactor, reserve=self.agent.max_tokens),
+            consent=SkillConsent(self.consent, skill.approvals),
+            context=ContextKeeper(self.compactor, reserve=skill.agent.max_tokens),
             owner=conversation.owner,
             workdir=workdir_for(self.data_dir, conversation_id) if self.data_dir else None,
             carried=carried,
             seeds=seeds,
-            tool_extras={ATTACHMENTS: files},
+            tool_extras={ATTACHMENTS: files, RUNTIME: self, ROUTE: route},
+            route=route.record,
         )
         task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
         return TurnHandle(turn, tuple(stored), task, lambda: driver.seq)
 
-    def _seeds(self, message: Message, files: dict[str, FileBlock]) -> list[ToolUseBlock]:
-        """The turn-zero calls for a user message: a memory recall keyed on it, and one
-        read per attached file (the driver skips tools the catalog does not offer)."""
-        seeds = [
-            ToolUseBlock(f"seed_{new_id()}", "read_attachment", {"name": name}) for name in files
-        ]
-        text = message.text.strip()
-        if self.seed_recall and text:
-            seeds.insert(0, ToolUseBlock(f"seed_{new_id()}", "recall", {"query": text[:500]}))
-        return seeds
+    def _resumed_route(self, history: list[Message]) -> Route:
+        """A resumed turn keeps the skill of the turn it continues."""
+        skill = self.router.get(last_skill(history))
+        return Route(skill, "resumed") if skill else Route(self.router.default, "default")
+
+    async def _pending(self, conversation_id: str, history: list[Message]) -> list[Approval]:
+        if not open_tool_uses(history):
+            return []
+        return await self.store.list_approvals(conversation_id, pending_only=True)
 
     async def _commit_rows(
         self,
@@ -355,6 +419,7 @@ class Runtime:
         ops: list[WriteOp],
         *,
         started: Turn | None = None,
+        route: Route | None = None,
         client_message_id: str | None = None,
     ) -> list[Message]:
         """Commit ops, then announce: ``turn.started`` first, then each row in seq order."""
@@ -371,7 +436,15 @@ class Runtime:
         if started is not None:
             self.bus.publish(
                 cid,
-                TurnStarted(run_id=run_id, seq=before, turn_id=started.id, kind=started.kind),
+                TurnStarted(
+                    run_id=run_id,
+                    seq=before,
+                    turn_id=started.id,
+                    kind=started.kind,
+                    skill=route.skill.id if route else None,
+                    persona=route.skill.persona if route else None,
+                    tier=route.skill.tier if route else None,
+                ),
             )
         for row in rows:
             echo = client_message_id if row.role == "user" else None
@@ -382,66 +455,6 @@ class Runtime:
                 ),
             )
         return rows
-
-    def _card_answer(
-        self,
-        conversation_id: str,
-        history: list[Message],
-        tool_use_id: str,
-        result: Any,
-        turn: Turn,
-    ) -> list[WriteOp]:
-        card = _waiting_card(history)
-        if card is None:
-            raise Conflict("no question card is waiting in this conversation")
-        use, card_turn = card
-        if use.id != tool_use_id:
-            raise Conflict(
-                f"the card waiting is {use.id!r}, not {tool_use_id!r} (a stale or wrong id)"
-            )
-        content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-        answer = Message("tool", (ToolResultBlock(use.id, content),))
-        return [
-            AppendMessage(conversation_id, answer, turn.id),
-            FinishToolCall(card_turn, use.id, "ok", content, False, utcnow(), 0.0),
-        ]
-
-    async def _resolve_waiting(
-        self, conversation_id: str, history: list[Message], user_text: str | None
-    ) -> tuple[list[WriteOp], list[str]]:
-        """Answer what a paused conversation waits on, because the user moved on
-        (``user_text``) or cancelled (None): a card is dismissed; a pending approval ends
-        DISMISSED (typed) or DECLINED (cancel). One tool message answers them all."""
-        open_uses = _open_tool_uses(history)
-        if not open_uses:
-            return [], []
-        card = _waiting_card(history)
-        pending = {
-            a.tool_use_id: a
-            for a in await self.store.list_approvals(conversation_id, pending_only=True)
-        }
-        now = utcnow()
-        blocks: list[ToolResultBlock] = []
-        ops: list[WriteOp] = []
-        for use, turn_id in open_uses:
-            if card is not None and use.id == card[0].id:
-                dismissal: JSON = {"dismissed": True}
-                if user_text is not None:
-                    dismissal["user_message"] = user_text
-                text = json.dumps(dismissal, ensure_ascii=False)
-                blocks.append(ToolResultBlock(use.id, text))
-                ops.append(FinishToolCall(turn_id, use.id, "dismissed", text, False, now, 0.0))
-            elif use.id in pending:
-                ending = Ending.DISMISSED if user_text is not None else Ending.DECLINED
-                text = refusal(ending, use.name)
-                blocks.append(ToolResultBlock(use.id, text, is_error=True))
-                ops.append(DecideApproval(pending[use.id].id, ending, now, "user"))
-                ops.append(FinishToolCall(turn_id, use.id, "refused", text, True, now, 0.0))
-            else:
-                text = "interrupted: no result was recorded for this call"
-                blocks.append(ToolResultBlock(use.id, text, is_error=True))
-        ops.insert(0, AppendMessage(conversation_id, Message("tool", tuple(blocks))))
-        return ops, [use.id for use, _ in open_uses]
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -463,33 +476,3 @@ class Runtime:
         """Cancel running turns (each records ``cancelled``) and close the store."""
         await self._workers.close()
         await self.store.close()
-
-
-def _open_tool_uses(history: list[Message]) -> list[tuple[ToolUseBlock, str]]:
-    """tool_use blocks with no result yet, each with the id of the turn that made it."""
-    answered = {r.tool_use_id for m in history for r in m.tool_results}
-    return [
-        (use, message.turn_id or "")
-        for message in history
-        if message.role == "assistant"
-        for use in message.tool_uses
-        if use.id not in answered
-    ]
-
-
-def _open_tool_use(history: list[Message], tool_use_id: str) -> ToolUseBlock | None:
-    return next((u for u, _ in _open_tool_uses(history) if u.id == tool_use_id), None)
-
-
-def _waiting_card(history: list[Message]) -> tuple[ToolUseBlock, str] | None:
-    """The question card the conversation waits on: the newest assistant row marked
-    ``awaiting`` whose call has no result yet."""
-    answered = {r.tool_use_id for m in history for r in m.tool_results}
-    for message in reversed(history):
-        awaiting = message.metadata.get("awaiting") if message.role == "assistant" else None
-        if awaiting:
-            use = next((u for u in message.tool_uses if u.id == awaiting), None)
-            if use is not None and use.id not in answered:
-                return use, message.turn_id or ""
-            return None
-    return None

@@ -87,18 +87,26 @@ def test_registry_refuses_duplicates_and_decorates() -> None:
         registry.add(function_tool(lookup))
 
 
-def test_catalog_allow_list_availability_and_messages() -> None:
+def test_catalog_tells_apart_unknown_withheld_switched_off_and_unavailable() -> None:
     registry = ToolRegistry(
         [
             function_tool(search),
             function_tool(lambda: "x", name="hidden", description="d"),
-            function_tool(lambda: "y", name="off", description="d", available=lambda: False),
+            function_tool(lambda: "y", name="down", description="d", available=lambda: False),
+            function_tool(lambda: "z", name="muted", description="d"),
+            function_tool(lambda: "w", name="kept", description="d"),
         ]
     )
-    catalog = registry.catalog(allow=["search", "off"])
-    assert [t.name for t in catalog.tools] == ["search"]
-    assert "not available" in str(catalog.lookup("hidden"))
-    assert "no tool named 'ghost'" in str(catalog.lookup("ghost"))
+    catalog = registry.catalog(
+        allow=["search", "down", "muted", "kept"], disabled=["muted", "kept"], protected=["kept"]
+    )
+    assert [t.name for t in catalog.tools] == ["search", "kept"]  # protected stays on
+    messages = {name: str(catalog.lookup(name)) for name in ("hidden", "muted", "down", "ghost")}
+    assert "not allowed for this skill" in messages["hidden"]
+    assert "switched off by the user" in messages["muted"]
+    assert "not available right now" in messages["down"]
+    assert "no tool named 'ghost'" in messages["ghost"] and "search" in messages["ghost"]
+    assert len(set(messages.values())) == 4
 
 
 def test_docstring_parser_handles_no_args_section() -> None:

@@ -106,6 +106,7 @@ class TurnDriver:
         carried: Sequence[tuple[ToolUseBlock, str]] = (),
         seeds: Sequence[ToolUseBlock] = (),
         tool_extras: dict[str, Any] | None = None,
+        route: dict[str, Any] | None = None,
     ) -> None:
         """``carried`` are tool calls of an earlier turn this one runs first (an approval
         decided after a restart), each with the id of the turn that recorded it."""
@@ -115,6 +116,7 @@ class TurnDriver:
         self.history, self.tool_ids = repair([placeholder(m) for m in history])
         self.seeds = tuple(call for call in seeds if call.name in catalog.by_name)
         self.tool_extras = tool_extras or {}
+        self.route = route  # recorded with the turn's metrics
         self.context = context
         self.prior_count = len(self.history) - turn_rows  # rows before this turn's own
         self.seq = history[-1].seq or 0 if history else 0
@@ -453,6 +455,8 @@ class TurnDriver:
 
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
         metrics = self.metrics.snapshot()
+        if self.route is not None:
+            metrics["route"] = self.route
         if reason == "paused" and self.awaiting is not None:
             self._emit(
                 InputRequested(

@@ -106,23 +106,48 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def catalog(self, allow: Iterable[str] | None = None) -> ToolCatalog:
-        """The tools a turn offers: the allowed, available ones, frozen."""
+    def catalog(
+        self,
+        allow: Iterable[str] | None = None,
+        *,
+        disabled: Iterable[str] = (),
+        protected: Iterable[str] = (),
+    ) -> ToolCatalog:
+        """The tools a turn offers, frozen: allowed by the skill (``allow``; None allows
+        all), not switched off by the user (``disabled``, except the ``protected`` ones),
+        and available now (each tool's own check)."""
         allowed = None if allow is None else set(allow)
-        offered = [
-            t
-            for t in self._tools.values()
-            if (allowed is None or t.name in allowed) and (t.available is None or t.available())
-        ]
-        return ToolCatalog(tuple(offered), frozenset(self._tools))
+        off = set(disabled) - set(protected)
+        offered: list[Tool] = []
+        unavailable: set[str] = set()
+        for tool in self._tools.values():
+            if (allowed is not None and tool.name not in allowed) or tool.name in off:
+                continue
+            if tool.available is not None and not tool.available():
+                unavailable.add(tool.name)
+                continue
+            offered.append(tool)
+        withheld = frozenset(self._tools) - (allowed if allowed is not None else set(self._tools))
+        return ToolCatalog(
+            tuple(offered),
+            known=frozenset(self._tools),
+            withheld=withheld,
+            switched_off=frozenset(off & set(self._tools)) - withheld,
+            unavailable=frozenset(unavailable),
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCatalog:
-    """The tools offered to one turn, frozen at its start."""
+    """The tools offered to one turn, frozen at its start. ``lookup`` tells apart the
+    reasons a name cannot be called: unknown, withheld from this skill, switched off by
+    the user, or not available right now."""
 
     tools: tuple[Tool, ...]
     known: frozenset[str] = frozenset()
+    withheld: frozenset[str] = frozenset()
+    switched_off: frozenset[str] = frozenset()
+    unavailable: frozenset[str] = frozenset()
     definitions: tuple[ToolDefinition, ...] = ()
     by_name: dict[str, Tool] = field(default_factory=dict)
 
@@ -135,7 +160,11 @@ class ToolCatalog:
         tool = self.by_name.get(name)
         if tool is not None:
             return tool
-        if name in self.known:
-            return f"the tool {name!r} is not available in this conversation"
+        if name in self.withheld:
+            return f"the tool {name!r} exists but is not allowed for this skill; do not call it"
+        if name in self.switched_off:
+            return f"the tool {name!r} is switched off by the user; do not call it"
+        if name in self.unavailable:
+            return f"the tool {name!r} is not available right now"
         offered = ", ".join(sorted(self.by_name)) or "none"
         return f"there is no tool named {name!r}; the tools you can call are: {offered}"

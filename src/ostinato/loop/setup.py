@@ -1,0 +1,119 @@
+"""Turn setup: the rows a turn begins with, worked out from the history. Pure.
+
+What a paused conversation waits on (a question card, an approval that outlived its
+turn), the answer to a card, the turn-zero seed calls: each is a function from the
+history window (and what the store knows about approvals) to write ops or calls. The
+runtime reads, calls these, writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ostinato.approvals import Approval, Ending, refusal
+from ostinato.errors import Conflict
+from ostinato.ids import new_id
+from ostinato.messages import JSON, FileBlock, Message, ToolResultBlock, ToolUseBlock
+from ostinato.store.base import AppendMessage, DecideApproval, FinishToolCall, WriteOp, utcnow
+
+NO_RESULT = "interrupted: no result was recorded for this call"
+
+
+def open_tool_uses(history: Sequence[Message]) -> list[tuple[ToolUseBlock, str]]:
+    """tool_use blocks with no result yet, each with the id of the turn that made it."""
+    answered = {r.tool_use_id for m in history for r in m.tool_results}
+    return [
+        (use, message.turn_id or "")
+        for message in history
+        if message.role == "assistant"
+        for use in message.tool_uses
+        if use.id not in answered
+    ]
+
+
+def open_tool_use(history: Sequence[Message], tool_use_id: str) -> ToolUseBlock | None:
+    return next((u for u, _ in open_tool_uses(history) if u.id == tool_use_id), None)
+
+
+def waiting_card(history: Sequence[Message]) -> tuple[ToolUseBlock, str] | None:
+    """The question card the conversation waits on: the newest assistant row marked
+    ``awaiting`` whose call has no result yet, with the id of its turn."""
+    answered = {r.tool_use_id for m in history for r in m.tool_results}
+    for message in reversed(history):
+        awaiting = message.metadata.get("awaiting") if message.role == "assistant" else None
+        if awaiting:
+            use = next((u for u in message.tool_uses if u.id == awaiting), None)
+            if use is not None and use.id not in answered:
+                return use, message.turn_id or ""
+            return None
+    return None
+
+
+def card_answer(
+    conversation_id: str, history: Sequence[Message], tool_use_id: str, result: Any, turn_id: str
+) -> list[WriteOp]:
+    """The ops answering the waiting card; ``Conflict`` for a wrong or stale id."""
+    card = waiting_card(history)
+    if card is None:
+        raise Conflict("no question card is waiting in this conversation")
+    use, card_turn = card
+    if use.id != tool_use_id:
+        raise Conflict(f"the card waiting is {use.id!r}, not {tool_use_id!r} (a stale or wrong id)")
+    content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    answer = Message("tool", (ToolResultBlock(use.id, content),))
+    return [
+        AppendMessage(conversation_id, answer, turn_id),
+        FinishToolCall(card_turn, use.id, "ok", content, False, utcnow(), 0.0),
+    ]
+
+
+def waiting_answers(
+    conversation_id: str,
+    history: Sequence[Message],
+    pending: Sequence[Approval],
+    user_text: str | None,
+) -> tuple[list[WriteOp], list[str]]:
+    """Answer what a paused conversation waits on, because the user moved on
+    (``user_text``) or cancelled (None): a card is dismissed; a pending approval ends
+    DISMISSED (typed) or DECLINED (cancel). One tool message answers them all; returns the
+    ops and the answered tool_use ids."""
+    open_uses = open_tool_uses(history)
+    if not open_uses:
+        return [], []
+    card = waiting_card(history)
+    by_use = {a.tool_use_id: a for a in pending}
+    now = utcnow()
+    blocks: list[ToolResultBlock] = []
+    ops: list[WriteOp] = []
+    for use, turn_id in open_uses:
+        if card is not None and use.id == card[0].id:
+            dismissal: JSON = {"dismissed": True}
+            if user_text is not None:
+                dismissal["user_message"] = user_text
+            text = json.dumps(dismissal, ensure_ascii=False)
+            blocks.append(ToolResultBlock(use.id, text))
+            ops.append(FinishToolCall(turn_id, use.id, "dismissed", text, False, now, 0.0))
+        elif use.id in by_use:
+            ending = Ending.DISMISSED if user_text is not None else Ending.DECLINED
+            text = refusal(ending, use.name)
+            blocks.append(ToolResultBlock(use.id, text, is_error=True))
+            ops.append(DecideApproval(by_use[use.id].id, ending, now, "user"))
+            ops.append(FinishToolCall(turn_id, use.id, "refused", text, True, now, 0.0))
+        else:
+            blocks.append(ToolResultBlock(use.id, NO_RESULT, is_error=True))
+    ops.insert(0, AppendMessage(conversation_id, Message("tool", tuple(blocks))))
+    return ops, [use.id for use, _ in open_uses]
+
+
+def seed_calls(
+    message: Message, files: dict[str, FileBlock], *, recall: bool
+) -> list[ToolUseBlock]:
+    """The turn-zero calls for a user message: a memory recall keyed on it, and one read
+    per attached file (the driver skips tools the turn's catalog does not offer)."""
+    seeds = [ToolUseBlock(f"seed_{new_id()}", "read_attachment", {"name": n}) for n in files]
+    text = message.text.strip()
+    if recall and text:
+        seeds.insert(0, ToolUseBlock(f"seed_{new_id()}", "recall", {"query": text[:500]}))
+    return seeds

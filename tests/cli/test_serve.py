@@ -3,12 +3,14 @@ end to end in tests/e2e)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 from starlette.requests import Request
 
 from ostinato.cli.main import main
-from ostinato.cli.serve import ModelSetup
+from ostinato.cli.serve import ModelSetup, RuntimeSettings
 from ostinato.errors import InvalidRequest
 from ostinato.models.choice import DefaultModel, Tiers
 from ostinato.models.offline import OfflineModel
@@ -65,3 +67,36 @@ def test_serve_refuses_a_database_url_it_cannot_open(
         monkeypatch.delenv(name, raising=False)
     assert main(["serve", "--port", "9", "--database-url", "mysql://nope"]) == 2
     assert "ostinato serve:" in capsys.readouterr().err
+
+
+def test_runtime_settings_come_from_flags_then_environment_then_defaults(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("OSTINATO_DATA_DIR", raising=False)
+    monkeypatch.delenv("OSTINATO_APPROVAL_TIMEOUT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    default = RuntimeSettings.resolve()
+    assert default.data_dir == tmp_path / "ostinato-data" and default.approval_timeout == 300
+    monkeypatch.setenv("OSTINATO_DATA_DIR", str(tmp_path / "env"))
+    monkeypatch.setenv("OSTINATO_APPROVAL_TIMEOUT", "12.5")
+    from_env = RuntimeSettings.resolve()
+    assert from_env.data_dir == tmp_path / "env" and from_env.approval_timeout == 12.5
+    flags = RuntimeSettings.resolve(str(tmp_path / "flag"), 7)
+    assert flags.data_dir == tmp_path / "flag" and flags.approval_timeout == 7
+    for bad in ("0", "-1", "soon", "inf", "nan"):
+        monkeypatch.setenv("OSTINATO_APPROVAL_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="approval timeout"):
+            RuntimeSettings.resolve()
+
+
+def test_the_runtime_gets_the_data_dir_and_the_approval_timeout(tmp_path: Path) -> None:
+    settings = RuntimeSettings(tmp_path / "data", 42.0)
+    runtime = settings.runtime(MemoryStore(), OfflineModel())
+    assert runtime.data_dir == tmp_path / "data" and (tmp_path / "data").is_dir()
+    assert runtime.consent.policy.timeout == 42.0
+    assert {"read_file", "write_file", "list_files", "shell"} <= {t.name for t in runtime.tools}
+
+
+def test_serve_refuses_a_bad_approval_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--port", "9", "--approval-timeout", "0"]) == 2
+    assert "approval timeout" in capsys.readouterr().err

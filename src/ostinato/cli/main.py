@@ -3,6 +3,7 @@
 ::
 
     ostinato serve [--host 127.0.0.1] [--port 8000] [--database-url URL]
+                   [--data-dir DIR] [--approval-timeout SECONDS]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
     ostinato replay CONVERSATION_ID [--database-url URL] [--recorded-tools clock]
 """
@@ -35,6 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
     serve.add_argument("--database-url", help=DATABASE_HELP)
+    serve.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where each conversation's workdir is made, for the file and shell tools "
+        "(default: $OSTINATO_DATA_DIR, else ./ostinato-data)",
+    )
+    serve.add_argument(
+        "--approval-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long a tool call waits for a person's approval "
+        "(default: $OSTINATO_APPROVAL_TIMEOUT, else 300)",
+    )
 
     chat = commands.add_parser("chat", help="chat with a running server in the terminal")
     chat.add_argument(
@@ -63,7 +77,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from ostinato.cli.serve import serve
 
-            return asyncio.run(serve(args.host, args.port, args.database_url))
+            return asyncio.run(
+                serve(
+                    args.host,
+                    args.port,
+                    args.database_url,
+                    data_dir=args.data_dir,
+                    approval_timeout=args.approval_timeout,
+                )
+            )
         if args.command == "chat":
             from ostinato.cli.chat import chat
 

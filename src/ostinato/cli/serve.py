@@ -2,9 +2,12 @@
 
 The model is chosen once at start (``ostinato.models.choice``: OSTINATO_MODEL, a provider
 key, a local OpenAI-compatible server, or the offline model); a request may pick another
-with the ``x-ostinato-model-*`` headers. Crashed turns are recovered by the app's lifespan
-before the first request; SIGTERM or Ctrl-C shut down gracefully (running turns end
-``cancelled``).
+with the ``x-ostinato-model-*`` headers. The data directory (``--data-dir`` or
+``OSTINATO_DATA_DIR``, default ``./ostinato-data``) holds each conversation's workdir, where
+the file and shell tools work; ``--approval-timeout`` (``OSTINATO_APPROVAL_TIMEOUT``,
+default 300 s) is how long a call waits for a person's approval. Crashed turns are
+recovered by the app's lifespan before the first request; SIGTERM or Ctrl-C shut down
+gracefully (running turns end ``cancelled``).
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 import uvicorn
 from fastapi import Request
 
 from ostinato import __version__
+from ostinato.approvals import ApprovalPolicy
 from ostinato.errors import InvalidRequest, ModelError
 from ostinato.models.base import Model
 from ostinato.models.choice import (
@@ -36,8 +41,13 @@ from ostinato.models.choice import (
 from ostinato.runtime import Runtime
 from ostinato.server import ModelChooser, create_app, end_streams
 from ostinato.store import describe_url, open_store
+from ostinato.store.base import Store
 
 DATABASE_ENV = "OSTINATO_DATABASE_URL"
+DATA_DIR_ENV = "OSTINATO_DATA_DIR"
+APPROVAL_TIMEOUT_ENV = "OSTINATO_APPROVAL_TIMEOUT"
+DEFAULT_DATA_DIR = "ostinato-data"
+DEFAULT_APPROVAL_TIMEOUT = 300.0
 GRACE_S = 10  # how long a shutdown waits for requests (a JSON turn) before cancelling
 
 
@@ -85,11 +95,54 @@ async def setup_model() -> ModelSetup:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    """Where conversations keep their files, and how long an approval waits."""
+
+    data_dir: Path
+    approval_timeout: float
+
+    @classmethod
+    def resolve(
+        cls, data_dir: str | None = None, approval_timeout: float | None = None
+    ) -> RuntimeSettings:
+        """Flags first, then the environment, then the defaults. ``ValueError`` if bad."""
+        directory = data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
+        timeout: float | str = (
+            approval_timeout
+            if approval_timeout is not None
+            else os.environ.get(APPROVAL_TIMEOUT_ENV) or DEFAULT_APPROVAL_TIMEOUT
+        )
+        try:
+            seconds = float(timeout)
+        except ValueError:
+            seconds = float("nan")
+        if not seconds > 0 or seconds == float("inf"):
+            raise ValueError(f"the approval timeout must be a number of seconds > 0: {timeout!r}")
+        return cls(Path(directory).expanduser().resolve(), seconds)
+
+    def runtime(self, store: Store, model: Model) -> Runtime:
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Runtime(
+            store,
+            model=model,
+            data_dir=self.data_dir,
+            approvals=ApprovalPolicy(timeout=self.approval_timeout),
+        )
+
+
 async def serve(
-    host: str, port: int, database_url: str | None, *, out: TextIO | None = None
+    host: str,
+    port: int,
+    database_url: str | None,
+    *,
+    data_dir: str | None = None,
+    approval_timeout: float | None = None,
+    out: TextIO | None = None,
 ) -> int:
     url = database_url or os.environ.get(DATABASE_ENV) or None
     try:
+        settings = RuntimeSettings.resolve(data_dir, approval_timeout)
         setup = await setup_model()
         store = await open_store(url)
     except (ValueError, ModelError) as exc:
@@ -99,8 +152,15 @@ async def serve(
     print(f"ostinato {__version__}", file=out)
     print(f"  model:    {setup.default}", file=out)
     print(f"  database: {describe_url(url)}", file=out)
+    print(f"  data dir: {settings.data_dir}  (conversation workdirs)", file=out)
+    print(f"  approval: waits {settings.approval_timeout:g} s for a person", file=out)
     print(f"  api:      http://{host}:{port}/v1  (docs at /docs)", file=out, flush=True)
-    runtime = Runtime(store, model=setup.model)
+    try:
+        runtime = settings.runtime(store, setup.model)
+    except OSError as exc:
+        await store.close()
+        print(f"ostinato serve: cannot use the data dir: {exc}", file=sys.stderr)
+        return 2
     chooser: ModelChooser = setup.choose
     app = create_app(
         runtime,

@@ -37,7 +37,7 @@ from ostinato.frames import ErrorFrame, Frame
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
 from ostinato.server.context import ServerContext
-from ostinato.server.errors import describe_validation, error_response
+from ostinato.server.errors import describe_validation, error_response, log
 from ostinato.server.schemas import (
     CLIENT_MESSAGE,
     WsApproval,
@@ -168,6 +168,9 @@ async def _listen(websocket: WebSocket, runtime: Runtime, conversation_id: str, 
             await _reply_error(send, refused.code, refused.message)
         except ClientError as exc:
             await _reply_error(send, exc.code, exc.message)
+        except Exception:
+            log.exception("unexpected error handling a WebSocket message on %s", conversation_id)
+            await _reply_error(send, "internal_error", "internal error; see the server log")
 
 
 class _Refused(Exception):

@@ -7,11 +7,18 @@ the fetches that succeed go to a small HTTP server on 127.0.0.1 started by the t
 from __future__ import annotations
 
 import asyncio
+import datetime
 import ipaddress
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from ostinato.errors import ToolError
 from ostinato.tools.base import Tool, ToolContext
@@ -394,6 +401,77 @@ async def test_redirect_loops_are_capped(server: LocalServer) -> None:
     with pytest.raises(ToolError, match="more than 3 redirects"):
         await call(tool, server.url("/loop"))
     assert len(server.seen) == 4
+
+
+def _certificates(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A test CA and a certificate for ``name`` it signed: (server context, client
+    context that trusts only that CA)."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def build(
+        subject: str,
+        issuer: str,
+        key: ec.EllipticCurvePrivateKey,
+        signer: ec.EllipticCurvePrivateKey,
+        ca: bool,
+    ) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False
+            )
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = build("test CA", "test CA", ca_key, ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = build(name, "test CA", key, ca_key, False)
+    pem = serialization.Encoding.PEM
+    (tmp_path / "leaf.pem").write_bytes(
+        leaf.public_bytes(pem)
+        + key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(tmp_path / "leaf.pem")
+    client = ssl.create_default_context(cadata=ca.public_bytes(pem).decode())
+    return server, client
+
+
+async def test_https_is_pinned_with_the_original_name_for_sni_and_the_certificate(
+    tmp_path: Path,
+) -> None:
+    server_tls, client_tls = _certificates(tmp_path, "public.test")
+    local = LocalServer(routes={"/who": echo_host})
+    listener = await asyncio.start_server(local.handle, "127.0.0.1", 0, ssl=server_tls)
+    local.port = listener.sockets[0].getsockname()[1]
+    tool = http_fetch_tool(
+        allow_hosts=(),
+        ports=None,
+        resolver=resolver_from({"public.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}),
+        address_policy=only_test_loopback,
+        verify=client_tls,
+    )
+    try:
+        # Dialled by address, verified against the name: the certificate says public.test.
+        text = await call(tool, f"https://public.test:{local.port}/who")
+        assert text.endswith(f"host=public.test:{local.port}")
+        # The same address under another name fails verification: the name is checked.
+        with pytest.raises(
+            ToolError, match=r"ConnectError: .*certificate verify failed: Hostname mismatch"
+        ):
+            await call(tool, f"https://other.test:{local.port}/who")
+    finally:
+        listener.close()
+        await listener.wait_closed()
 
 
 # --- what comes back -------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
+import ssl
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from email.message import Message
@@ -37,7 +38,6 @@ from ostinato.tools.functions import function_tool
 from ostinato.tools.netguard import (
     AddressPolicy,
     AddressRefused,
-    IPAddress,
     Resolver,
     ip_host,
     refusal,
@@ -72,6 +72,7 @@ class FetchPolicy:
     max_bytes: int = MAX_BYTES
     max_redirects: int = MAX_REDIRECTS
     timeout: float = TOTAL_TIMEOUT
+    verify: ssl.SSLContext | bool = True
 
 
 @dataclass(slots=True)
@@ -178,6 +179,7 @@ class Fetcher:
             trust_env=False,
             follow_redirects=False,
             timeout=httpx.Timeout(self.policy.timeout),
+            verify=self.policy.verify,
         ) as client:
             while True:
                 result, location = await self._hop(client, current, method)
@@ -227,11 +229,13 @@ class Fetcher:
             "Host": url.netloc.decode("ascii"),
             "User-Agent": USER_AGENT,
             "Accept": "text/html, text/plain, application/json, */*;q=0.5",
+            # Uncompressed, so the size cap counts what arrives: no compression bomb.
+            "Accept-Encoding": "identity",
         }
         extensions = {}
         if url.scheme == "https" and ip_host(host) is None:
             extensions["sni_hostname"] = host
-        dial = url.copy_with(host=_dial_host(address))
+        dial = url.copy_with(host=str(address))
         try:
             async with client.stream(
                 method, dial, headers=headers, extensions=extensions
@@ -268,10 +272,6 @@ class Fetcher:
         )
 
 
-def _dial_host(address: IPAddress) -> str:
-    return str(address)
-
-
 def http_fetch_tool(
     allow_hosts: str | Iterable[str] | None = None,
     allow_private: bool = False,
@@ -282,13 +282,16 @@ def http_fetch_tool(
     timeout: float = TOTAL_TIMEOUT,
     resolver: Resolver = system_resolver,
     address_policy: AddressPolicy | None = None,
+    verify: ssl.SSLContext | bool = True,
     name: str = "http_fetch",
 ) -> Tool:
     """The ``http_fetch`` tool (risk ``network``, category ``read``, idempotent).
 
     ``allow_hosts`` ``None`` reads ``OSTINATO_FETCH_ALLOW_HOSTS``; unset or empty, every
     public host may be fetched. ``allow_private`` turns the address checks off: only for
-    tests against a local server. ``address_policy`` replaces ``netguard.refusal``.
+    tests against a local server. ``address_policy`` replaces ``netguard.refusal``;
+    ``resolver`` replaces the system resolver; ``verify`` is httpx's TLS verification
+    (a context trusting a test CA in tests).
     """
     if allow_hosts is None:
         allow_hosts = os.environ.get(ALLOW_HOSTS_ENV)
@@ -300,6 +303,7 @@ def http_fetch_tool(
         max_bytes=max_bytes,
         max_redirects=max_redirects,
         timeout=timeout,
+        verify=verify,
     )
     fetcher = Fetcher(policy)
 

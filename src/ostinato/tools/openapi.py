@@ -50,6 +50,7 @@ MAX_ERROR_CHARS = 500
 TIMEOUT = 30.0
 _MAX_DEPTH = 32
 _LOCATIONS = ("path", "query", "header")
+_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +326,8 @@ def _operation(
 
 def _add_parameter(schemas: _Schemas, op: Operation, location: str, name: str, param: JSON) -> None:
     required = bool(param.get("required")) or location == "path"
+    if location == "header" and name.lower() in _IGNORED_HEADERS:
+        return  # the specification says these are ignored: the client and auth set them
     if location not in _LOCATIONS:
         if required:
             raise _Unsupported(f"required {location} parameter {name!r}")

@@ -82,7 +82,7 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
         await conn.execute(
             sa.text(
                 "TRUNCATE conversations, turns, messages, tool_calls, approvals, grants,"
-                " queued_inputs"
+                " queued_inputs, summaries, memories"
             )
         )
     return store

@@ -17,18 +17,20 @@ from ostinato.ids import new_id
 from ostinato.messages import user_text
 from ostinato.store import PostgresStore, SQLiteStore, Store
 from ostinato.store.base import (
+    AppendSummary,
     CreateApproval,
     DecideApproval,
     Enqueue,
     QueuedInput,
+    RememberFact,
     append,
     utcnow,
 )
 from ostinato.store.sql.migrate import upgrade
-from ostinato.store.sql.tables import metadata
+from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0002"
-PEOPLE_TABLES = {"approvals", "grants", "queued_inputs"}
+HEAD = "0003"
+PEOPLE_TABLES = {"approvals", "grants", "queued_inputs", "summaries", "memories"}
 T = TypeVar("T")
 
 
@@ -55,8 +57,13 @@ def _at_0001_with_a_conversation(connection: sa.Connection, cid: str) -> None:
 
 def _state(connection: sa.Connection) -> tuple[str | None, set[str], list[object]]:
     """The revision, the tables, and how the schema differs from ``tables.metadata``."""
-    context = MigrationContext.configure(connection, opts={"compare_type": True})
-    tables = set(sa.inspect(connection).get_table_names())
+    opts = {"compare_type": True, "include_object": include_object}
+    context = MigrationContext.configure(connection, opts=opts)
+    tables = {
+        name
+        for name in sa.inspect(connection).get_table_names()
+        if not name.startswith("memories_fts")
+    }
     return context.get_current_revision(), tables, list(compare_metadata(context, metadata))
 
 
@@ -83,6 +90,10 @@ async def _use_the_new_tables(store: Store, cid: str) -> None:
     (stored,) = await store.write(Enqueue(item))
     assert stored.position >= 1
     assert await store.list_queued(cid) == [stored]
+    (fact,) = await store.write(RememberFact("ann", "prefers tea after 0003"))
+    assert [h.fact for h in await store.search_memories("ann", "tea")] == [fact]
+    (summary,) = await store.write(AppendSummary(cid, user_text("summary"), through_seq=2))
+    assert (await store.window(cid, limit=5)).summary == summary
 
 
 def _sqlite(path: Path, work: Callable[[sa.Connection], T]) -> T:

@@ -21,9 +21,9 @@ from ostinato.store import (
 )
 from ostinato.store.base import Conversation, CreateConversation, append, utcnow
 from ostinato.store.sql.migrate import upgrade
-from ostinato.store.sql.tables import metadata
+from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0002"
+HEAD = "0003"
 
 
 async def test_memory_url() -> None:
@@ -114,7 +114,8 @@ async def test_sqlite_runs_in_wal_with_foreign_keys(sqlite_store: SQLiteStore) -
 
 
 def _schema_differences(connection: sa.Connection) -> list[object]:
-    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    opts = {"compare_type": True, "include_object": include_object}
+    context = MigrationContext.configure(connection, opts=opts)
     return list(compare_metadata(context, metadata))
 
 

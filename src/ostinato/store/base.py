@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeAlias
 
 from ostinato.approvals import Approval, Ending, Grant, Remember
+from ostinato.errors import Conflict, InvalidRequest
 from ostinato.messages import JSON, Message
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
@@ -122,6 +123,86 @@ class HistoryWindow:
     summary: Message | None
     rows: list[Message]
     more: bool
+
+
+# --- long-term memory: facts (types) ----------------------------------------------------
+# Facts a model or a person asked to keep, per scope (an owner, or ``conversation:<id>``
+# for a conversation without one). Bitemporal: ``valid_from`` / ``valid_to`` say when the
+# fact held (``valid_to`` None while current), ``recorded_at`` when the store learned it.
+# Closing a fact (forget, supersede) sets ``valid_to``; nothing is ever deleted.
+
+MEMORY_TEXT_LIMIT = 2_000  # characters in one fact
+MEMORY_SUBJECT_LIMIT = 200  # characters in a subject, after normalising
+MEMORY_CAPACITY = 5_000  # current facts per scope, unless an op says otherwise
+
+
+def normalize_subject(subject: str | None) -> str | None:
+    """A subject as stored: lower case, single spaces, None when blank."""
+    if subject is None:
+        return None
+    cleaned = " ".join(subject.split()).lower()[:MEMORY_SUBJECT_LIMIT].rstrip()
+    return cleaned or None
+
+
+def check_fact_text(text: str) -> str:
+    """A fact's text as stored (stripped); ``InvalidRequest`` if empty or too long."""
+    cleaned = text.strip()
+    if not cleaned:
+        raise InvalidRequest("a fact needs some text")
+    if len(cleaned) > MEMORY_TEXT_LIMIT:
+        raise InvalidRequest(
+            f"a fact is at most {MEMORY_TEXT_LIMIT:,} characters (this one has {len(cleaned):,});"
+            " split it or shorten it"
+        )
+    return cleaned
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFact:
+    id: str
+    scope: str
+    text: str
+    valid_from: datetime
+    recorded_at: datetime
+    valid_to: datetime | None = None  # None while the fact is current
+    subject: str | None = None  # normalised (``normalize_subject``)
+    supersedes: str | None = None  # the fact this one replaced
+    superseded_by: str | None = None  # the fact that replaced this one
+    conversation_id: str | None = None  # where it was learned, if in a conversation
+    turn_id: str | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """A fact found by a search; ``score`` is higher for a better match, and comparable
+    only within one search (each engine ranks its own way)."""
+
+    fact: MemoryFact
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConflict:
+    """Current facts of one scope that share a subject but say different things."""
+
+    subject: str
+    facts: list[MemoryFact]  # oldest first
+
+
+class MemoryFull(Conflict):
+    """A scope holds as many current facts as it may: the write is refused, nothing is
+    evicted."""
+
+    code = "memory_full"
+
+    def __init__(self, count: int, capacity: int) -> None:
+        super().__init__(f"memory is full: {count} of {capacity} facts; forget some first")
+        self.count = count
+        self.capacity = capacity
 
 
 # --- write ops -----------------------------------------------------------------------
@@ -238,6 +319,42 @@ class TakeQueued:
     status: Literal["taken", "dropped"] = "taken"
 
 
+# --- long-term memory: write ops ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RememberFact:
+    """Record a current fact in ``scope``; returns the stored ``MemoryFact``.
+
+    The store gives it an id (unless ``id`` is set) and ``recorded_at`` (= ``valid_from``
+    unless that is given). With ``supersedes``, that fact (current, same scope) is closed
+    and the two are linked in the same write: ``NotFound`` if there is no such fact in
+    this scope, ``Conflict`` if it is already closed. ``MemoryFull`` when the scope
+    already holds ``capacity`` current facts (a superseded fact does not count);
+    ``InvalidRequest`` for an empty text or one over ``MEMORY_TEXT_LIMIT`` characters.
+    """
+
+    scope: str
+    text: str
+    subject: str | None = None
+    supersedes: str | None = None
+    conversation_id: str | None = None
+    turn_id: str | None = None
+    capacity: int = MEMORY_CAPACITY
+    id: str | None = None
+    valid_from: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetFact:
+    """Close a current fact of ``scope`` (``valid_to`` = now): it leaves recall and stays
+    as history. Returns the closed ``MemoryFact``; forgetting a closed fact returns it
+    unchanged. ``NotFound`` for an unknown fact or another scope's."""
+
+    scope: str
+    memory_id: str
+
+
 WriteOp: TypeAlias = (
     CreateConversation
     | SetConversationState
@@ -253,6 +370,8 @@ WriteOp: TypeAlias = (
     | RevokeGrant
     | Enqueue
     | TakeQueued
+    | RememberFact
+    | ForgetFact
 )
 
 
@@ -320,6 +439,27 @@ class Store(Protocol):
 
     async def list_queued(self, conversation_id: str | None = None) -> list[QueuedInput]:
         """Inputs still queued, in arrival (``position``) order."""
+        ...
+
+    # --- long-term memory: reads -------------------------------------------------------
+
+    async def get_memory(self, memory_id: str) -> MemoryFact | None: ...
+
+    async def list_memories(
+        self, scope: str, *, include_closed: bool = False, limit: int = 100
+    ) -> list[MemoryFact]:
+        """Facts of ``scope``, newest recorded first; current ones unless
+        ``include_closed``."""
+        ...
+
+    async def search_memories(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:
+        """Current facts of ``scope`` that match words of ``query``, best first (full-text
+        ranking). Any text is a valid query: operators are not interpreted; a query with
+        no words finds nothing."""
+        ...
+
+    async def memory_conflicts(self, scope: str) -> list[MemoryConflict]:
+        """Subjects of ``scope`` with more than one distinct current fact, by subject."""
         ...
 
     async def close(self) -> None: ...

@@ -29,8 +29,14 @@ from ostinato.store.base import (
     Enqueue,
     FinishToolCall,
     FinishTurn,
+    ForgetFact,
     HistoryWindow,
+    MemoryConflict,
+    MemoryFact,
+    MemoryFull,
+    MemoryHit,
     QueuedInput,
+    RememberFact,
     RevokeGrant,
     SetConversationState,
     StartToolCall,
@@ -39,8 +45,11 @@ from ostinato.store.base import (
     ToolCallRecord,
     Turn,
     WriteOp,
+    check_fact_text,
+    normalize_subject,
     utcnow,
 )
+from ostinato.store.search import overlap_score, search_terms
 
 Undo = list[Callable[[], None]]
 
@@ -66,6 +75,7 @@ class MemoryStore:
         self._queue: dict[str, QueuedInput] = {}
         self._positions = itertools.count(1)
         self._summaries: dict[str, tuple[Message, int]] = {}  # the watermark per conversation
+        self._memories: dict[str, MemoryFact] = {}  # every fact, current or closed
 
     def _set_summary(self, cid: str, value: tuple[Message, int] | None) -> None:
         if value is None:
@@ -177,6 +187,13 @@ class MemoryStore:
                     raise Conflict(f"queued input {iid!r} was already {queued.status}")
                 _restore(self._queue, iid, undo)
                 self._queue[iid] = dataclasses.replace(queued, status=status)
+            case RememberFact():
+                return self._remember(op, undo)
+            case ForgetFact(scope=scope, memory_id=mid):
+                fact = self._fact(scope, mid)
+                if not fact.current:
+                    return fact
+                return self._close_fact(fact, utcnow(), None, undo)
             case _:
                 assert_never(op)
         return None
@@ -234,6 +251,93 @@ class MemoryStore:
         _restore(self._approvals, op.approval_id, undo)
         self._approvals[op.approval_id] = decided
         return decided
+
+    # --- long-term memory -------------------------------------------------------------
+
+    def _fact(self, scope: str, memory_id: str) -> MemoryFact:
+        fact = self._memories.get(memory_id)
+        if fact is None or fact.scope != scope:
+            raise NotFound(f"no memory {memory_id!r}")
+        return fact
+
+    def _close_fact(
+        self, fact: MemoryFact, when: datetime, superseded_by: str | None, undo: Undo
+    ) -> MemoryFact:
+        closed = dataclasses.replace(fact, valid_to=when, superseded_by=superseded_by)
+        _restore(self._memories, fact.id, undo)
+        self._memories[fact.id] = closed
+        return closed
+
+    def _remember(self, op: RememberFact, undo: Undo) -> MemoryFact:
+        text = check_fact_text(op.text)
+        now = utcnow()
+        fact_id = op.id or new_id()
+        if fact_id in self._memories:
+            raise StoreError(f"memory {fact_id!r} exists")
+        if op.supersedes is not None:
+            old = self._fact(op.scope, op.supersedes)
+            if not old.current:
+                raise Conflict(f"memory {op.supersedes!r} is already closed")
+            self._close_fact(old, now, fact_id, undo)
+        count = sum(1 for f in self._memories.values() if f.scope == op.scope and f.current)
+        if count >= op.capacity:
+            raise MemoryFull(count, op.capacity)
+        fact = MemoryFact(
+            id=fact_id,
+            scope=op.scope,
+            text=text,
+            valid_from=op.valid_from or now,
+            recorded_at=now,
+            subject=normalize_subject(op.subject),
+            supersedes=op.supersedes,
+            conversation_id=op.conversation_id,
+            turn_id=op.turn_id,
+        )
+        _restore(self._memories, fact_id, undo)
+        self._memories[fact_id] = fact
+        return fact
+
+    async def get_memory(self, memory_id: str) -> MemoryFact | None:
+        return self._memories.get(memory_id)
+
+    def _scope_facts(self, scope: str, include_closed: bool) -> list[MemoryFact]:
+        return sorted(
+            (
+                f
+                for f in self._memories.values()
+                if f.scope == scope and (include_closed or f.current)
+            ),
+            key=lambda f: (f.recorded_at, f.id),
+            reverse=True,
+        )
+
+    async def list_memories(
+        self, scope: str, *, include_closed: bool = False, limit: int = 100
+    ) -> list[MemoryFact]:
+        return self._scope_facts(scope, include_closed)[:limit]
+
+    async def search_memories(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:
+        terms = search_terms(query)
+        if not terms:
+            return []
+        hits = [
+            MemoryHit(f, score)
+            for f in self._scope_facts(scope, False)
+            if (score := overlap_score(terms, f.text, f.subject)) > 0
+        ]
+        hits.sort(key=lambda h: h.score, reverse=True)  # stable: newer first among equals
+        return hits[:limit]
+
+    async def memory_conflicts(self, scope: str) -> list[MemoryConflict]:
+        by_subject: dict[str, list[MemoryFact]] = {}
+        for fact in reversed(self._scope_facts(scope, False)):
+            if fact.subject is not None:
+                by_subject.setdefault(fact.subject, []).append(fact)
+        return [
+            MemoryConflict(subject, facts)
+            for subject, facts in sorted(by_subject.items())
+            if len({f.text for f in facts}) > 1
+        ]
 
     # --- reads -----------------------------------------------------------------------
 

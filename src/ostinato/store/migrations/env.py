@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from ostinato.store.sql.tables import metadata
+from ostinato.store.sql.tables import include_object, metadata
 
 
 def _migrate(connection: sa.Connection) -> None:
@@ -20,6 +20,7 @@ def _migrate(connection: sa.Connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()

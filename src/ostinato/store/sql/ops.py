@@ -29,6 +29,7 @@ from ostinato.messages import JSON, Message, blocks_to_json
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
+    AppendSummary,
     CreateApproval,
     CreateConversation,
     CreateGrant,
@@ -36,13 +37,19 @@ from ostinato.store.base import (
     Enqueue,
     FinishToolCall,
     FinishTurn,
+    ForgetFact,
+    MemoryFact,
+    MemoryFull,
     QueuedInput,
+    RememberFact,
     RevokeGrant,
     SetConversationState,
     StartToolCall,
     StartTurn,
     TakeQueued,
     WriteOp,
+    check_fact_text,
+    normalize_subject,
     utcnow,
 )
 from ostinato.store.sql import rows
@@ -105,6 +112,12 @@ def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
     match op:
         case AppendMessage():
             return _append(ex, op, now)
+        case AppendSummary():
+            return _append_summary(ex, op, now)
+        case RememberFact():
+            return _remember(ex, op, now)
+        case ForgetFact():
+            return _forget(ex, op, now)
         case (
             CreateConversation()
             | SetConversationState()
@@ -379,3 +392,87 @@ def _enqueue(ex: Executor, item: QueuedInput) -> QueuedInput:
         _require_conversation(ex, item.conversation_id)
         raise StoreError(f"queued input {item.id!r} exists")
     return dataclasses.replace(item, position=position, status="queued")
+
+
+def _append_summary(ex: Executor, op: AppendSummary, now: _Now) -> Message:
+    """Append the summary row through the one insert path, then record the watermark."""
+    stored = _append(ex, AppendMessage(op.conversation_id, op.message, op.turn_id), now)
+    params = {
+        "conversation_id": op.conversation_id,
+        "message_seq": stored.seq,
+        "message_id": stored.id,
+        "through_seq": op.through_seq,
+        "created_at": now.bound,
+    }
+    ex.execute("insert_summary", params)
+    return stored
+
+
+def _fact_row(ex: Executor, scope: str, memory_id: str) -> Row:
+    """The stored row of fact ``memory_id`` of ``scope``; NotFound if there is none."""
+    found = ex.row("find_memory", {"b_id": memory_id})
+    if found is None or found[2] != scope:
+        raise NotFound(f"no memory {memory_id!r}")
+    return found
+
+
+def _close_fact(
+    ex: Executor, scope: str, memory_id: str, now: _Now, superseded_by: str | None
+) -> Row | None:
+    """Close a current fact; its closed row, or None if no current fact matched."""
+    params = {
+        "b_id": memory_id,
+        "b_scope": scope,
+        "valid_to": now.bound,
+        "superseded_by": superseded_by,
+    }
+    return ex.row("close_memory", params)
+
+
+def _remember(ex: Executor, op: RememberFact, now: _Now) -> MemoryFact:
+    """Close the superseded fact (if any), check the capacity, insert the new fact."""
+    text = check_fact_text(op.text)
+    fact_id = op.id or new_id()
+    ex.row("lock_memory_scope", {"scope": op.scope})
+    if op.supersedes is not None and _close_fact(ex, op.scope, op.supersedes, now, fact_id) is None:
+        _fact_row(ex, op.scope, op.supersedes)
+        raise Conflict(f"memory {op.supersedes!r} is already closed")
+    count = ex.returning("count_memories", {"scope": op.scope})
+    if count >= op.capacity:
+        raise MemoryFull(count, op.capacity)
+    fact = MemoryFact(
+        id=fact_id,
+        scope=op.scope,
+        text=text,
+        valid_from=op.valid_from or now.value,
+        recorded_at=now.value,
+        subject=normalize_subject(op.subject),
+        supersedes=op.supersedes,
+        conversation_id=op.conversation_id,
+        turn_id=op.turn_id,
+    )
+    params = {
+        "id": fact.id,
+        "scope": fact.scope,
+        "text": fact.text,
+        "subject": fact.subject,
+        "valid_from": ex.time(fact.valid_from),
+        "valid_to": None,
+        "recorded_at": now.bound,
+        "supersedes": fact.supersedes,
+        "superseded_by": None,
+        "conversation_id": fact.conversation_id,
+        "turn_id": fact.turn_id,
+    }
+    if op.id is not None and ex.row("find_memory", {"b_id": op.id}) is not None:
+        raise StoreError(f"memory {op.id!r} exists")
+    ex.execute("insert_memory", params)
+    return fact
+
+
+def _forget(ex: Executor, op: ForgetFact, now: _Now) -> MemoryFact:
+    """Close a current fact; a closed one is returned as it is."""
+    closed = _close_fact(ex, op.scope, op.memory_id, now, None)
+    if closed is None:
+        closed = _fact_row(ex, op.scope, op.memory_id)
+    return rows.memory(closed, ex.read_time)

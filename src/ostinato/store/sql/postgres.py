@@ -55,6 +55,7 @@ class PostgresStore(SQLReads):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)
+    _dialect = "postgresql"
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -93,7 +94,7 @@ class PostgresStore(SQLReads):
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
 
-    async def _fetch(self, stmt: sa.Select[Any], params: dict[str, Any]) -> Sequence[Row]:
+    async def _fetch(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         try:
             async with self._reads.connect() as connection:
                 result = await connection.execute(stmt, params)

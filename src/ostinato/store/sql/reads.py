@@ -1,7 +1,8 @@
 """The read half of the ``Store`` protocol, written once for both SQL engines.
 
 ``SQLReads`` holds every read method; an engine supplies ``_fetch`` (run a select,
-return its rows) and ``_decode_time`` (its timestamp representation).
+return its rows), ``_decode_time`` (its timestamp representation) and ``_dialect`` (for
+the one read written per engine: full-text search of memories).
 """
 
 from __future__ import annotations
@@ -14,7 +15,17 @@ import sqlalchemy as sa
 
 from ostinato.approvals import Approval, Grant
 from ostinato.messages import Message
-from ostinato.store.base import Conversation, QueuedInput, ToolCallRecord, Turn
+from ostinato.store.base import (
+    Conversation,
+    HistoryWindow,
+    MemoryConflict,
+    MemoryFact,
+    MemoryHit,
+    QueuedInput,
+    ToolCallRecord,
+    Turn,
+)
+from ostinato.store.search import fts5_query, search_terms, websearch_query
 from ostinato.store.sql import rows, statements
 from ostinato.store.sql.rows import Row, TimeDecoder
 
@@ -24,9 +35,10 @@ class SQLReads(ABC):
 
     _decode_time: TimeDecoder
     _message_cache: rows.MessageCache
+    _dialect: str  # "sqlite" or "postgresql"
 
     @abstractmethod
-    async def _fetch(self, stmt: sa.Select[Any], params: dict[str, Any]) -> Sequence[Row]:
+    async def _fetch(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         """Run ``stmt`` with ``params``; every row it selects."""
 
     async def get_conversation(self, conversation_id: str) -> Conversation | None:
@@ -59,6 +71,27 @@ class SQLReads(ABC):
         }
         found = await self._fetch(stmt, params)
         return self._message_cache.messages(found, self._decode_time)
+
+    async def window(self, conversation_id: str, *, limit: int) -> HistoryWindow:
+        """The latest summary and up to ``limit`` newest rows after it: two index reads,
+        the second walking ``(conversation_id, seq)`` backwards for ``limit + 1`` rows."""
+        found = await self._fetch(statements.latest_summary(), {"conversation_id": conversation_id})
+        summary, through = None, 0
+        if found:
+            through = found[0][0]
+            summary = self._message_cache.messages([found[0][1:]], self._decode_time)[0]
+        if limit <= 0:
+            more = bool(await self._window_rows(conversation_id, through, 1))
+            return HistoryWindow(summary, [], more)
+        newest = await self._window_rows(conversation_id, through, limit + 1)
+        more = len(newest) > limit
+        picked = self._message_cache.messages(newest[:limit], self._decode_time)
+        picked.reverse()
+        return HistoryWindow(summary, picked, more)
+
+    async def _window_rows(self, conversation_id: str, after_seq: int, limit: int) -> Sequence[Row]:
+        params = {"conversation_id": conversation_id, "after_seq": after_seq, "limit": limit}
+        return await self._fetch(statements.window_rows(), params)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         found = await self._fetch(statements.get_turn(), {"id": turn_id})
@@ -118,3 +151,41 @@ class SQLReads(ABC):
         stmt = statements.list_queued(conversation_id is not None)
         found = await self._fetch(stmt, {"conversation_id": conversation_id, "status": "queued"})
         return [rows.queued_input(r, self._decode_time) for r in found]
+
+    # --- long-term memory -----------------------------------------------------------
+
+    async def get_memory(self, memory_id: str) -> MemoryFact | None:
+        found = await self._fetch(statements.get_memory(), {"id": memory_id})
+        return rows.memory(found[0], self._decode_time) if found else None
+
+    async def list_memories(
+        self, scope: str, *, include_closed: bool = False, limit: int = 100
+    ) -> list[MemoryFact]:
+        """Facts of ``scope``, newest recorded first; current ones unless
+        ``include_closed``."""
+        stmt = statements.list_memories(include_closed)
+        found = await self._fetch(stmt, {"scope": scope, "limit": limit})
+        return [rows.memory(r, self._decode_time) for r in found]
+
+    async def search_memories(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:
+        """Current facts of ``scope`` matching words of ``query``, best first."""
+        terms = search_terms(query)
+        if not terms or limit <= 0:
+            return []
+        postgres = self._dialect == "postgresql"
+        match = websearch_query(terms) if postgres else fts5_query(terms)
+        if not match:
+            return []
+        params = {"scope": scope, "match": match, "limit": limit}
+        found = await self._fetch(statements.search_memories(self._dialect), params)
+        return [MemoryHit(rows.memory(r, self._decode_time), float(r[-1])) for r in found]
+
+    async def memory_conflicts(self, scope: str) -> list[MemoryConflict]:
+        """Subjects of ``scope`` with more than one distinct current fact, by subject."""
+        found = await self._fetch(statements.memory_conflicts(), {"scope": scope})
+        by_subject: dict[str, list[MemoryFact]] = {}
+        for row in found:
+            fact = rows.memory(row, self._decode_time)
+            assert fact.subject is not None
+            by_subject.setdefault(fact.subject, []).append(fact)
+        return [MemoryConflict(subject, facts) for subject, facts in by_subject.items()]

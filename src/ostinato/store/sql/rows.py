@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 from ostinato.approvals import Approval, Ending, Grant
 from ostinato.messages import JSON, Message, blocks_from_json
-from ostinato.store.base import Conversation, QueuedInput, ToolCallRecord, Turn
+from ostinato.store.base import Conversation, MemoryFact, QueuedInput, ToolCallRecord, Turn
 
 TimeDecoder: TypeAlias = Callable[[Any], datetime]
 Row: TypeAlias = Sequence[Any]
@@ -227,4 +227,35 @@ def queued_input(row: Row, decode: TimeDecoder) -> QueuedInput:
         client_message_id=client_id,
         position=position,
         status=status,
+    )
+
+
+def memory(row: Row, decode: TimeDecoder) -> MemoryFact:
+    """A ``memories`` row (its integer ``num`` key is the engine's business, not kept)."""
+    (
+        _num,
+        mid,
+        scope,
+        text,
+        subject,
+        valid_from,
+        valid_to,
+        recorded_at,
+        supersedes,
+        superseded_by,
+        cid,
+        turn_id,
+    ) = row[:12]
+    return MemoryFact(
+        id=mid,
+        scope=scope,
+        text=text,
+        valid_from=decode(valid_from),
+        recorded_at=decode(recorded_at),
+        valid_to=_opt_time(valid_to, decode),
+        subject=subject,
+        supersedes=supersedes,
+        superseded_by=superseded_by,
+        conversation_id=cid,
+        turn_id=turn_id,
     )

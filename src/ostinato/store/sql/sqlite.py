@@ -35,6 +35,7 @@ class SQLiteStore(SQLReads):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)
+    _dialect = "sqlite"
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(Path(path).expanduser().resolve())
@@ -118,7 +119,7 @@ class SQLiteStore(SQLReads):
             self._local.conn = conn
         return conn
 
-    async def _fetch(self, stmt: sa.Select[Any], params: dict[str, Any]) -> Sequence[Row]:
+    async def _fetch(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         compiled = self._compiled.get(id(stmt))
         if compiled is None:
             compiled = self._compiled[id(stmt)] = compile_sqlite(stmt)

@@ -29,8 +29,10 @@ from ostinato.store.sql.tables import (
     approvals,
     conversations,
     grants,
+    memories,
     messages,
     queued_inputs,
+    summaries,
     tool_calls,
     turns,
 )
@@ -50,11 +52,22 @@ WriteName: TypeAlias = Literal[
     "revoke_grant",
     "insert_queued",
     "take_queued",
+    "insert_summary",
+    "lock_memory_scope",
+    "count_memories",
+    "insert_memory",
+    "close_memory",
     # Lookups, run only after a statement changed nothing, to say why.
     "find_conversation",
     "find_approval",
     "find_queued",
+    "find_memory",
 ]
+
+# The first key of the advisory locks that serialise memory writes to one scope on
+# PostgreSQL (the second is the scope's hash). Two-key locks never meet the migration's
+# one-key lock.
+MEMORY_LOCK_CLASS = 0x6D656D  # "mem"
 
 
 def _bind(table: sa.Table, *names: str) -> dict[str, sa.BindParameter[Any]]:
@@ -128,6 +141,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
     ).returning(queued_inputs.c.position)
 
     return {
+        **_memory_statements(dialect),
         "insert_conversation": _insert(dialect, conversations)
         .values(_bind(conversations, *conv_cols))
         .on_conflict_do_nothing(index_elements=["id"]),
@@ -176,6 +190,41 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
             _where_id(approvals)
         ),
         "find_queued": sa.select(queued_inputs.c.status).where(_where_id(queued_inputs)),
+    }
+
+
+def _memory_statements(dialect: str) -> dict[WriteName, sa.Executable]:
+    """Summaries (the compaction watermark) and memory facts."""
+    fact_cols = [c.name for c in memories.columns if c.name != "num"]
+    scope = sa.bindparam("scope", type_=memories.c.scope.type)
+    if dialect == "postgresql":
+        # Serialises writers to one scope until commit, so a capacity check cannot race.
+        lock: sa.Executable = sa.select(
+            sa.func.pg_advisory_xact_lock(
+                sa.literal_column(str(MEMORY_LOCK_CLASS)), sa.func.hashtext(scope)
+            )
+        )
+    else:
+        lock = sa.select(sa.literal_column("1"))  # SQLite's one writer serialises already
+    return {
+        "insert_summary": _insert(dialect, summaries).values(
+            _bind(summaries, *(c.name for c in summaries.columns))
+        ),
+        "lock_memory_scope": lock,
+        "count_memories": sa.select(sa.func.count())
+        .select_from(memories)
+        .where(memories.c.scope == scope, memories.c.valid_to.is_(None)),
+        "insert_memory": _insert(dialect, memories).values(_bind(memories, *fact_cols)),
+        # Only a current fact of the scope closes; the closed row comes back whole.
+        "close_memory": sa.update(memories)
+        .where(
+            _where_id(memories),
+            _where_id(memories, "scope", "b_scope"),
+            memories.c.valid_to.is_(None),
+        )
+        .values(_bind(memories, "valid_to", "superseded_by"))
+        .returning(*memories.columns),
+        "find_memory": sa.select(memories).where(_where_id(memories)),
     }
 
 
@@ -301,3 +350,111 @@ def list_queued(by_conversation: bool) -> sa.Select[Any]:
             == _param(queued_inputs.c.conversation_id, "conversation_id")
         )
     return stmt.order_by(queued_inputs.c.position)
+
+
+# --- history window ---------------------------------------------------------------------
+
+
+@cache
+def latest_summary() -> sa.Select[Any]:
+    """The latest summary of a conversation: its ``through_seq``, then its message row."""
+    return (
+        sa.select(summaries.c.through_seq, messages)
+        .join(
+            messages,
+            sa.and_(
+                messages.c.conversation_id == summaries.c.conversation_id,
+                messages.c.seq == summaries.c.message_seq,
+            ),
+        )
+        .where(
+            summaries.c.conversation_id == _param(summaries.c.conversation_id, "conversation_id")
+        )
+        .order_by(summaries.c.message_seq.desc())
+        .limit(1)
+    )
+
+
+@cache
+def window_rows() -> sa.Select[Any]:
+    """The newest rows after ``after_seq`` (summary rows left out), newest first: a
+    backward walk of the ``(conversation_id, seq)`` index that stops at ``limit``."""
+    is_summary = (
+        sa.select(summaries.c.message_seq)
+        .where(
+            summaries.c.conversation_id == messages.c.conversation_id,
+            summaries.c.message_seq == messages.c.seq,
+        )
+        .exists()
+    )
+    return (
+        sa.select(messages)
+        .where(
+            messages.c.conversation_id == _param(messages.c.conversation_id, "conversation_id"),
+            messages.c.seq > _param(messages.c.seq, "after_seq"),
+            ~is_summary,
+        )
+        .order_by(messages.c.seq.desc())
+        .limit(sa.bindparam("limit", type_=sa.Integer))
+    )
+
+
+# --- long-term memory -------------------------------------------------------------------
+
+_FACT_COLUMNS = ", ".join(f"memories.{c.name}" for c in memories.columns)
+
+
+@cache
+def get_memory() -> sa.Select[Any]:
+    return sa.select(memories).where(memories.c.id == _param(memories.c.id, "id"))
+
+
+@cache
+def list_memories(include_closed: bool) -> sa.Select[Any]:
+    stmt = sa.select(memories).where(memories.c.scope == _param(memories.c.scope, "scope"))
+    if not include_closed:
+        stmt = stmt.where(memories.c.valid_to.is_(None))
+    return stmt.order_by(memories.c.recorded_at.desc(), memories.c.id.desc()).limit(
+        sa.bindparam("limit", type_=sa.Integer)
+    )
+
+
+@cache
+def memory_conflicts() -> sa.Select[Any]:
+    """Current facts whose subject has more than one distinct current text."""
+    scope = _param(memories.c.scope, "scope")
+    current = sa.and_(memories.c.scope == scope, memories.c.valid_to.is_(None))
+    clashing = (
+        sa.select(memories.c.subject)
+        .where(current, memories.c.subject.is_not(None))
+        .group_by(memories.c.subject)
+        .having(sa.func.count(sa.distinct(memories.c.text)) > 1)
+    )
+    return (
+        sa.select(memories)
+        .where(current, memories.c.subject.in_(clashing))
+        .order_by(memories.c.subject, memories.c.recorded_at, memories.c.id)
+    )
+
+
+@cache
+def search_memories(dialect: str) -> sa.TextClause:
+    """Current facts of ``:scope`` matching ``:match``, best first, then a ``score``
+    column (higher is better). ``:match`` comes from ``ostinato.store.search``."""
+    if dialect == "postgresql":
+        # The document and config must match the GIN index of migration 0003.
+        document = "to_tsvector('english', coalesce(subject, '') || ' ' || text)"
+        return sa.text(
+            f"SELECT {_FACT_COLUMNS}, ts_rank({document}, q) AS score"
+            " FROM memories, websearch_to_tsquery('english', :match) AS q"
+            f" WHERE memories.scope = :scope AND memories.valid_to IS NULL AND {document} @@ q"
+            " ORDER BY score DESC, memories.recorded_at DESC LIMIT :limit"
+        )
+    # bm25 is lower for a better match; the subject column weighs twice the text.
+    return sa.text(
+        f"SELECT {_FACT_COLUMNS}, -bm25(memories_fts, 1.0, 2.0) AS score"
+        " FROM memories_fts JOIN memories ON memories.num = memories_fts.rowid"
+        " WHERE memories_fts MATCH :match AND memories.scope = :scope"
+        " AND memories.valid_to IS NULL"
+        " ORDER BY bm25(memories_fts, 1.0, 2.0), memories.recorded_at DESC LIMIT :limit"
+    )

@@ -178,3 +178,68 @@ queued_inputs = sa.Table(
     sa.Index(None, "status", "position"),
     sa.Index(None, "conversation_id", "status"),
 )
+
+# --- history window and long-term memory (revision 0003) -----------------------------
+
+# Compaction watermarks: one row per summary a conversation was given. The summary itself
+# is a hidden ``system`` row of ``messages`` (seq ``message_seq``), summarising every row
+# up to ``through_seq``; the latest (highest ``message_seq``) is the current watermark,
+# found by the primary key.
+summaries = sa.Table(
+    "summaries",
+    metadata,
+    sa.Column(
+        "conversation_id",
+        _ID,
+        sa.ForeignKey("conversations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("message_seq", sa.Integer, primary_key=True),
+    sa.Column("message_id", _ID, nullable=False),
+    sa.Column("through_seq", sa.Integer, nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+)
+
+# Long-term memory: facts per scope (an owner, or ``conversation:<id>``), bitemporal.
+# A fact is never deleted or edited: closing one (forget, supersede) sets ``valid_to``
+# (and ``superseded_by``). ``num`` is an integer key for the full-text index: on SQLite
+# it is the rowid (an FTS5 table, ``memories_fts``, indexes the current facts, kept in
+# step by triggers); PostgreSQL has a GIN index over the current facts' text instead.
+# Both are made by the migration, outside this metadata.
+memories = sa.Table(
+    "memories",
+    metadata,
+    sa.Column(
+        "num",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        sa.Identity(),
+        primary_key=True,
+    ),
+    sa.Column("id", _ID, nullable=False),
+    sa.Column("scope", sa.String(), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("subject", sa.String(), nullable=True),
+    sa.Column("valid_from", _TIME, nullable=False),
+    sa.Column("valid_to", _TIME, nullable=True),
+    sa.Column("recorded_at", _TIME, nullable=False),
+    sa.Column("supersedes", _ID, nullable=True),
+    sa.Column("superseded_by", _ID, nullable=True),
+    sa.Column("conversation_id", _ID, nullable=True),
+    sa.Column("turn_id", _ID, nullable=True),
+    sa.UniqueConstraint("id"),
+    sa.Index(None, "scope", "valid_to", "recorded_at"),
+    sa.Index(None, "scope", "subject"),
+)
+
+
+# Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
+# table and its shadow tables, PostgreSQL's expression index): schema comparisons
+# (``alembic revision --autogenerate``, the migration tests) leave them out.
+FULL_TEXT_OBJECTS = ("memories_fts", "ix_memories_fts")
+
+
+def include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    """Alembic's ``include_object`` hook: everything but ``FULL_TEXT_OBJECTS``."""
+    return not (name is not None and name.startswith(FULL_TEXT_OBJECTS))

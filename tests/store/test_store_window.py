@@ -1,0 +1,190 @@
+"""The history window read and the summary watermark, on every engine; and that the
+SQL window reads O(limit) rows whatever the conversation's length."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from ostinato.errors import NotFound
+from ostinato.ids import new_id
+from ostinato.messages import Message, TextBlock, user_text
+from ostinato.store import PostgresStore, SQLiteStore, Store
+from ostinato.store.base import (
+    AppendMessage,
+    AppendSummary,
+    Conversation,
+    CreateConversation,
+    utcnow,
+)
+from ostinato.store.sql import statements
+from ostinato.store.sql.sqlite_sql import compile_sqlite
+
+
+async def new_conversation(store: Store, rows: int = 0) -> str:
+    now = utcnow()
+    cid = new_id()
+    ops: list[Any] = [CreateConversation(Conversation(cid, "idle", now, now, owner="ann"))]
+    ops += [AppendMessage(cid, user_text(f"m{i + 1}")) for i in range(rows)]
+    await store.write(*ops)
+    return cid
+
+
+def summary(text: str, through: int) -> Message:
+    return Message(
+        "system",
+        (TextBlock(text),),
+        hidden=True,
+        metadata={"kind": "summary", "through_seq": through},
+    )
+
+
+def seqs(rows: list[Message]) -> list[int]:
+    return [m.seq or 0 for m in rows]
+
+
+async def test_an_empty_or_unknown_conversation_has_an_empty_window(store: Store) -> None:
+    cid = await new_conversation(store)
+    for conversation_id in (cid, "unknown"):
+        window = await store.window(conversation_id, limit=10)
+        assert (window.summary, window.rows, window.more) == (None, [], False)
+
+
+async def test_the_window_is_the_newest_rows_oldest_first(store: Store) -> None:
+    cid = await new_conversation(store, 10)
+    window = await store.window(cid, limit=4)
+    assert seqs(window.rows) == [7, 8, 9, 10] and window.more
+    assert [m.text for m in window.rows] == ["m7", "m8", "m9", "m10"]
+    whole = await store.window(cid, limit=10)
+    assert seqs(whole.rows) == list(range(1, 11)) and not whole.more
+    assert (await store.window(cid, limit=0)).more
+
+
+async def test_a_summary_becomes_the_watermark(store: Store) -> None:
+    cid = await new_conversation(store, 6)
+    (stored,) = await store.write(AppendSummary(cid, summary("first four", 4), through_seq=4))
+    assert isinstance(stored, Message)
+    assert stored.seq == 7 and stored.hidden and stored.role == "system" and stored.id
+    await store.write(AppendMessage(cid, user_text("m8")))
+    window = await store.window(cid, limit=40)
+    assert window.summary == stored
+    assert seqs(window.rows) == [5, 6, 8] and not window.more  # never the summary row
+    limited = await store.window(cid, limit=2)
+    assert seqs(limited.rows) == [6, 8] and limited.more
+    # the summary is an ordinary stored row for everything else
+    assert seqs(await store.list_messages(cid)) == list(range(1, 9))
+    assert seqs(await store.list_messages(cid, include_hidden=False)) == [1, 2, 3, 4, 5, 6, 8]
+
+
+async def test_the_latest_summary_wins_and_older_summary_rows_stay_out(store: Store) -> None:
+    cid = await new_conversation(store, 4)
+    await store.write(AppendSummary(cid, summary("one", 2), through_seq=2))  # seq 5
+    await store.write(*(AppendMessage(cid, user_text(f"n{i}")) for i in range(3)))  # 6..8
+    (latest,) = await store.write(AppendSummary(cid, summary("two", 3), through_seq=3))  # 9
+    await store.write(AppendMessage(cid, user_text("last")))  # 10
+    window = await store.window(cid, limit=40)
+    assert window.summary == latest and latest.text == "two"
+    assert seqs(window.rows) == [4, 6, 7, 8, 10]
+
+
+async def test_a_summary_for_an_unknown_conversation_writes_nothing(store: Store) -> None:
+    with pytest.raises(NotFound):
+        await store.write(AppendSummary("unknown", summary("x", 1), through_seq=1))
+    cid = await new_conversation(store, 2)
+    with pytest.raises(NotFound):
+        await store.write(
+            AppendSummary(cid, summary("x", 1), through_seq=1),
+            AppendMessage("unknown", user_text("boom")),
+        )
+    window = await store.window(cid, limit=10)
+    assert window.summary is None and seqs(window.rows) == [1, 2]
+
+
+# --- O(limit): the window never reads the whole history ---------------------------------
+
+
+def _sqlite_steps(path: str, cid: str, limit: int) -> tuple[int, int]:
+    """(rows returned, SQLite VM instructions run) for the window's rows statement."""
+    compiled = compile_sqlite(statements.window_rows())
+    conn = sqlite3.connect(path)
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn.set_progress_handler(count, 1)
+    try:
+        params = compiled.defaults | {"conversation_id": cid, "after_seq": 0, "limit": limit}
+        found = conn.execute(compiled.text, params).fetchall()
+    finally:
+        conn.close()
+    return len(found), steps
+
+
+async def test_sqlite_window_cost_does_not_grow_with_the_history(
+    sqlite_store: SQLiteStore,
+) -> None:
+    short = await new_conversation(sqlite_store, 50)
+    long = await new_conversation(sqlite_store, 5_000)
+    await sqlite_store.write(AppendSummary(long, summary("s", 10), through_seq=10))
+    small = _sqlite_steps(sqlite_store.path, short, 41)
+    large = _sqlite_steps(sqlite_store.path, long, 41)
+    assert small[0] == large[0] == 41
+    assert large[1] <= small[1] * 1.2  # the same walk, not 100x the rows
+
+    conn = sqlite3.connect(sqlite_store.path)
+    try:
+        compiled = compile_sqlite(statements.window_rows())
+        plan = " | ".join(
+            row[3]
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN " + compiled.text,
+                compiled.defaults | {"conversation_id": long, "after_seq": 0, "limit": 41},
+            )
+        )
+    finally:
+        conn.close()
+    assert "SEARCH messages USING INDEX" in plan  # the (conversation_id, seq) unique index
+    assert "(conversation_id=? AND seq>?)" in plan
+    assert "TEMP B-TREE" not in plan  # no sort: the index is walked backwards
+    window = await sqlite_store.window(long, limit=40)
+    assert seqs(window.rows) == list(range(4_961, 5_001)) and window.more  # not 5001
+
+
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes += _plan_nodes(child)
+    return nodes
+
+
+async def test_postgres_window_reads_limit_rows_by_index(postgres_store: PostgresStore) -> None:
+    long = await new_conversation(postgres_store, 3_000)
+    await new_conversation(postgres_store, 500)
+    async with postgres_store.engine.connect() as conn:
+        await conn.execute(sa.text("ANALYZE messages"))
+        await conn.execute(sa.text("ANALYZE summaries"))
+        stmt = statements.window_rows().params(conversation_id=long, after_seq=0, limit=41)
+        text = str(
+            stmt.compile(
+                dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
+                compile_kwargs={"literal_binds": True},
+            )
+        )
+        result = await conn.execute(sa.text("EXPLAIN (ANALYZE, FORMAT JSON) " + text))
+        raw = result.scalar_one()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    nodes = _plan_nodes(plan)
+    scans = [n for n in nodes if n.get("Relation Name") == "messages"]
+    assert scans and all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in scans)
+    assert all(n["Actual Rows"] <= 41 for n in scans)
+    assert scans[0].get("Scan Direction") == "Backward"
+    window = await postgres_store.window(long, limit=40)
+    assert seqs(window.rows) == list(range(2_961, 3_001)) and window.more

@@ -22,6 +22,7 @@ class AgentConfig:
     tools: tuple[str, ...] | None = None  # an allow-list of tool names; None allows all
     history_messages: int = 40  # stored rows read into a request, at most
     history_tokens: int | None = None  # and at most this many tokens of them (None: no cap)
+    heartbeat_interval: float = 5.0  # seconds of silence from a tool before a heartbeat
 
     def __post_init__(self) -> None:
         if self.max_model_calls < 1:

@@ -98,6 +98,17 @@ class ToolProgress(_Frame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AgentToken(_Frame):
+    """Text of a sub-agent (for a timeline, not the chat body); ``tool_use_id`` is the
+    parent's ``delegate`` / ``spawn_agents`` call, ``agent`` which sub-agent."""
+
+    agent: str
+    tool_use_id: str
+    text: str
+    type: Literal["agent.token"] = "agent.token"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InputRequested(_Frame):
     """A question card: the turn paused until a person answers ``tool_use_id``."""
 
@@ -187,6 +198,7 @@ Frame: TypeAlias = (
     | ToolStarted
     | ToolFinished
     | ToolProgress
+    | AgentToken
     | InputRequested
     | ApprovalRequested
     | ApprovalDecided
@@ -205,6 +217,7 @@ FRAME_TYPES: tuple[str, ...] = (
     "tool.started",
     "tool.finished",
     "tool.progress",
+    "agent.token",
     "input.requested",
     "approval.requested",
     "approval.decided",

@@ -9,7 +9,7 @@ always ends by recording a stop reason. It knows no HTTP, no SQL and no provider
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +42,7 @@ from ostinato.loop.decision import (
     after_reply,
     after_tools,
 )
+from ostinato.loop.heartbeat import Heartbeat
 from ostinato.loop.history import repair, unique_tool_ids
 from ostinato.loop.metrics import TurnMetrics
 from ostinato.loop.tools import Consent, ToolRun, run_tool
@@ -117,6 +118,7 @@ class TurnDriver:
         self.seeds = tuple(call for call in seeds if call.name in catalog.by_name)
         self.tool_extras = tool_extras or {}
         self.route = route  # recorded with the turn's metrics
+        self.heartbeat = Heartbeat(self._beat, settings.heartbeat_interval)
         self.context = context
         self.prior_count = len(self.history) - turn_rows  # rows before this turn's own
         self.seq = history[-1].seq or 0 if history else 0
@@ -318,29 +320,41 @@ class TurnDriver:
             started_at=now,
         )
 
-    def _tool(self, call: ToolUseBlock) -> Awaitable[ToolRun]:
+    async def _tool(self, call: ToolUseBlock) -> ToolRun:
         def progress(text: str) -> None:
-            self._emit(
-                ToolProgress(
-                    run_id=self.turn.run_id,
-                    seq=self.seq,
-                    tool_use_id=call.id,
-                    name=call.name,
-                    text=text,
-                )
-            )
+            self.heartbeat.touch(call.id)
+            self._progress(call.id, call.name, text, False)
 
-        return run_tool(
-            call,
-            self.catalog,
-            self.turn,
-            consent=self.consent,
-            owner=self.owner,
-            workdir=self.workdir,
-            progress=progress,
-            seq=self.seq,
-            extras=self.tool_extras,
+        self.heartbeat.start(call.id, call.name)
+        try:
+            return await run_tool(
+                call,
+                self.catalog,
+                self.turn,
+                consent=self.consent,
+                owner=self.owner,
+                workdir=self.workdir,
+                progress=progress,
+                seq=self.seq,
+                extras=self.tool_extras,
+            )
+        finally:
+            self.heartbeat.done(call.id)
+
+    def _progress(self, tool_use_id: str, name: str, text: str, heartbeat: bool) -> None:
+        self._emit(
+            ToolProgress(
+                run_id=self.turn.run_id,
+                seq=self.seq,
+                tool_use_id=tool_use_id,
+                name=name,
+                text=text,
+                heartbeat=heartbeat,
+            )
         )
+
+    def _beat(self, tool_use_id: str, name: str, seconds: float) -> None:
+        self._progress(tool_use_id, name, f"still running ({seconds:.0f} s)", True)
 
     async def _run_tools(
         self, calls: tuple[ToolUseBlock, ...], broken: dict[str, str]

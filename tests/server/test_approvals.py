@@ -129,6 +129,7 @@ async def test_cancel_while_waiting_on_approval_declines_it(
     assert finished["stop_reason"] == "cancelled" and finished["state"] == "idle"
     (audit,) = (await client.get(f"{base}/approvals")).json()["approvals"]
     assert audit["id"] == asked["approval_id"] and audit["ending"] == "DECLINED"
+    assert audit["decided_by"] == "cancelled"
     assert RUNS == []
     assert (await client.post(f"{base}/cancel")).status_code == 409  # nothing left
 

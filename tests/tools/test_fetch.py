@@ -226,7 +226,7 @@ def test_public_addresses_pass(address: str) -> None:
 
 async def test_an_ipv4_mapped_public_address_is_dialled_as_ipv4() -> None:
     dialled = await vet_host("::ffff:8.8.8.8", 80, resolver=no_dns)
-    assert dialled == ipaddress.IPv4Address("8.8.8.8")
+    assert dialled == [ipaddress.IPv4Address("8.8.8.8")]
 
 
 @pytest.mark.parametrize(
@@ -349,6 +349,22 @@ async def test_the_connection_goes_to_the_vetted_address_with_the_original_host(
     text = await call(tool, server.url("/who", host="public.test"))
     assert text.startswith("status: 200 OK\n")
     assert f"url: http://public.test:{server.port}/who" in text
+    assert text.endswith(f"host=public.test:{server.port}")
+
+
+async def test_the_next_vetted_address_is_tried_when_one_cannot_connect(
+    server: LocalServer,
+) -> None:
+    server.routes["/who"] = echo_host
+    tool = http_fetch_tool(
+        allow_hosts=(),
+        ports=None,
+        # ::1 first: nothing listens there on the test server's port (it is bound to
+        # 127.0.0.1 only), so the connection fails and 127.0.0.1 is tried next.
+        resolver=resolver_from({"public.test": ["::1", "127.0.0.1"]}),
+        address_policy=lambda a: None if a in (LOOPBACK, ipaddress.ip_address("::1")) else "no",
+    )
+    text = await call(tool, server.url("/who", host="public.test"))
     assert text.endswith(f"host=public.test:{server.port}")
 
 

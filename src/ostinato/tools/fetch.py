@@ -222,7 +222,7 @@ class Fetcher:
     ) -> tuple[FetchResult, str | None]:
         host = self._host(url)
         port = url.port or (443 if url.scheme == "https" else 80)
-        address = await vet_host(
+        addresses = await vet_host(
             host, port, resolver=self.policy.resolver, policy=self.policy.address_policy
         )
         headers = {
@@ -235,17 +235,26 @@ class Fetcher:
         extensions = {}
         if url.scheme == "https" and ip_host(host) is None:
             extensions["sni_hostname"] = host
-        dial = url.copy_with(host=str(address))
-        try:
-            async with client.stream(
-                method, dial, headers=headers, extensions=extensions
-            ) as response:
-                if response.status_code in _REDIRECTS and "location" in response.headers:
-                    return self._result(url, response, b"", False), response.headers["location"]
-                body, truncated = await self._read(response)
-                return self._result(url, response, body, truncated), None
-        except httpx.HTTPError as exc:
-            raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from None
+        for i, address in enumerate(addresses):
+            # Each vetted address in turn while the connection itself fails (say, an
+            # IPv6 answer on a host without IPv6); once connected, no more tries.
+            dial = url.copy_with(host=str(address))
+            try:
+                async with client.stream(
+                    method, dial, headers=headers, extensions=extensions
+                ) as response:
+                    if response.status_code in _REDIRECTS and "location" in response.headers:
+                        location = response.headers["location"]
+                        return self._result(url, response, b"", False), location
+                    body, truncated = await self._read(response)
+                    return self._result(url, response, body, truncated), None
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                if i + 1 < len(addresses):
+                    continue
+                raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from None
+            except httpx.HTTPError as exc:
+                raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from None
+        raise AssertionError("vet_host returns at least one address")
 
     async def _read(self, response: httpx.Response) -> tuple[bytes, bool]:
         cap = self.policy.max_bytes

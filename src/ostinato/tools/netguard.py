@@ -205,11 +205,12 @@ async def vet_host(
     *,
     resolver: Resolver = system_resolver,
     policy: AddressPolicy | None = refusal,
-) -> IPAddress:
-    """The one address to connect to for ``host``: a numeric host as it is, a name
-    resolved once. Every address the name resolves to must pass ``policy`` (a name with
-    one private address among public ones is refused: it is a rebinding tool); ``None``
-    as the policy accepts any address (tests against a local server)."""
+) -> list[IPAddress]:
+    """The addresses to connect to for ``host``, in the resolver's order: a numeric host
+    as it is, a name resolved once. Every address the name resolves to must pass
+    ``policy`` (a name with one private address among public ones is refused: it is a
+    rebinding tool); ``None`` as the policy accepts any address (tests against a local
+    server)."""
     literal = ip_host(host)
     if literal is not None:
         addresses = [literal]
@@ -223,4 +224,8 @@ async def vet_host(
             if reason is not None:
                 shown = "" if literal is not None else f"{host} resolves to {address}: "
                 raise AddressRefused(f"refused: {shown}{reason}")
-    return connect_address(addresses[0])
+    dialled: list[IPAddress] = []
+    for address in map(connect_address, addresses):
+        if address not in dialled:
+            dialled.append(address)
+    return dialled

@@ -1,0 +1,92 @@
+"""``Memory``: long-term facts for the tools and the API, over any ``Store``.
+
+It adds to the store's ops and reads what both callers share: the scope of a tool call,
+the capacity, and recall (full-text ranking, fused with embeddings when a ``Ranker`` is
+set; the newest facts when a query has no words to search for).
+"""
+
+from __future__ import annotations
+
+from ostinato.memory.ranking import EmbeddingCache, Ranker, hybrid_search
+from ostinato.store.base import (
+    MEMORY_CAPACITY,
+    ForgetFact,
+    MemoryConflict,
+    MemoryFact,
+    MemoryHit,
+    RememberFact,
+    Store,
+)
+from ostinato.store.search import search_terms
+
+
+def scope_for(owner: str | None, conversation_id: str) -> str:
+    """Whose facts a conversation reads and writes: its owner's, or, for a conversation
+    without an owner, its own (``conversation:<id>``)."""
+    return owner or f"conversation:{conversation_id}"
+
+
+class Memory:
+    """Facts of any scope in ``store``; ``capacity`` current facts per scope."""
+
+    def __init__(
+        self,
+        store: Store,
+        ranker: Ranker | None = None,
+        *,
+        capacity: int = MEMORY_CAPACITY,
+    ) -> None:
+        self.store = store
+        self.ranker = ranker
+        self.capacity = capacity
+        self._vectors = EmbeddingCache()
+
+    async def remember(
+        self,
+        scope: str,
+        text: str,
+        *,
+        subject: str | None = None,
+        supersedes: str | None = None,
+        conversation_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> MemoryFact:
+        """Record a fact (closing ``supersedes`` in the same write); ``MemoryFull``,
+        ``NotFound``, ``Conflict`` or ``InvalidRequest`` when it cannot be."""
+        op = RememberFact(
+            scope,
+            text,
+            subject=subject,
+            supersedes=supersedes,
+            conversation_id=conversation_id,
+            turn_id=turn_id,
+            capacity=self.capacity,
+        )
+        (fact,) = await self.store.write(op)
+        assert isinstance(fact, MemoryFact)
+        return fact
+
+    async def forget(self, scope: str, memory_id: str) -> MemoryFact:
+        """Close a fact of ``scope``; ``NotFound`` if it has none by that id."""
+        (fact,) = await self.store.write(ForgetFact(scope, memory_id))
+        assert isinstance(fact, MemoryFact)
+        return fact
+
+    async def recall(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:
+        """Current facts for ``query``, best first. A query without words to search
+        for recalls the newest facts (score 0)."""
+        if not search_terms(query):
+            return [MemoryHit(f, 0.0) for f in await self.store.list_memories(scope, limit=limit)]
+        if self.ranker is None:
+            return await self.store.search_memories(scope, query, limit=limit)
+        return await hybrid_search(
+            self.store, self.ranker, scope, query, limit=limit, cache=self._vectors
+        )
+
+    async def list_facts(
+        self, scope: str, *, include_closed: bool = False, limit: int = 100
+    ) -> list[MemoryFact]:
+        return await self.store.list_memories(scope, include_closed=include_closed, limit=limit)
+
+    async def conflicts(self, scope: str) -> list[MemoryConflict]:
+        return await self.store.memory_conflicts(scope)

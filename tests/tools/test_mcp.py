@@ -99,6 +99,7 @@ async def test_the_servers_tools_become_prefixed_tools(
         "fixture_fail",
         "fixture_pid",
         "fixture_crash",
+        "fixture_header",
     }
     add = tools["fixture_add"]
     assert add.description == "Add two integers."
@@ -156,7 +157,7 @@ async def test_listings_are_cached_for_ten_minutes(
     clock.advance(LISTING_TTL - 1)
     again = await mcp_tools(stdio, cache=cache, clients=clients)
     assert listings(counts) == 1
-    assert len(again) == 6
+    assert len(again) == 7
     clock.advance(2)
     await mcp_tools(stdio, cache=cache, clients=clients)
     assert listings(counts) == 2
@@ -309,6 +310,17 @@ def _free_port() -> int:
         return port
 
 
+def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    for _ in range(1000):  # up to ~10 s for the server to listen
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return
+        except OSError:
+            assert process.poll() is None, "the MCP HTTP server exited"
+            time.sleep(0.01)
+    raise AssertionError("the MCP HTTP server did not listen")
+
+
 @pytest.fixture
 def http_server(counts: Path) -> Iterator[str]:
     port = _free_port()
@@ -319,13 +331,7 @@ def http_server(counts: Path) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(1000):  # up to ~10 s for the server to listen
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                assert process.poll() is None, "the MCP HTTP server exited"
-                time.sleep(0.01)
+        _wait_listening(port, process)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
@@ -340,7 +346,41 @@ async def test_streamable_http_lists_and_calls(
     tools = by_name(await mcp_tools(config, cache=cache, clients=clients))
     assert "remote_add" in tools
     assert await call(tools["remote_add"], {"a": 20, "b": 22}) == {"result": 42}
+    assert await call(tools["remote_header"], {"name": "x-team"}) == {"result": "blue"}
     with pytest.raises(ToolError, match="failed on purpose"):
         await call(tools["remote_fail"], {"reason": "http"})
     await mcp_tools(config, cache=cache, clients=clients)
     assert listings(counts) == 1
+
+
+async def test_streamable_http_survives_a_server_restart(
+    counts: Path, clients: McpClients, clock: FakeClock
+) -> None:
+    port = _free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            [sys.executable, str(SERVER), "http", str(port)],
+            env={**os.environ, "MCP_FIXTURE_COUNTS": str(counts)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait_listening(port, process)
+        return process
+
+    process = start()
+    try:
+        config = McpServerConfig(name="remote", url=f"http://127.0.0.1:{port}/mcp")
+        tools = by_name(await mcp_tools(config, cache=McpToolCache(clock=clock), clients=clients))
+        first = (await call(tools["remote_pid"], {}))["result"]
+        process.terminate()
+        process.wait(timeout=10)
+        process = start()
+        clock.advance(IDLE_PING + 1)
+        assert await call(tools["remote_add"], {"a": 1, "b": 2}) == {"result": 3}
+        assert (await call(tools["remote_pid"], {}))["result"] != first
+        # A 2026-07-28 server keeps no HTTP session to lose: the same client goes on.
+        assert clients.opened == 1
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -395,6 +395,31 @@ async def test_every_redirect_hop_is_vetted_again(
     assert [target for target, _ in server.seen] == ["/start"]
 
 
+async def test_a_redirect_back_to_the_first_hops_own_address_is_refused(
+    server: LocalServer,
+) -> None:
+    # The production policy, except that the test server's address passes the first
+    # check only: the redirect to http://127.0.0.1/ must be refused by its own check.
+    checks: list[IPAddress] = []
+
+    def first_hop_only(address: IPAddress) -> str | None:
+        checks.append(address)
+        return None if len(checks) == 1 and address == LOOPBACK else refusal(address)
+
+    server.routes["/start"] = redirect(server.url("/secret"))
+    server.routes["/secret"] = respond(body=b"the metadata")
+    tool = http_fetch_tool(
+        allow_hosts=(),
+        ports=None,
+        resolver=resolver_from({"public.test": ["127.0.0.1"]}),
+        address_policy=first_hop_only,
+    )
+    with pytest.raises(AddressRefused, match=r"127\.0\.0\.1 is a loopback address"):
+        await call(tool, server.url("/start", host="public.test"))
+    assert checks == [LOOPBACK, LOOPBACK]
+    assert [target for target, _ in server.seen] == ["/start"]
+
+
 async def test_redirects_are_followed_to_an_allowed_target(server: LocalServer) -> None:
     server.routes["/a"] = redirect("/b", "301 Moved Permanently")
     server.routes["/b"] = redirect(server.url("/c", host="public.test"), "307 Temporary Redirect")

@@ -228,6 +228,15 @@ async def test_an_unknown_conversation_is_refused(app: FastAPI) -> None:
     assert refused.value.body["error"]["code"] == "not_found"
 
 
+async def test_a_bad_query_is_refused_with_a_422(app: FastAPI, conversation_id: str) -> None:
+    for query, expected in (("after_seq=-1", "after_seq"), ("deltas=maybe", "deltas")):
+        with pytest.raises(Refused) as refused:
+            async with open_websocket(app, f"/v1/conversations/{conversation_id}/ws?{query}"):
+                pass
+        assert refused.value.status == 422
+        assert expected in refused.value.body["error"]["message"]
+
+
 async def test_without_denial_responses_the_socket_is_closed_with_a_code(
     app: FastAPI, conversation_id: str
 ) -> None:

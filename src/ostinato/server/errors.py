@@ -6,6 +6,10 @@
   ``details`` listing them for programs.
 - Starlette's HTTP errors (unknown route, wrong method) -> their status.
 - Anything else -> 500 ``internal_error`` with a generic message, and a log line.
+
+A WebSocket refused before its handshake completes gets the same JSON as an HTTP answer
+(the ASGI denial-response extension, which uvicorn offers), or else a close code: a bad
+query parameter 422 (or 1008).
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
@@ -102,8 +106,37 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "internal_error", "internal server error; see the server log")
 
 
+async def refuse_websocket(
+    websocket: WebSocket,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    close_code: int,
+    details: list[dict[str, Any]] | None = None,
+) -> None:
+    """Refuse a WebSocket before accepting it: an HTTP answer with the error's JSON where
+    the server can send one, else a close with ``close_code`` (a 4xxx code is sent after
+    accepting, as a close before accepting reaches the client as a bare 403)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error_response(status, code, message, details))
+        return
+    if close_code >= 4000:
+        await websocket.accept()
+    await websocket.close(code=close_code, reason=message[:120])
+
+
+async def _websocket_validation_error(websocket: WebSocket, exc: Exception) -> None:
+    assert isinstance(exc, WebSocketRequestValidationError)
+    message, details = describe_validation(exc.errors())
+    await refuse_websocket(
+        websocket, 422, "invalid_request", message, close_code=1008, details=details
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ClientError, _client_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(WebSocketRequestValidationError, _websocket_validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

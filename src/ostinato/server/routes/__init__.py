@@ -7,6 +7,7 @@ from ostinato.server.routes import (
     conversations,
     events,
     health,
+    memories,
     messages,
     turns,
     websocket,
@@ -20,4 +21,5 @@ ROUTERS = (
     approvals.router,
     events.router,
     websocket.router,
+    memories.router,
 )

@@ -37,7 +37,7 @@ from ostinato.frames import ErrorFrame, Frame
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
 from ostinato.server.context import ServerContext
-from ostinato.server.errors import describe_validation, error_response, log
+from ostinato.server.errors import describe_validation, log, refuse_websocket
 from ostinato.server.schemas import (
     CLIENT_MESSAGE,
     WsApproval,
@@ -49,7 +49,6 @@ from ostinato.server.streams import conversation_frames
 
 router = APIRouter(prefix="/v1/conversations", tags=["events"])
 
-DENIAL = "websocket.http.response"
 CLOSE_CODES = {"closing": 1001, "overflow": 1013}  # going away; try again later
 NOT_FOUND_CLOSE = 4404
 ClientMessage = WsMessage | WsToolResponse | WsApproval | WsCancel
@@ -82,12 +81,13 @@ async def conversation_socket(
     server = websocket.scope.get("server")
     port = server[1] if server else None
     if not origin_allowed(websocket.headers.get("origin"), context.allowed_origins, port):
-        await _refuse(websocket, 403, "forbidden", "this Origin may not open the WebSocket")
+        message = "this Origin may not open the WebSocket"
+        await refuse_websocket(websocket, 403, "forbidden", message, close_code=1008)
         return
     try:
         await runtime.conversation(conversation_id)
     except NotFound as exc:
-        await _refuse(websocket, 404, exc.code, exc.message)
+        await refuse_websocket(websocket, 404, exc.code, exc.message, close_code=NOT_FOUND_CLOSE)
         return
     subscription = runtime.bus.subscribe(conversation_id)
     try:
@@ -117,16 +117,6 @@ async def conversation_socket(
             await asyncio.gather(pump, listen, return_exceptions=True)
     finally:
         subscription.close()
-
-
-async def _refuse(websocket: WebSocket, status: int, code: str, message: str) -> None:
-    if DENIAL in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(error_response(status, code, message))
-    elif status == 403:
-        await websocket.close(code=1008, reason=message[:120])
-    else:
-        await websocket.accept()
-        await websocket.close(code=NOT_FOUND_CLOSE, reason=message[:120])
 
 
 async def _pump(

@@ -1,0 +1,148 @@
+"""``/v1/memories`` through the ASGI app, on every store engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from ostinato.store.base import MEMORY_CAPACITY
+
+
+async def post(client: httpx.AsyncClient, **body: Any) -> httpx.Response:
+    return await client.post("/v1/memories", json=body)
+
+
+def error(response: httpx.Response) -> dict[str, Any]:
+    body: dict[str, Any] = response.json()["error"]
+    return body
+
+
+async def test_remember_list_search_forget(client: httpx.AsyncClient) -> None:
+    created = await post(client, owner="ann", fact="Ann drinks green tea", subject=" Drinks ")
+    assert created.status_code == 201
+    tea = created.json()
+    assert tea["owner"] == "ann" and tea["fact"] == "Ann drinks green tea"
+    assert tea["subject"] == "drinks" and tea["current"] and tea["valid_to"] is None
+    assert tea["score"] is None
+    other = (await post(client, owner="ann", fact="Ann's cat is called Miso")).json()
+    await post(client, owner="bob", fact="Bob drinks tea")
+
+    listed = await client.get("/v1/memories", params={"owner": "ann"})
+    assert listed.status_code == 200
+    assert [m["id"] for m in listed.json()["memories"]] == [other["id"], tea["id"]]
+
+    found = await client.get("/v1/memories", params={"owner": "ann", "q": "tea"})
+    (hit,) = found.json()["memories"]
+    assert hit["id"] == tea["id"] and hit["score"] is not None
+
+    forgotten = await client.delete(f"/v1/memories/{tea['id']}", params={"owner": "ann"})
+    assert forgotten.status_code == 200
+    closed = forgotten.json()
+    assert closed["id"] == tea["id"] and not closed["current"] and closed["valid_to"]
+    assert (await client.get("/v1/memories", params={"owner": "ann", "q": "tea"})).json() == {
+        "memories": []
+    }
+    history = await client.get("/v1/memories", params={"owner": "ann", "include_closed": "true"})
+    assert {m["id"] for m in history.json()["memories"]} == {tea["id"], other["id"]}
+    again = await client.delete(f"/v1/memories/{tea['id']}", params={"owner": "ann"})
+    assert again.status_code == 200 and again.json() == closed
+
+
+async def test_supersede(client: httpx.AsyncClient) -> None:
+    old = (await post(client, owner="ann", fact="Ann lives in Porto")).json()
+    new = await post(client, owner="ann", fact="Ann lives in Lisbon", supersedes=old["id"])
+    assert new.status_code == 201 and new.json()["supersedes"] == old["id"]
+    history = (
+        await client.get("/v1/memories", params={"owner": "ann", "include_closed": True})
+    ).json()["memories"]
+    closed = next(m for m in history if m["id"] == old["id"])
+    assert closed["superseded_by"] == new.json()["id"] and not closed["current"]
+    again = await post(client, owner="ann", fact="Ann lives in Faro", supersedes=old["id"])
+    assert again.status_code == 409 and error(again)["code"] == "conflict"
+    unknown = await post(client, owner="ann", fact="x", supersedes="nope")
+    assert unknown.status_code == 404 and error(unknown)["code"] == "not_found"
+
+
+async def test_unknown_and_other_owners_memories_are_404(client: httpx.AsyncClient) -> None:
+    bobs = (await post(client, owner="bob", fact="Bob drinks tea")).json()
+    for owner, memory_id in (("ann", bobs["id"]), ("bob", "missing"), ("bob", "x" * 500)):
+        response = await client.delete(f"/v1/memories/{memory_id}", params={"owner": owner})
+        assert response.status_code == 404, memory_id
+        assert error(response)["code"] == "not_found"
+        assert "no memory" in error(response)["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"fact": "x"}, "owner"),
+        ({"owner": "ann"}, "fact"),
+        ({"owner": "ann", "fact": ""}, "fact"),
+        ({"owner": "ann", "fact": "x" * 2_001}, "fact"),
+        ({"owner": "", "fact": "x"}, "owner"),
+        ({"owner": "ann", "fact": "x", "extra": 1}, "extra"),
+        ({"owner": "ann", "fact": 5}, "fact"),
+        ({"owner": "ann", "fact": "x", "subject": "s" * 201}, "subject"),
+    ],
+)
+async def test_bad_bodies_are_422(
+    client: httpx.AsyncClient, body: dict[str, Any], field: str
+) -> None:
+    response = await client.post("/v1/memories", json=body)
+    assert response.status_code == 422
+    assert error(response)["code"] == "invalid_request"
+    assert field in error(response)["message"]
+
+
+async def test_blank_fact_bad_json_and_bad_queries_are_422(client: httpx.AsyncClient) -> None:
+    blank = await post(client, owner="ann", fact="   ")
+    assert blank.status_code == 422 and "needs some text" in error(blank)["message"]
+    broken = await client.post(
+        "/v1/memories", content=b"{", headers={"content-type": "application/json"}
+    )
+    assert broken.status_code == 422 and "not valid JSON" in error(broken)["message"]
+    for params in (
+        {},
+        {"owner": ""},
+        {"owner": "ann", "limit": 0},
+        {"owner": "ann", "limit": "many"},
+        {"owner": "ann", "include_closed": "perhaps"},
+        {"owner": "ann", "q": "tea", "include_closed": "true"},
+    ):
+        response = await client.get("/v1/memories", params=params)
+        assert response.status_code == 422, params
+        assert error(response)["code"] == "invalid_request"
+    assert (await client.delete("/v1/memories/x")).status_code == 422  # owner is required
+
+
+@pytest.mark.parametrize("q", ['"', "NEAR(", "tea*", "-tea", ":", "", "   ", "' OR 1=1 --"])
+async def test_any_search_text_is_safe(client: httpx.AsyncClient, q: str) -> None:
+    await post(client, owner="ann", fact="Ann drinks tea")
+    response = await client.get("/v1/memories", params={"owner": "ann", "q": q})
+    assert response.status_code == 200
+    assert all(m["fact"] == "Ann drinks tea" for m in response.json()["memories"])
+
+
+async def test_a_full_memory_is_409(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OSTINATO_MEMORY_CAPACITY", "2")
+    for i in range(2):
+        assert (await post(client, owner="ann", fact=f"fact {i}")).status_code == 201
+    full = await post(client, owner="ann", fact="one too many")
+    assert full.status_code == 409
+    assert error(full) == {
+        "code": "memory_full",
+        "message": "memory is full: 2 of 2 facts; forget some first",
+    }
+    assert (await post(client, owner="bob", fact="fits")).status_code == 201
+    assert MEMORY_CAPACITY == 5_000
+
+
+async def test_the_routes_are_in_the_openapi_document(client: httpx.AsyncClient) -> None:
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    assert set(paths["/v1/memories"]) == {"get", "post"}
+    assert "409" in paths["/v1/memories"]["post"]["responses"]
+    assert set(paths["/v1/memories/{memory_id}"]) == {"delete"}

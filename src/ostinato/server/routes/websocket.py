@@ -16,9 +16,9 @@ a reply ``{"type": "error", "code", "message"}`` (no ``run_id`` or ``seq``: it i
 frame) and the socket stays open.
 
 A browser page on another site must not drive a conversation: the ``Origin`` header is
-checked before the socket is accepted (see ``origin_allowed``). A refused origin gets 403
-and an unknown conversation 404 (as HTTP responses where the server supports that, else
-the socket is closed with 1008 or 4404).
+checked before the socket is accepted (see ``origin_allowed``). A refused origin gets 403,
+an unknown conversation 404 and a bad query 422 (as HTTP responses where the server
+supports that, else the socket is closed with 1008, 4404 or 1008).
 """
 
 from __future__ import annotations

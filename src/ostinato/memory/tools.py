@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from ostinato.errors import ClientError, ToolError
 from ostinato.memory.facts import Memory, scope_for
 from ostinato.memory.ranking import Ranker
-from ostinato.store.base import MEMORY_CAPACITY, MEMORY_TEXT_LIMIT, MemoryFact, Store
+from ostinato.store.base import MEMORY_TEXT_LIMIT, MemoryFact, Store
 from ostinato.tools.base import Tool, ToolContext
 from ostinato.tools.functions import function_tool
 
@@ -40,12 +40,13 @@ async def _refusal_as_tool_error(call: Awaitable[T]) -> T:
 
 
 def memory_tools(
-    store: Store, ranker: Ranker | None = None, *, capacity: int = MEMORY_CAPACITY
+    store: Store, ranker: Ranker | None = None, *, capacity: int | None = None
 ) -> list[Tool]:
     """``remember``, ``recall``, ``forget`` and ``memory_conflicts`` over ``store``.
 
     ``ranker`` mixes embedding similarity into recall (see ``ranking``); ``capacity`` is
-    how many current facts one scope may hold.
+    how many current facts one scope may hold (by default ``OSTINATO_MEMORY_CAPACITY``,
+    else 5,000).
     """
     memory = Memory(store, ranker, capacity=capacity)
 

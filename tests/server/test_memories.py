@@ -103,14 +103,15 @@ async def test_blank_fact_bad_json_and_bad_queries_are_422(client: httpx.AsyncCl
         "/v1/memories", content=b"{", headers={"content-type": "application/json"}
     )
     assert broken.status_code == 422 and "not valid JSON" in error(broken)["message"]
-    for params in (
+    bad_queries: list[dict[str, str | int]] = [
         {},
         {"owner": ""},
         {"owner": "ann", "limit": 0},
         {"owner": "ann", "limit": "many"},
         {"owner": "ann", "include_closed": "perhaps"},
         {"owner": "ann", "q": "tea", "include_closed": "true"},
-    ):
+    ]
+    for params in bad_queries:
         response = await client.get("/v1/memories", params=params)
         assert response.status_code == 422, params
         assert error(response)["code"] == "invalid_request"

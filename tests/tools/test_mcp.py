@@ -100,6 +100,7 @@ async def test_the_servers_tools_become_prefixed_tools(
         "fixture_pid",
         "fixture_crash",
         "fixture_header",
+        "fixture_steps",
     }
     add = tools["fixture_add"]
     assert add.description == "Add two integers."
@@ -131,6 +132,17 @@ async def test_calls_reach_the_server(stdio: McpServerConfig, clients: McpClient
     assert clients.opened == 1  # one session for the listing and every call
 
 
+async def test_progress_notifications_reach_the_tool_context(
+    stdio: McpServerConfig, clients: McpClients
+) -> None:
+    tools = by_name(await mcp_tools(stdio, cache=McpToolCache(), clients=clients))
+    lines: list[str] = []
+    context = ToolContext("c", "t", "r", "u", progress=lines.append)
+    steps = tools["fixture_steps"]
+    assert await steps.run(steps.validate({"count": 3}), context) == {"result": "done"}
+    assert lines == ["1/3: step 1", "2/3: step 2", "3/3: step 3"]
+
+
 async def test_an_error_result_is_a_tool_error(stdio: McpServerConfig, clients: McpClients) -> None:
     tools = by_name(await mcp_tools(stdio, cache=McpToolCache(), clients=clients))
     with pytest.raises(ToolError, match="failed on purpose: because"):
@@ -157,7 +169,7 @@ async def test_listings_are_cached_for_ten_minutes(
     clock.advance(LISTING_TTL - 1)
     again = await mcp_tools(stdio, cache=cache, clients=clients)
     assert listings(counts) == 1
-    assert len(again) == 7
+    assert len(again) == 8
     clock.advance(2)
     await mcp_tools(stdio, cache=cache, clients=clients)
     assert listings(counts) == 2

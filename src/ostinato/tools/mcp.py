@@ -41,6 +41,7 @@ import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ostinato.errors import ToolError
@@ -72,7 +73,8 @@ class McpServerConfig:
     """One MCP server: ``command`` (stdio) or ``url`` (streamable HTTP), not both.
 
     ``prefix`` puts the server's name before each tool name; ``risk`` sets every tool's
-    risk instead of reading the server's annotations; ``timeout`` bounds each call.
+    risk instead of reading the server's annotations; ``timeout`` bounds each call and
+    ``connect_timeout`` the start of a session (a stdio server may install itself first).
     """
 
     name: str
@@ -85,6 +87,7 @@ class McpServerConfig:
     prefix: bool = True
     risk: Risk | None = None
     timeout: float = CALL_TIMEOUT
+    connect_timeout: float = CONNECT_TIMEOUT
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -210,7 +213,7 @@ class _Session:
         ready.add_done_callback(_retrieve)
         self._task = asyncio.create_task(self._run(ready), name=f"mcp:{self.config.name}")
         try:
-            async with asyncio.timeout(CONNECT_TIMEOUT):
+            async with asyncio.timeout(self.config.connect_timeout):
                 await asyncio.shield(ready)
         except BaseException as exc:
             await self.close()
@@ -364,9 +367,19 @@ class McpClients:
         arguments: JSON,
         *,
         repeatable: bool = False,
+        progress: Callable[[str], None] | None = None,
     ) -> types.CallToolResult:
+        """Call a tool; ``progress`` receives the server's progress notifications as
+        lines ("40/100: copying")."""
+        on_progress = None if progress is None else _progress_lines(progress)
+
         async def call(client: Client) -> types.CallToolResult:
-            return await client.call_tool(name, arguments, read_timeout_seconds=config.timeout)
+            return await client.call_tool(
+                name,
+                arguments,
+                read_timeout_seconds=config.timeout,
+                progress_callback=on_progress,
+            )
 
         try:
             result: types.CallToolResult = await self._request(
@@ -385,6 +398,14 @@ class McpClients:
         sessions = list(self._sessions.values())
         self._sessions.clear()
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+
+def _progress_lines(report: Callable[[str], None]) -> ProgressFnT:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        done = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
+        report(f"{done}: {message}" if message else done)
+
+    return on_progress
 
 
 # --- tools ----------------------------------------------------------------------------------------
@@ -427,7 +448,12 @@ def wrap_tool(
 
     async def run(arguments: JSON, context: ToolContext) -> Any:
         result = await clients.call_tool(
-            config, owner, remote_name, arguments, repeatable=repeatable
+            config,
+            owner,
+            remote_name,
+            arguments,
+            repeatable=repeatable,
+            progress=context.progress,
         )
         return result_value(result, remote_name)
 

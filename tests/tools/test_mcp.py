@@ -188,6 +188,19 @@ async def test_listings_are_cached_per_owner(
     assert clients.opened == 3  # and a session per owner
 
 
+async def test_a_changed_configuration_gets_a_new_session(
+    stdio: McpServerConfig, clients: McpClients
+) -> None:
+    tools = by_name(await mcp_tools(stdio, cache=McpToolCache(), clients=clients))
+    await call(tools["fixture_add"], {"a": 1, "b": 1})
+    changed = McpServerConfig(
+        name=stdio.name, command=stdio.command, args=stdio.args, env={"CHANGED": "1"}
+    )
+    tools = by_name(await mcp_tools(changed, cache=McpToolCache(), clients=clients))
+    await call(tools["fixture_add"], {"a": 1, "b": 1})
+    assert clients.opened == 2
+
+
 def test_the_cache_expires_and_invalidates() -> None:
     clock = FakeClock()
     cache = McpToolCache(clock=clock)

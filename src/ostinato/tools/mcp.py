@@ -215,10 +215,11 @@ class _Session:
         try:
             async with asyncio.timeout(self.config.connect_timeout):
                 await asyncio.shield(ready)
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            self._stop.set()  # the session task closes itself; nothing to wait for here
+            raise
+        except Exception as exc:
             await self.close()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
             reason = _leaf(exc)
             raise McpServerUnavailable(
                 f"could not start a session with the MCP server {self.config.name!r}: "
@@ -299,7 +300,8 @@ class McpClients:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             session = self._sessions.get(key)
-            if session is not None and await session.alive():
+            # A changed configuration (a reload) gets a new session.
+            if session is not None and session.config == config and await session.alive():
                 return session
             if session is not None:
                 await session.close()

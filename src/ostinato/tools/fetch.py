@@ -157,8 +157,9 @@ def _is_text(mime: str) -> bool:
 
 
 class Fetcher:
-    """Fetch a URL under a ``FetchPolicy``; one client per fetch, never pooled across
-    hosts (the pool is keyed by the dialled address)."""
+    """Fetch a URL under a ``FetchPolicy``. Each hop has a client of its own: a pool is
+    keyed by the dialled address, and a TLS connection verified for one name must not
+    carry a request for another name that happens to share the address."""
 
     def __init__(self, policy: FetchPolicy) -> None:
         self.policy = policy
@@ -175,24 +176,18 @@ class Fetcher:
     async def _follow(self, url: str, method: Literal["GET", "HEAD"]) -> FetchResult:
         current = self._parse(url)
         visited: list[str] = []
-        async with httpx.AsyncClient(
-            trust_env=False,
-            follow_redirects=False,
-            timeout=httpx.Timeout(self.policy.timeout),
-            verify=self.policy.verify,
-        ) as client:
-            while True:
-                result, location = await self._hop(client, current, method)
-                if location is None:
-                    result.redirects = visited
-                    return result
-                visited.append(str(current))
-                if len(visited) > self.policy.max_redirects:
-                    raise ToolError(f"more than {self.policy.max_redirects} redirects; gave up")
-                try:
-                    current = self._parse(current.join(location))
-                except AddressRefused as exc:
-                    raise AddressRefused(f"redirect to {location}: {exc.message}") from None
+        while True:
+            result, location = await self._hop(current, method)
+            if location is None:
+                result.redirects = visited
+                return result
+            visited.append(str(current))
+            if len(visited) > self.policy.max_redirects:
+                raise ToolError(f"more than {self.policy.max_redirects} redirects; gave up")
+            try:
+                current = self._parse(current.join(location))
+            except AddressRefused as exc:
+                raise AddressRefused(f"redirect to {location}: {exc.message}") from None
 
     def _parse(self, url: str | httpx.URL) -> httpx.URL:
         try:
@@ -217,9 +212,15 @@ class Fetcher:
     def _host(url: httpx.URL) -> str:
         return url.raw_host.decode("ascii")
 
-    async def _hop(
-        self, client: httpx.AsyncClient, url: httpx.URL, method: str
-    ) -> tuple[FetchResult, str | None]:
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            trust_env=False,  # a proxy from the environment would undo the pinning
+            follow_redirects=False,
+            timeout=httpx.Timeout(self.policy.timeout),
+            verify=self.policy.verify,
+        )
+
+    async def _hop(self, url: httpx.URL, method: str) -> tuple[FetchResult, str | None]:
         host = self._host(url)
         port = url.port or (443 if url.scheme == "https" else 80)
         addresses = await vet_host(
@@ -240,9 +241,10 @@ class Fetcher:
             # IPv6 answer on a host without IPv6); once connected, no more tries.
             dial = url.copy_with(host=str(address))
             try:
-                async with client.stream(
-                    method, dial, headers=headers, extensions=extensions
-                ) as response:
+                async with (
+                    self._client() as client,
+                    client.stream(method, dial, headers=headers, extensions=extensions) as response,
+                ):
                     if response.status_code in _REDIRECTS and "location" in response.headers:
                         location = response.headers["location"]
                         return self._result(url, response, b"", False), location

@@ -401,6 +401,9 @@ class Runtime:
             route=route.record,
         )
         task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
+        # Let the task take its first step before anyone can cancel it: a task cancelled
+        # before it starts never runs its body, so its teardown would be skipped.
+        await asyncio.sleep(0)
         return TurnHandle(turn, tuple(stored), task, lambda: driver.seq)
 
     def _resumed_route(self, history: list[Message]) -> Route:

@@ -161,8 +161,9 @@ class _Waiting:
         out: list[Frame | None] = []
         if frame is not None:
             if isinstance(frame, TurnStarted):
-                self.since_start = []
-            self.since_start.append(frame)
+                self.since_start = [frame]
+            elif self.since_start:
+                self.since_start.append(frame)
             if isinstance(frame, InputQueued) and frame.queued_id == self.queued_id:
                 out.append(frame)
         if not self.started.done():

@@ -31,6 +31,7 @@ class Renderer:
         self.out = out
         self.at_line_start = True
         self.streamed = False  # text.delta seen since the last assistant row
+        self.quiet: set[str] = set()  # ``read`` tool calls: lookups, not shown
 
     def write(self, text: str) -> None:
         if text:
@@ -48,6 +49,10 @@ class Renderer:
         if kind == "text.delta":
             self.write(str(frame.get("text", "")))
             self.streamed = True
+        elif kind in ("tool.started", "tool.finished") and (
+            frame.get("category") == "read" or frame.get("tool_use_id") in self.quiet
+        ):
+            self.quiet.add(str(frame.get("tool_use_id")))
         elif kind == "tool.started":
             arguments = json.dumps(frame.get("input", {}), ensure_ascii=False)
             self.line(f"  [tool] {frame.get('name')} {_short(arguments)}")

@@ -26,6 +26,8 @@ from fastapi import Request
 
 from ostinato import __version__
 from ostinato.approvals import ApprovalPolicy
+from ostinato.config import Config, ConfigError, load_config
+from ostinato.deployment import build_runtime
 from ostinato.errors import InvalidRequest, ModelError
 from ostinato.models.base import Model
 from ostinato.models.choice import (
@@ -84,9 +86,14 @@ class ModelSetup:
             raise InvalidRequest(f"cannot use model {selection.model_id!r}: {exc.message}") from exc
 
 
-async def setup_model() -> ModelSetup:
-    """The one place the server decides which model answers."""
+async def setup_model(default_id: str | None = None) -> ModelSetup:
+    """The one place the server decides which model answers: the config's default (an id
+    or a tier), else autodetect."""
     default = await autodetect_default()
+    if default_id:
+        tiers = Tiers.for_default(default.model_id)
+        model_id = default_id if ":" in default_id else tiers.resolve(default_id)
+        default = DefaultModel(model_id, "the config file's models.default")
     return ModelSetup(
         default,
         Tiers.for_default(default.model_id),
@@ -104,14 +111,25 @@ class RuntimeSettings:
 
     @classmethod
     def resolve(
-        cls, data_dir: str | None = None, approval_timeout: float | None = None
+        cls,
+        data_dir: str | None = None,
+        approval_timeout: float | None = None,
+        config: Config | None = None,
     ) -> RuntimeSettings:
-        """Flags first, then the environment, then the defaults. ``ValueError`` if bad."""
-        directory = data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
+        """Flags first, then the environment, then the config file, then the defaults.
+        ``ValueError`` if bad."""
+        directory = (
+            data_dir
+            or os.environ.get(DATA_DIR_ENV)
+            or (config.server.data_dir if config else None)
+            or DEFAULT_DATA_DIR
+        )
         timeout: float | str = (
             approval_timeout
             if approval_timeout is not None
-            else os.environ.get(APPROVAL_TIMEOUT_ENV) or DEFAULT_APPROVAL_TIMEOUT
+            else os.environ.get(APPROVAL_TIMEOUT_ENV)
+            or (config.approvals.timeout if config else None)
+            or DEFAULT_APPROVAL_TIMEOUT
         )
         try:
             seconds = float(timeout)
@@ -138,29 +156,53 @@ async def serve(
     *,
     data_dir: str | None = None,
     approval_timeout: float | None = None,
+    config_path: str | None = None,
     out: TextIO | None = None,
 ) -> int:
-    url = database_url or os.environ.get(DATABASE_ENV) or None
     try:
-        settings = RuntimeSettings.resolve(data_dir, approval_timeout)
-        setup = await setup_model()
+        config, source = load_config(config_path)
+    except ConfigError as exc:
+        print(f"ostinato serve: {exc.source}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    url = database_url or os.environ.get(DATABASE_ENV) or config.server.database_url or None
+    try:
+        settings = RuntimeSettings.resolve(data_dir, approval_timeout, config)
+        setup = await setup_model(config.models.default)
         store = await open_store(url)
     except (ValueError, ModelError) as exc:
         print(f"ostinato serve: {exc}", file=sys.stderr)
         return 2
     out = out or sys.stdout
     print(f"ostinato {__version__}", file=out)
+    print(f"  config:   {source}", file=out)
     print(f"  model:    {setup.default}", file=out)
     print(f"  database: {describe_url(url)}", file=out)
     print(f"  data dir: {settings.data_dir}  (conversation workdirs)", file=out)
     print(f"  approval: waits {settings.approval_timeout:g} s for a person", file=out)
     print(f"  api:      http://{host}:{port}/v1  (docs at /docs)", file=out, flush=True)
     try:
-        runtime = settings.runtime(store, setup.model)
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        deployment = await build_runtime(
+            config,
+            store,
+            default_model=setup.model,
+            default_id=setup.default.model_id,
+            data_dir=settings.data_dir,
+            approval_timeout=settings.approval_timeout,
+        )
     except OSError as exc:
         await store.close()
         print(f"ostinato serve: cannot use the data dir: {exc}", file=sys.stderr)
         return 2
+    except (ConfigError, ValueError, ModelError) as exc:
+        await store.close()
+        print(f"ostinato serve: {exc}", file=sys.stderr)
+        return 2
+    runtime = deployment.runtime
+    skills = ", ".join(s.id for s in runtime.router.skills)
+    print(f"  skills:   {skills}", file=out, flush=True)
     chooser: ModelChooser = setup.choose
     app = create_app(
         runtime,
@@ -168,9 +210,10 @@ async def serve(
         models=describe_models(setup.default, setup.tiers),
         store_name=describe_url(url),
         choose_model=chooser,
+        allowed_origins=config.server.allowed_origins or None,
     )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    config = uvicorn.Config(
+    uvicorn_config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -178,6 +221,9 @@ async def serve(
         log_level="info",
         timeout_graceful_shutdown=GRACE_S,
     )
-    server = _Server(config, lambda: end_streams(app))
-    await server.serve()
+    server = _Server(uvicorn_config, lambda: end_streams(app))
+    try:
+        await server.serve()
+    finally:
+        await deployment.aclose()
     return 0 if server.started else 1

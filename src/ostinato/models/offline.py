@@ -38,7 +38,10 @@ class OfflineModel:
         self._calls = 0
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        last = request.messages[-1] if request.messages else None
+        # Hidden rows at the end are turn-zero seeds (a recall, attachment reads): the turn
+        # is still answering the user's message.
+        shown = [m for m in request.messages if not m.hidden]
+        last = shown[-1] if shown else None
         if last is not None and last.role == "tool":
             text = self._summarise(last)
         else:

@@ -97,24 +97,35 @@ class Worker:
         self.conversation_id = conversation_id
         self.pending: deque[Submission] = deque()
         self.current: TurnHandle | None = None
+        self.starting = False  # a turn is being begun (its rows written, its task made)
+        self._begun = asyncio.Event()  # set whenever no turn is being begun
         self._begin = begin
         self.task: asyncio.Task[None] | None = None
 
     @property
     def idle(self) -> bool:
         """Nothing runs and nothing waits: the worker is winding down."""
-        return not self.pending and (self.current is None or self.current.task.done())
+        return (
+            not self.pending
+            and not self.starting
+            and (self.current is None or self.current.task.done())
+        )
 
     async def run(self) -> None:
         try:
             while self.pending:
                 submission = self.pending.popleft()
+                self.starting = True
+                self._begun.clear()
                 try:
                     handle = await self._begin(self.conversation_id, submission)
                 except Exception as exc:  # the input could not start a turn: tell its sender
                     if not submission.started.done():
                         submission.started.set_exception(exc)
                     continue
+                finally:
+                    self.starting = False
+                    self._begun.set()
                 submission.started.set_result(handle)
                 self.current = handle
                 try:
@@ -130,7 +141,10 @@ class Worker:
             raise
 
     async def cancel_current(self) -> Turn | None:
-        """Cancel the running turn and wait for its teardown; the turn, if there was one."""
+        """Cancel the running turn and wait for its teardown; the turn, if there was one.
+        A turn being begun is waited for, then cancelled."""
+        if self.starting:
+            await self._begun.wait()
         current = self.current
         if current is None or current.task.done():
             return None

@@ -13,10 +13,11 @@ away stops receiving, it does not stop the turn, unless it asked for that with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fastapi import APIRouter, Request, Response
 
+from ostinato.messages import FileBlock, ImageBlock, Message, TextBlock
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
 from ostinato.server.context import Context
@@ -31,6 +32,7 @@ from ostinato.server.schemas import (
 )
 from ostinato.server.sse import FrameStream, frame_events
 from ostinato.server.streams import turn_frames
+from ostinato.server.uploads import read_turn_request
 from ostinato.store.base import QueuedInput
 from ostinato.turns import TurnHandle
 
@@ -53,21 +55,44 @@ def wants_events(request: Request) -> bool:
             "description": "The turn's result, or its frames with Accept: text/event-stream.",
             "content": SSE_RESPONSE,
         },
+        413: ERROR_RESPONSES[422] | {"description": "An attached file is over the size cap."},
         **ERROR_RESPONSES,
         **CONFLICT,
     },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/TurnRequest"}},
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "text": {"type": "string"},
+                            "client_message_id": {"type": "string"},
+                            "policy": {"type": "string", "enum": ["queue", "supersede", "reject"]},
+                            "cancel_on_disconnect": {"type": "boolean"},
+                            "files": {
+                                "type": "array",
+                                "items": {"type": "string", "format": "binary"},
+                            },
+                        },
+                    }
+                },
+            },
+        }
+    },
 )
-async def post_turn(
-    context: Context, request: Request, conversation_id: str, body: TurnRequest
-) -> TurnOut | Response:
+async def post_turn(context: Context, request: Request, conversation_id: str) -> TurnOut | Response:
     """Send a user message (`text`), or answer the question card that waits
     (`tool_response`); either starts a turn. With `Accept: text/event-stream`: the turn's
     frames; otherwise: its result once it ends. 409 when the policy is `reject` and a
     turn runs, or when the card answered is not the one waiting."""
     runtime = context.runtime
+    body, files = await read_turn_request(request)
     model = context.model_for(request)
     if not wants_events(request):
-        started, queued = await begin(runtime, conversation_id, body, model)
+        started, queued = await begin(runtime, conversation_id, body, model, files)
         handle = await asyncio.shield(started)
         result = await handle.result()
         return TurnOut(
@@ -81,7 +106,7 @@ async def post_turn(
         )
     subscription = runtime.bus.subscribe(conversation_id)
     try:
-        started, queued = await begin(runtime, conversation_id, body, model)
+        started, queued = await begin(runtime, conversation_id, body, model, files)
     except BaseException:
         subscription.close()
         raise
@@ -96,7 +121,11 @@ async def post_turn(
 
 
 async def begin(
-    runtime: Runtime, conversation_id: str, body: TurnRequest, model: Model | None
+    runtime: Runtime,
+    conversation_id: str,
+    body: TurnRequest,
+    model: Model | None,
+    files: Sequence[ImageBlock | FileBlock] = (),
 ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
     """Hand the request to the runtime. Returns once the turn has begun, or once its
     message is stored in the queue: the turn (when it begins), and the queued message."""
@@ -109,9 +138,13 @@ async def begin(
         begun.set_result(handle)
         return begun, None
     assert body.text is not None
+    if files and body.tool_response is None:
+        message: Message | str = Message("user", (TextBlock(body.text), *files))
+    else:
+        message = body.text
     submission = await runtime.submit(
         conversation_id,
-        body.text,
+        message,
         client_message_id=body.client_message_id,
         policy=body.policy,
         model=model,

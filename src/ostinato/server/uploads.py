@@ -1,0 +1,85 @@
+"""Reading a turn request: a JSON body, or a multipart form carrying files.
+
+The multipart form has the same fields as the JSON body (``text``, ``client_message_id``,
+``policy``, ``cancel_on_disconnect``) plus any number of ``files`` parts. Each file
+becomes an image or file block of the user's message (``ostinato.attachments``); a file
+over the size cap gets 413, an unsupported type 422, with the usual error body.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from ostinato.attachments import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_TOTAL_BYTES,
+    AttachmentTooLarge,
+    attachment_block,
+    check_total,
+)
+from ostinato.errors import InvalidRequest
+from ostinato.messages import FileBlock, ImageBlock
+from ostinato.server.schemas import TurnRequest
+
+FORM_FIELDS = ("text", "client_message_id", "policy", "cancel_on_disconnect")
+SLACK = 64 * 1024  # multipart framing and the text fields, beyond the files themselves
+
+
+async def read_turn_request(request: Request) -> tuple[TurnRequest, list[ImageBlock | FileBlock]]:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "multipart/form-data":
+        return await _read_form(request)
+    if kind != "application/json":
+        raise InvalidRequest(
+            "send the turn as a JSON object with Content-Type: application/json, or as a "
+            "multipart form (multipart/form-data) with files"
+        )
+    raw = await request.body()
+    if not raw.strip():
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "required"}])
+    try:
+        return TurnRequest.model_validate_json(raw), []
+    except ValidationError as exc:
+        raise RequestValidationError(_located(exc, "body")) from None
+
+
+async def _read_form(request: Request) -> tuple[TurnRequest, list[ImageBlock | FileBlock]]:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_TOTAL_BYTES + SLACK:
+        raise AttachmentTooLarge(
+            f"the request is {declared} bytes; files may add up to {MAX_TOTAL_BYTES} bytes"
+        )
+    form = await request.form(max_files=MAX_FILES + 1, max_fields=len(FORM_FIELDS) + 4)
+    fields: dict[str, Any] = {}
+    blocks: list[ImageBlock | FileBlock] = []
+    for name, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            if name not in ("files", "file"):
+                raise InvalidRequest(f"a file must be sent as a 'files' part, not {name!r}")
+            data = await value.read(MAX_FILE_BYTES + 1)
+            blocks.append(attachment_block(value.filename or "file", value.content_type, data))
+        elif name in FORM_FIELDS:
+            fields[name] = value
+        else:
+            raise InvalidRequest(f"unknown form field {name!r} (fields: {', '.join(FORM_FIELDS)})")
+    if "cancel_on_disconnect" in fields:
+        fields["cancel_on_disconnect"] = fields["cancel_on_disconnect"].lower() in ("1", "true")
+    check_total(blocks)
+    if not fields.get("text", "").strip() and blocks:
+        fields["text"] = "(files attached)"
+    try:
+        body = TurnRequest.model_validate_json(json.dumps(fields))
+    except ValidationError as exc:
+        raise RequestValidationError(_located(exc, "form")) from None
+    return body, blocks
+
+
+def _located(exc: ValidationError, where: str) -> list[Any]:
+    return [{**error, "loc": (where, *error["loc"])} for error in exc.errors()]

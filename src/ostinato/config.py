@@ -68,6 +68,13 @@ class ApprovalsSection(_Section):
     timeout: float = Field(default=300.0, gt=0)
 
 
+class MemorySection(_Section):
+    extract_facts: bool = Field(
+        default=True, description="After each answered turn, keep facts about the user."
+    )
+    capacity: int = Field(default=5_000, ge=1, description="Current facts per user, at most.")
+
+
 class GuidelinesSection(_Section):
     rules: list[str] = Field(default_factory=list)
 
@@ -116,6 +123,7 @@ class Config(_Section):
     models: ModelsSection = Field(default_factory=ModelsSection)
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     guidelines: GuidelinesSection = Field(default_factory=GuidelinesSection)
+    memory: MemorySection = Field(default_factory=MemorySection)
     agents: list[AgentSection] = Field(default_factory=list)
     tools: ToolsSection = Field(default_factory=ToolsSection)
 

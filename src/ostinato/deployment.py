@@ -17,6 +17,8 @@ from ostinato.agents import AgentConfig
 from ostinato.approvals import ApprovalPolicy
 from ostinato.config import AgentSection, Config, ConfigError, guidelines_for
 from ostinato.context.compaction import Compactor
+from ostinato.memory.extraction import FactExtractor
+from ostinato.memory.facts import Memory
 from ostinato.memory.ranking import default_ranker
 from ostinato.memory.tools import memory_tools
 from ostinato.models.base import Model
@@ -104,9 +106,10 @@ async def build_runtime(
     default_skill = next((s for s in skills if s.id == config.default_agent().id), skills[0])
     classifier = models(config.models.router) if len(skills) > 1 else None
     mcp = McpClients()
+    memory = Memory(store, default_ranker(), capacity=config.memory.capacity)
     mount = Mount(
         [
-            Source("builtins", _builtins(config, store, env), builtin=True),
+            Source("builtins", _builtins(config, memory, env), builtin=True),
             *[Source(f"openapi:{s.name}", await _openapi(s, env)) for s in config.tools.openapi],
             *[Source(f"mcp:{s.name}", lister=_mcp(s, mcp)) for s in config.tools.mcp],
         ]
@@ -122,18 +125,23 @@ async def build_runtime(
         compactor=Compactor(models(config.models.summarizer)),
         disabled_tools=frozenset(config.tools.disabled),
         protected_tools=frozenset(config.tools.protected),
+        after_turn=(
+            FactExtractor(models(config.models.summarizer), memory)
+            if config.memory.extract_facts
+            else None
+        ),
     )
     return Deployment(runtime, models, mcp)
 
 
-def _builtins(config: Config, store: Store, env: Mapping[str, str]) -> list[Tool]:
+def _builtins(config: Config, memory: Memory, env: Mapping[str, str]) -> list[Tool]:
     hosts = config.tools.fetch_allow_hosts or parse_allow_hosts(
         env.get("OSTINATO_FETCH_ALLOW_HOSTS", "")
     )
     return [
         *default_registry(),
         http_fetch_tool(allow_hosts=hosts or None),
-        *memory_tools(store, default_ranker()),
+        *memory_tools(memory.store, memory.ranker, capacity=memory.capacity),
         *subagent_tools(),
     ]
 

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember
@@ -65,6 +65,22 @@ from ostinato.turns import (
 ModelChoice = Model | Callable[[Conversation], Model]
 ModelResolver = Callable[[str], Model]
 """Turns a tier name or a ``provider:model`` id into a model."""
+
+
+class AfterTurn(Protocol):
+    """Background work after a turn that ended with an answer (e.g. fact extraction)."""
+
+    async def __call__(
+        self,
+        *,
+        conversation_id: str,
+        owner: str | None,
+        turn_id: str,
+        user: Message,
+        answer: Message,
+    ) -> Any: ...
+
+
 RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
 ROUTE = "route"
 
@@ -109,13 +125,16 @@ class Runtime:
         mount: Mount | None = None,
         disabled_tools: frozenset[str] = frozenset(),
         protected_tools: frozenset[str] = frozenset({"ask_user", "read_attachment"}),
+        after_turn: AfterTurn | None = None,
     ) -> None:
         """``model`` is the default model (or a function of the conversation).
         ``router`` picks a skill per turn (default: one skill made of ``agent``), and
         ``models`` turns a skill's tier into a model (default: always ``model``).
         ``tools`` (or a ``mount`` of several sources) are the tools; ``disabled_tools`` are
         switched off except the ``protected_tools``. ``compactor`` summarises long
-        histories (give it a cheap-tier model; by default the turn's own model does)."""
+        histories (give it a cheap-tier model; by default the turn's own model does).
+        ``after_turn`` runs in the background after each turn that ends ``end_turn``
+        (e.g. ``FactExtractor``); it is finished or cancelled at ``close``."""
         self.store = store
         self.bus = bus or LocalBus()
         self.tools = tools if tools is not None else default_registry()
@@ -126,6 +145,8 @@ class Runtime:
         self.disabled_tools = disabled_tools
         self.protected_tools = protected_tools
         self.history_limit = max(s.agent.history_messages for s in self.router.skills)
+        self.after_turn = after_turn
+        self._background: set[asyncio.Task[Any]] = set()
         self.consent = ConsentGate(store, self.bus, approvals)
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.compactor = compactor or Compactor()
@@ -404,7 +425,37 @@ class Runtime:
         # Let the task take its first step before anyone can cancel it: a task cancelled
         # before it starts never runs its body, so its teardown would be skipped.
         await asyncio.sleep(0)
+        user = next((r for r in stored if r.role == "user"), None)
+        if self.after_turn is not None and user is not None:
+            task.add_done_callback(lambda done: self._after(done, conversation, user))
         return TurnHandle(turn, tuple(stored), task, lambda: driver.seq)
+
+    def _after(
+        self, done: asyncio.Task[TurnResult], conversation: Conversation, user: Message
+    ) -> None:
+        """Start the after-turn work for a turn that ended with an answer; the runtime
+        keeps the task (a bare task could be collected while it runs)."""
+        if done.cancelled() or done.exception() is not None or self.after_turn is None:
+            return
+        result = done.result()
+        if result.stop_reason != "end_turn" or not result.messages:
+            return
+        work = asyncio.ensure_future(
+            self.after_turn(
+                conversation_id=conversation.id,
+                owner=conversation.owner,
+                turn_id=result.turn_id,
+                user=user,
+                answer=result.messages[-1],
+            )
+        )
+        self._background.add(work)
+        work.add_done_callback(self._background.discard)
+
+    async def settle(self, within: float | None = None) -> None:
+        """Wait for the after-turn work started so far (tests, shutdown)."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=within)
 
     def _resumed_route(self, history: list[Message]) -> Route:
         """A resumed turn keeps the skill of the turn it continues."""
@@ -476,6 +527,12 @@ class Runtime:
         return len(self._workers)
 
     async def close(self) -> None:
-        """Cancel running turns (each records ``cancelled``) and close the store."""
+        """Cancel running turns (each records ``cancelled``), give after-turn work a few
+        seconds to finish and cancel what remains, and close the store."""
         await self._workers.close()
+        await self.settle(within=5.0)
+        for work in list(self._background):
+            work.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         await self.store.close()

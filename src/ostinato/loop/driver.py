@@ -114,7 +114,9 @@ class TurnDriver:
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
         self.consent, self.owner, self.workdir = consent, owner, workdir
-        self.history, self.tool_ids = repair([placeholder(m) for m in history])
+        self.history, self.tool_ids = repair(
+            [placeholder(m) for m in history], running={call.id for call, _ in carried}
+        )
         self.seeds = tuple(call for call in seeds if call.name in catalog.by_name)
         self.tool_extras = tool_extras or {}
         self.route = route  # recorded with the turn's metrics

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ostinato.messages import Block, Message, ToolResultBlock, ToolUseBlock
 from ostinato.models.assembly import ModelReply
@@ -32,9 +32,13 @@ def tool_ids(messages: Sequence[Message]) -> tuple[set[str], set[str]]:
     return uses, answered
 
 
-def repair(messages: Sequence[Message]) -> tuple[list[Message], set[str]]:
-    """The history made valid, and the ids of every tool_use in it."""
+def repair(
+    messages: Sequence[Message], running: Collection[str] = ()
+) -> tuple[list[Message], set[str]]:
+    """The history made valid, and the ids of every tool_use in it. Calls in ``running``
+    are about to be answered by their real result (a turn runs them), so they get none."""
     uses, answered = tool_ids(messages)
+    answered |= set(running)
     if uses == answered:
         return list(messages), uses
     out: list[Message] = []

@@ -1,0 +1,140 @@
+"""What must hold after every crash, checked through the HTTP API (and the database).
+
+Each check returns a list of problems (empty: it holds), so a failure can show all of
+them with the kill that caused them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import sqlalchemy as sa
+
+Row = dict[str, Any]
+
+
+def user_text(row: Row) -> str:
+    return "".join(b.get("text", "") for b in row["blocks"] if b.get("type") == "text")
+
+
+def tool_uses(row: Row) -> list[Row]:
+    return [b for b in row["blocks"] if b.get("type") == "tool_use"]
+
+
+def tool_results(row: Row) -> list[Row]:
+    return [b for b in row["blocks"] if b.get("type") == "tool_result"]
+
+
+def stored_once(rows: list[Row], accepted: Iterable[str], maybe: Iterable[str] = ()) -> list[str]:
+    """Every accepted message is one user row (by its text, which is unique per send);
+    one that was sent but may not have been accepted is at most one."""
+    users = [r for r in rows if r["role"] == "user"]
+    counts = Counter(user_text(r) for r in users)
+    ids = Counter(
+        r["metadata"].get("client_message_id")
+        for r in users
+        if r["metadata"].get("client_message_id")
+    )
+    problems = []
+    for text in accepted:
+        if counts[text] != 1:
+            problems.append(f"accepted message {text!r} stored {counts[text]} times")
+    for text in maybe:
+        if counts[text] > 1:
+            problems.append(f"message {text!r} (sent, maybe accepted) stored {counts[text]} times")
+    problems += [f"client_message_id {i!r} on {n} user rows" for i, n in ids.items() if n > 1]
+    return problems
+
+
+def tool_pairs(rows: list[Row], may_wait: Iterable[str] = ()) -> list[str]:
+    """Every tool_use has exactly one tool_result, in the consecutive tool rows right
+    after its assistant row; no result answers a call that is not there, none is repeated.
+    A call in ``may_wait`` (a card or an approval still waiting) may have no result yet,
+    but only if nothing follows its tool rows."""
+    waiting = set(may_wait)
+    problems = []
+    seen_uses: Counter[str] = Counter()
+    i = 0
+    while i < len(rows):
+        row = rows[i]
+        if row["role"] == "tool":
+            ids = [r["tool_use_id"] for r in tool_results(row)]
+            problems.append(f"seq {row['seq']}: tool row with no call before it answers {ids}")
+            i += 1
+            continue
+        uses = [u["id"] for u in tool_uses(row)] if row["role"] == "assistant" else []
+        seen_uses.update(uses)
+        i += 1
+        answers: Counter[str] = Counter()
+        while i < len(rows) and rows[i]["role"] == "tool":
+            answers.update(r["tool_use_id"] for r in tool_results(rows[i]))
+            i += 1
+        for use in uses:
+            if answers[use] > 1:
+                problems.append(f"seq {row['seq']}: call {use} has {answers[use]} results")
+            elif answers[use] == 0:
+                last = i >= len(rows)
+                if use not in waiting:
+                    problems.append(f"seq {row['seq']}: call {use} has no result")
+                elif not last:
+                    problems.append(f"seq {row['seq']}: waiting call {use} is not the last row")
+        for orphan in set(answers) - set(uses):
+            problems.append(f"seq {row['seq']}: result for {orphan}, not a call of that row")
+    problems += [f"tool_use id {u} used {n} times" for u, n in seen_uses.items() if n > 1]
+    return problems
+
+
+def results_for(rows: list[Row], tool_use_id: str) -> list[Row]:
+    return [r for row in rows for r in tool_results(row) if r["tool_use_id"] == tool_use_id]
+
+
+def result_text(block: Row) -> str:
+    content = block["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+# --- straight from the database ----------------------------------------------------------
+
+RUNNING_SQL = (
+    "SELECT 'turn', id FROM turns WHERE conversation_id = :c AND status = 'running' "
+    "UNION ALL SELECT 'tool call', id FROM tool_calls "
+    "WHERE conversation_id = :c AND status = 'running'"
+)
+
+
+def running_in_db(database_url: str, conversation_id: str) -> list[str]:
+    """Turns and tool-call records of the conversation still marked running."""
+    url = sa.make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        assert url.database
+        with sqlite3.connect(url.database, timeout=30) as db:
+            sql = RUNNING_SQL.replace(":c", "?")
+            found = db.execute(sql, (conversation_id, conversation_id)).fetchall()
+    else:
+        with ThreadPoolExecutor(1) as pool:
+            found = pool.submit(asyncio.run, _pg_running(url, conversation_id)).result()
+    return [f"{kind} {ident} is still running" for kind, ident in found]
+
+
+async def _pg_running(url: sa.URL, conversation_id: str) -> list[tuple[str, str]]:
+    import asyncpg
+
+    conn = await asyncpg.connect(
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+    )
+    try:
+        sql = RUNNING_SQL.replace(":c", "$1")
+        return [(r[0], r[1]) for r in await conn.fetch(sql, conversation_id)]
+    finally:
+        await conn.close()

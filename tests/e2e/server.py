@@ -1,0 +1,228 @@
+"""``ostinato serve`` as a real process that a test can SIGKILL and start again, and a
+Server-Sent Events reader that runs in a thread (so a test can wait for a given frame,
+then kill the server while the stream is open).
+
+The server never sees a real provider's variables: ``env`` is what the test gives it on
+top of a cleaned copy of this process's environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from tests.server.sse_client import Event, SSEParser
+
+PROVIDER_ENV = (
+    "OSTINATO_MODEL",
+    "OSTINATO_BASE_URL",
+    "OSTINATO_API_KEY",
+    "OSTINATO_DATABASE_URL",
+    "OSTINATO_DATA_DIR",
+    "OSTINATO_APPROVAL_TIMEOUT",
+    "OSTINATO_ALLOW_CALLER_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OLLAMA_BASE_URL",
+)
+START_TIMEOUT = 60.0  # generous: a loaded CI machine imports slowly
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def server_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without any provider's variables, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV}
+    # Nothing answers here, so model autodetection does not find a local Ollama.
+    env["OLLAMA_BASE_URL"] = f"http://127.0.0.1:{free_port()}/v1"
+    env.update(extra)
+    return env
+
+
+class Server:
+    """One database and data dir; a server process on it that can be killed and restarted.
+
+    ``kill()`` is a crash: SIGKILL, no shutdown code runs. The processes the server had
+    started (a ``shell`` tool's command, in a session of its own) are killed too, by pid:
+    a crashed host would not keep them, and a test must not leave them behind.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        data_dir: Path,
+        log: Path,
+        env: Mapping[str, str],
+        approval_timeout: float = 600.0,
+    ) -> None:
+        self.database_url = database_url
+        self.data_dir = data_dir
+        self.log = log
+        self.env = server_env(env)
+        self.approval_timeout = approval_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.starts = 0
+        self.kills = 0
+
+    def start(self) -> str:
+        assert self.process is None, "already running"
+        port = free_port()
+        command = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
+        command += ["--database-url", self.database_url, "--data-dir", str(self.data_dir)]
+        command += ["--approval-timeout", str(self.approval_timeout)]
+        with self.log.open("ab") as sink:
+            sink.write(f"\n===== start {self.starts + 1} =====\n".encode())
+            sink.flush()
+            self.process = subprocess.Popen(
+                command, env=self.env, stdout=sink, stderr=subprocess.STDOUT
+            )
+        self.starts += 1
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if self.process.poll() is not None:
+                raise AssertionError(f"ostinato serve exited:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no /healthz after {START_TIMEOUT} s:\n{self.tail()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self.url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash), then what it had started."""
+        process = self.process
+        if process is None:
+            return
+        self.process = None
+        self.kills += 1
+        children: list[psutil.Process] = []
+        try:
+            os.kill(process.pid, signal.SIGSTOP)  # no new children from here on
+            children = psutil.Process(process.pid).children(recursive=True)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.send_signal(signal.SIGKILL)
+        psutil.wait_procs(children, timeout=10)
+
+    def restart(self) -> str:
+        self.kill()
+        return self.start()
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    # --- requests --------------------------------------------------------------------
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.get(f"{self.url}{path}", timeout=kw.pop("timeout", 60), **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> httpx.Response:
+        return httpx.post(f"{self.url}{path}", json=body, timeout=kw.pop("timeout", 60), **kw)
+
+    def stream(self, method: str, path: str, body: Any = None) -> SSEReader:
+        return SSEReader(method, f"{self.url}{path}", body)
+
+
+class SSEReader(threading.Thread):
+    """Reads one SSE response in the background; the test waits for frames by predicate.
+
+    The stream ends when the server ends it or dies (a killed server closes the socket).
+    """
+
+    def __init__(self, method: str, url: str, body: Any = None) -> None:
+        super().__init__(daemon=True)
+        self.method, self.url, self.body = method, url, body
+        self.status: int | None = None
+        self.error_body = ""
+        self.frames: list[Event] = []
+        self._queue: queue.Queue[Event | None] = queue.Queue()
+        self._read = 0
+        self.started_event = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        parser = SSEParser()
+        try:
+            headers = {"accept": "text/event-stream"}
+            content = json.dumps(self.body).encode() if self.body is not None else None
+            if content is not None:
+                headers["content-type"] = "application/json"
+            timeout = httpx.Timeout(10.0, read=120.0)
+            with httpx.stream(
+                self.method, self.url, content=content, headers=headers, timeout=timeout
+            ) as response:
+                self.status = response.status_code
+                self.started_event.set()
+                if response.status_code != 200:
+                    self.error_body = response.read().decode(errors="replace")
+                    return
+                for text in response.iter_text():
+                    for event in parser.feed(text):
+                        if event.event is not None:
+                            self.frames.append(event)
+                            self._queue.put(event)
+        except (httpx.HTTPError, OSError):
+            pass  # the server died under us: that is the point
+        finally:
+            self.started_event.set()
+            self._queue.put(None)
+
+    def next_frame(self, timeout: float = 60.0) -> Event:
+        """The next frame; ``EOFError`` when the stream ended, ``TimeoutError`` if none."""
+        try:
+            event = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no frame within {timeout} s on {self.url}") from None
+        if event is None:
+            self._queue.put(None)  # stays ended
+            seen = [(e.event, e.data) for e in self.frames]
+            raise EOFError(f"the stream ended: {self.url} ({self.status}) {self.error_body} {seen}")
+        return event
+
+    def until(self, accept: Callable[[Event], bool], timeout: float = 60.0) -> Event:
+        """Read frames until one is accepted; returns it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.next_frame(max(0.01, deadline - time.monotonic()))
+            if accept(event):
+                return event
+
+    def until_type(self, frame_type: str, timeout: float = 60.0) -> Event:
+        return self.until(lambda e: e.event == frame_type, timeout)
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """Wait for the stream to end (after the server was killed, it does at once)."""
+        self.join(timeout)

@@ -1,0 +1,492 @@
+"""Proof by fault injection (issue 4, item 8; DESIGN invariants 3, 6, 7, 8).
+
+``ostinato serve`` runs as a real process on SQLite (and on PostgreSQL when
+``OSTINATO_TEST_POSTGRES_URL`` is set, in a scratch database dropped afterwards). Each
+**life** of the server brings several conversations to the points where a crash hurts
+most, then SIGKILLs the server, starts it again on the same database and data dir, and
+checks every conversation it touched. Several conversations share one kill, because a
+start costs seconds and a kill costs nothing; each is at its own point when it lands:
+
+stable points, set up first in every life (they hold until the kill):
+  - ``approval``: a ``shell`` call waits for approval (the turn's SSE stream is open);
+  - ``card``: a question card was answered ``paused`` (JSON request);
+  - ``queued``: a slow turn streams, one to three messages wait in its queue (each
+    ``input.queued`` frame seen), one more was sent but not confirmed;
+  - ``shell``: an approved ``shell`` command runs (``echo a >> marks.txt; sleep 20``);
+
+then one timed point, in rotation, the kill landing right after it:
+  - ``stream``: N frames into a slow model stream (``/slow 40``, N seeded, 0..30);
+  - ``tool-turn``: N frames into a (fast) calculator turn's stream (N seeded, 0..9);
+  - ``post``: the JSON ``POST /turns`` has just returned its 2xx;
+  - ``approve``: the approval ``POST`` has just returned (the command may or may not have
+    run: ``echo a >> marks.txt``);
+  - ``tool-started``: a seeded 0-0.4 s after a shell command was approved (its
+    ``approval.decided`` frame; its ``tool.started`` came before the approval was asked);
+  - ``card-frame``: the ``input.requested`` frame of a card has just arrived.
+
+Every fourth life also kills the server again a seeded 0-0.3 s after it came back (while
+recovered queued messages run), and starts it a third time.
+
+After every kill, for every conversation: each message accepted (a 2xx, or a
+``turn.started`` / ``input.queued`` frame on its stream) is one user row, and one that was
+sent but not confirmed is at most one; every tool_use has exactly one tool_result in the
+tool rows right after it (a waiting card or approval excepted, until it is answered); a
+card shown before the kill can be answered after it; an approval pending before the kill
+is pending with the same id and approving it runs the command once (count the lines of
+``marks.txt``), a second decision is a 409; a command that was running is reported
+"outcome unknown" and never run again; a new message then runs to ``end_turn``, and the
+database has no turn or tool call left ``running``. The model is a fake Chat Completions
+server (``fake_model.py``) that checks every request the server sends against OpenAI's
+history rules, so a history left invalid by a crash fails too.
+
+Randomness is seeded (``OSTINATO_FAULT_SEED``); ``OSTINATO_FAULT_LIVES`` sets the number
+of lives (default 16). Timing is only ever waited on (generous timeouts), never asserted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import sqlalchemy as sa
+
+from tests.e2e.fake_model import AnsweringChat
+from tests.e2e.invariants import (
+    Row,
+    result_text,
+    results_for,
+    running_in_db,
+    stored_once,
+    tool_pairs,
+)
+from tests.e2e.server import Server, SSEReader
+
+SEED = int(os.environ.get("OSTINATO_FAULT_SEED", "20261130"))
+LIVES = int(os.environ.get("OSTINATO_FAULT_LIVES", "16"))
+POSTGRES_ENV = "OSTINATO_TEST_POSTGRES_URL"
+WAIT = 60.0  # seconds: how long anything may take before the test gives up
+UNKNOWN = "outcome unknown"
+
+
+class Broken(AssertionError):
+    """An invariant failed; the message says which, for which conversation and kill."""
+
+
+@dataclass
+class Convo:
+    id: str
+    name: str
+    accepted: list[str] = field(default_factory=list)
+    maybe: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Lab:
+    server: Server
+    fake: AnsweringChat
+    rng: random.Random
+    convos: list[Convo] = field(default_factory=list)
+    readers: list[SSEReader] = field(default_factory=list)
+    life: int = 0
+
+    # --- the API ---------------------------------------------------------------------
+
+    def new_convo(self, name: str) -> Convo:
+        created = self.server.post("/v1/conversations", {"title": name})
+        assert created.status_code == 201, created.text
+        convo = Convo(created.json()["id"], name)
+        self.convos.append(convo)
+        return convo
+
+    def stream(self, convo: Convo, body: dict[str, Any]) -> SSEReader:
+        reader = self.server.stream("POST", f"/v1/conversations/{convo.id}/turns", body)
+        self.readers.append(reader)
+        return reader
+
+    def rows(self, convo: Convo) -> list[Row]:
+        got = self.server.get(f"/v1/conversations/{convo.id}/messages?include_hidden=true")
+        assert got.status_code == 200, got.text
+        rows: list[Row] = got.json()["messages"]
+        return rows
+
+    def state(self, convo: Convo) -> str:
+        got = self.server.get(f"/v1/conversations/{convo.id}")
+        assert got.status_code == 200, got.text
+        state: str = got.json()["state"]
+        return state
+
+    def pending(self, convo: Convo) -> list[Row]:
+        got = self.server.get(f"/v1/conversations/{convo.id}/approvals?pending=true")
+        assert got.status_code == 200, got.text
+        approvals: list[Row] = got.json()["approvals"]
+        return approvals
+
+    def decide(self, convo: Convo, approval_id: str) -> int:
+        path = f"/v1/conversations/{convo.id}/approvals/{approval_id}"
+        return self.server.post(path, {"decision": "approve"}).status_code
+
+    def settle(self, convo: Convo) -> str:
+        """Wait until no turn runs in the conversation; its state then."""
+        deadline = time.monotonic() + WAIT
+        while (state := self.state(convo)) == "running":
+            if time.monotonic() > deadline:
+                self.fail(convo, f"still running after {WAIT} s")
+            time.sleep(0.05)
+        return state
+
+    def marks(self, convo: Convo) -> int:
+        """Lines the shell commands of this conversation wrote (one per run)."""
+        path = self.server.data_dir / "workdirs" / convo.id / "marks.txt"
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    def fail(self, convo: Convo, problem: str) -> None:
+        raise Broken(
+            f"life {self.life}, conversation {convo.name} ({convo.id}): {problem}\n"
+            f"--- server log ---\n{self.server.tail()}"
+        )
+
+    def expect(self, convo: Convo, problems: list[str]) -> None:
+        if problems:
+            self.fail(convo, "; ".join(problems))
+
+    # --- lives -----------------------------------------------------------------------
+
+    def kill(self) -> None:
+        self.server.kill()
+        for reader in self.readers:
+            reader.finish()
+        self.readers.clear()
+
+    def check_restart(self, convo: Convo) -> None:
+        """Right after a restart: the history is valid but for what may still wait."""
+        rows = self.rows(convo)
+        waiting = {a["tool_use_id"] for a in self.pending(convo)}
+        if self.state(convo) == "paused":
+            waiting |= {r["metadata"]["awaiting"] for r in rows if r["metadata"].get("awaiting")}
+        self.expect(convo, tool_pairs(rows, waiting))
+
+    def check_final(self, convo: Convo) -> None:
+        """After its own checks: a new message runs to its end, and all is closed."""
+        self.settle(convo)
+        text = f"ping {convo.name} {uuid.uuid4().hex[:6]}"
+        answer = self.server.post(f"/v1/conversations/{convo.id}/turns", {"text": text})
+        if answer.status_code != 200:
+            self.fail(convo, f"a new message got {answer.status_code}: {answer.text}")
+        convo.accepted.append(text)
+        if answer.json()["stop_reason"] != "end_turn":
+            self.fail(convo, f"a new message's turn ended {answer.json()['stop_reason']}")
+        rows = self.rows(convo)
+        self.expect(convo, stored_once(rows, convo.accepted, convo.maybe))
+        self.expect(convo, tool_pairs(rows))
+        self.expect(convo, running_in_db(self.server.database_url, convo.id))
+        if (state := self.state(convo)) != "idle":
+            self.fail(convo, f"state {state!r} after a finished turn")
+        if self.fake.violations:
+            shapes = [
+                [
+                    (m["role"], m.get("tool_call_id") or m.get("tool_calls") or m.get("content"))
+                    for m in body["messages"]
+                ]
+                for body in self.fake.bad_requests
+            ]
+            self.fail(convo, f"the model got invalid requests: {self.fake.violations} {shapes}")
+
+
+# --- where the kill lands ------------------------------------------------------------------
+
+
+class Scenario:
+    """One conversation brought to one point; checked and resumed after the restart."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+        self.convo = lab.new_convo(f"{self.kind}-{lab.life}")
+
+    def drive(self) -> None:
+        raise NotImplementedError
+
+    def after(self) -> None:
+        """Its own checks after the restart, before the common ones."""
+
+    def send_stream(self, text: str, **extra: Any) -> SSEReader:
+        """A message with SSE; accepted once its turn has begun or it is queued."""
+        reader = self.lab.stream(self.convo, {"text": text, **extra})
+        frame = reader.until(lambda e: e.event in ("turn.started", "input.queued"), WAIT)
+        assert frame.event is not None
+        self.convo.accepted.append(text)
+        return reader
+
+    def fail(self, problem: str) -> None:
+        self.lab.fail(self.convo, problem)
+
+
+SHELL_ONCE = '/tool shell {"command": "echo a >> marks.txt"}'
+SHELL_LONG = '/tool shell {"command": "echo a >> marks.txt; sleep 20"}'
+CARD = '/tool ask_user {"question": "Which colour?", "options": ["red", "blue"]}'
+
+
+class ApprovalPending(Scenario):
+    kind = "approval"
+
+    def drive(self) -> None:
+        self.reader = self.send_stream(SHELL_ONCE)
+        frame = self.reader.until_type("approval.requested", WAIT)
+        self.approval_id = frame.data["approval_id"]
+        self.tool_use_id = frame.data["tool_use_id"]
+
+    def after(self) -> None:
+        pending = [(a["id"], a["tool_use_id"]) for a in self.lab.pending(self.convo)]
+        if pending != [(self.approval_id, self.tool_use_id)]:
+            self.fail(f"pending approvals {pending}, not {self.approval_id}")
+        if (state := self.lab.state(self.convo)) != "paused":
+            self.fail(f"state {state!r} with an approval pending")
+        if self.lab.marks(self.convo) != 0:
+            self.fail("the command ran before it was approved")
+        if (status := self.lab.decide(self.convo, self.approval_id)) != 200:
+            self.fail(f"approving after the restart got {status}")
+        self.lab.settle(self.convo)
+        if (status := self.lab.decide(self.convo, self.approval_id)) != 409:
+            self.fail(f"a second decision got {status}, not 409")
+        if (lines := self.lab.marks(self.convo)) != 1:
+            self.fail(f"the approved command ran {lines} times")
+        results = results_for(self.lab.rows(self.convo), self.tool_use_id)
+        if len(results) != 1 or results[0]["is_error"]:
+            self.fail(f"the approved call's results: {results}")
+
+
+class CardPaused(Scenario):
+    kind = "card"
+
+    def drive(self) -> None:
+        answer = self.lab.server.post(f"/v1/conversations/{self.convo.id}/turns", {"text": CARD})
+        assert answer.status_code == 200, answer.text
+        self.convo.accepted.append(CARD)
+        assert answer.json()["stop_reason"] == "paused", answer.json()
+        (card,) = [m for m in answer.json()["messages"] if m["metadata"].get("awaiting")]
+        self.tool_use_id = card["metadata"]["awaiting"]
+
+    def after(self) -> None:
+        if (state := self.lab.state(self.convo)) != "paused":
+            self.fail(f"state {state!r}: the card {self.tool_use_id} no longer waits")
+        body = {"tool_response": {"tool_use_id": self.tool_use_id, "result": {"choice": "blue"}}}
+        answer = self.lab.server.post(f"/v1/conversations/{self.convo.id}/turns", body)
+        if answer.status_code != 200:
+            self.fail(f"answering the card after the restart got {answer.status_code}")
+        if answer.json()["stop_reason"] != "end_turn":
+            self.fail(f"the resumed turn ended {answer.json()['stop_reason']}")
+        results = results_for(self.lab.rows(self.convo), self.tool_use_id)
+        if [result_text(r) for r in results] != [json.dumps({"choice": "blue"})]:
+            self.fail(f"the card's results: {results}")
+
+
+class Queued(Scenario):
+    kind = "queued"
+
+    def drive(self) -> None:
+        self.send_stream(f"/slow 400 {self.convo.name}")
+        for j in range(self.lab.rng.randint(1, 3)):
+            text = f"{self.convo.name} queued {j}"
+            self.send_stream(text, client_message_id=f"{self.convo.name}-{j}")
+        unconfirmed = f"{self.convo.name} unconfirmed"
+        self.lab.stream(self.convo, {"text": unconfirmed})
+        self.convo.maybe.append(unconfirmed)
+
+
+class ShellRunning(Scenario):
+    """An approved command runs; the kill lands ``delay`` after its ``approval.decided``
+    frame (None: whenever the life's last scenario is done, during its ``sleep 20``)."""
+
+    kind = "shell"
+    delay: float | None = None
+
+    def drive(self) -> None:
+        self.reader = self.send_stream(SHELL_LONG)
+        frame = self.reader.until_type("approval.requested", WAIT)
+        self.tool_use_id = frame.data["tool_use_id"]
+        assert self.lab.decide(self.convo, frame.data["approval_id"]) == 200
+        # ``tool.started`` came before the approval was asked; the command starts now
+        self.reader.until_type("approval.decided", WAIT)
+        if self.delay is not None:
+            time.sleep(self.delay)
+
+    def after(self) -> None:
+        results = results_for(self.lab.rows(self.convo), self.tool_use_id)
+        if len(results) != 1 or not result_text(results[0]).startswith(UNKNOWN):
+            self.fail(f"a command running at the crash has results {results}")
+        if (lines := self.lab.marks(self.convo)) > 1:
+            self.fail(f"a command running at the crash ran {lines} times")
+
+
+class ToolStarted(ShellRunning):
+    kind = "tool-started"
+
+    def __init__(self, lab: Lab) -> None:
+        super().__init__(lab)
+        self.delay = lab.rng.uniform(0, 0.4)
+
+
+class StreamFrames(Scenario):
+    kind = "stream"
+
+    def __init__(self, lab: Lab) -> None:
+        super().__init__(lab)
+        self.frames = lab.rng.randint(0, 30)
+
+    def message(self) -> str:
+        return f"/slow 40 {self.convo.name}"
+
+    def drive(self) -> None:
+        reader = self.send_stream(self.message())
+        with contextlib.suppress(EOFError):
+            for _ in range(self.frames):
+                if reader.next_frame(WAIT).event == "turn.finished":
+                    return
+
+
+class ToolTurnFrames(StreamFrames):
+    kind = "tool-turn"
+
+    def __init__(self, lab: Lab) -> None:
+        super().__init__(lab)
+        self.frames = lab.rng.randint(0, 9)
+
+    def message(self) -> str:
+        return '/tool calculator {"expression": "6*7"}'
+
+
+class AfterPost(Scenario):
+    kind = "post"
+
+    def drive(self) -> None:
+        text = self.lab.rng.choice(["/tool clock {}", f"hello from {self.convo.name}"])
+        answer = self.lab.server.post(f"/v1/conversations/{self.convo.id}/turns", {"text": text})
+        assert answer.status_code == 200, answer.text
+        self.convo.accepted.append(text)
+
+
+class AfterApprove(Scenario):
+    kind = "approve"
+
+    def drive(self) -> None:
+        reader = self.send_stream(SHELL_ONCE)
+        frame = reader.until_type("approval.requested", WAIT)
+        self.approval_id = frame.data["approval_id"]
+        self.tool_use_id = frame.data["tool_use_id"]
+        assert self.lab.decide(self.convo, self.approval_id) == 200
+
+    def after(self) -> None:
+        if self.lab.pending(self.convo):
+            self.fail("an approval decided before the crash is pending again")
+        if (status := self.lab.decide(self.convo, self.approval_id)) != 409:
+            self.fail(f"deciding again after the restart got {status}, not 409")
+        lines = self.lab.marks(self.convo)
+        results = results_for(self.lab.rows(self.convo), self.tool_use_id)
+        if len(results) != 1:
+            self.fail(f"the approved call has results {results}")
+        ran = not results[0]["is_error"]
+        if lines > 1 or (ran and lines != 1):
+            self.fail(f"the approved command wrote {lines} lines; its result: {results}")
+        if not ran and not result_text(results[0]).startswith(UNKNOWN):
+            self.fail(f"an approved call cut by the crash is not 'outcome unknown': {results}")
+
+
+class CardFrame(CardPaused):
+    kind = "card-frame"
+
+    def drive(self) -> None:
+        reader = self.send_stream(CARD)
+        frame = reader.until_type("input.requested", WAIT)
+        self.tool_use_id = frame.data["tool_use_id"]
+
+
+STABLE: tuple[type[Scenario], ...] = (ApprovalPending, CardPaused, Queued, ShellRunning)
+TIMED: tuple[type[Scenario], ...] = (
+    StreamFrames,
+    ToolTurnFrames,
+    AfterPost,
+    AfterApprove,
+    ToolStarted,
+    CardFrame,
+)
+
+
+def run_lives(lab: Lab, lives: int) -> None:
+    lab.server.start()
+    for life in range(lives):
+        lab.life = life
+        scenarios = [kind(lab) for kind in STABLE]
+        scenarios.append(TIMED[life % len(TIMED)](lab))
+        for scenario in scenarios:
+            scenario.drive()
+        lab.kill()
+        lab.server.start()
+        if life % 4 == 3:  # again, while the restarted server picks up queued messages
+            time.sleep(lab.rng.uniform(0, 0.3))
+            lab.kill()
+            lab.server.start()
+        for scenario in scenarios:
+            lab.check_restart(scenario.convo)
+        for scenario in scenarios:
+            scenario.after()
+            lab.check_final(scenario.convo)
+    for convo in lab.convos:  # nothing changed behind a conversation's back since
+        rows = lab.rows(convo)
+        lab.expect(convo, stored_once(rows, convo.accepted, convo.maybe))
+        lab.expect(convo, tool_pairs(rows))
+
+
+# --- the engines ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scratch_postgres() -> Iterator[str]:
+    from tests.store.conftest import _admin
+
+    raw = os.environ.get(POSTGRES_ENV)
+    if not raw:
+        pytest.skip(f"PostgreSQL needs {POSTGRES_ENV}=postgresql://user@host:port/db")
+    admin = sa.make_url(raw)
+    name = f"ostinato_crash_{uuid.uuid4().hex[:12]}"
+    _admin(admin, f'CREATE DATABASE "{name}"')
+    try:
+        url = admin.set(drivername="postgresql+asyncpg", database=name)
+        yield url.render_as_string(hide_password=False)
+    finally:
+        _admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def database(engine: str, tmp_path: Path) -> Iterator[str]:
+    if engine == "sqlite":
+        yield f"sqlite:///{tmp_path / 'crash.db'}"
+    else:
+        with scratch_postgres() as url:
+            yield url
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_sigkill_at_many_points_loses_and_repeats_nothing(engine: str, tmp_path: Path) -> None:
+    with database(engine, tmp_path) as url, AnsweringChat() as fake:
+        env = {
+            "OSTINATO_MODEL": "openai-chat:fake-model",
+            "OPENAI_BASE_URL": f"{fake.url}/v1",
+            "OPENAI_API_KEY": "k",
+        }
+        server = Server(url, tmp_path / "data", tmp_path / "serve.log", env)
+        lab = Lab(server, fake, random.Random(f"{SEED}-{engine}"))
+        try:
+            run_lives(lab, LIVES)
+        finally:
+            lab.kill()
+        assert server.kills >= LIVES

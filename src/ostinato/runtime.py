@@ -5,6 +5,7 @@ turns they cause one at a time per conversation, cancels, and recovers after a c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from ostinato.loop.setup import (
     seed_calls,
     waiting_answers,
 )
+from ostinato.memory.facts import scope_for
 from ostinato.messages import JSON, FileBlock, Message, TextBlock, ToolUseBlock
 from ostinato.models.base import Model
 from ostinato.recovery import recover
@@ -41,6 +43,7 @@ from ostinato.store.base import (
     Enqueue,
     QueuedInput,
     SetConversationState,
+    SetToolSwitch,
     StartTurn,
     Store,
     TakeQueued,
@@ -102,6 +105,16 @@ class SkillConsent:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSwitchState:
+    name: str
+    enabled: bool
+    protected: bool
+    deployment_off: bool  # switched off for everyone by the deployment's configuration
+    category: str
+    risk: str
+
+
+@dataclass(frozen=True, slots=True)
 class CancelOutcome:
     cancelled_turn: str | None  # the running turn that was cancelled
     dismissed: tuple[str, ...]  # tool_use ids of cards / approvals resolved by the cancel
@@ -146,6 +159,7 @@ class Runtime:
         self.protected_tools = protected_tools
         self.history_limit = max(s.agent.history_messages for s in self.router.skills)
         self.after_turn = after_turn
+        self._switches: dict[str, frozenset[str]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self.consent = ConsentGate(store, self.bus, approvals)
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -332,6 +346,48 @@ class Runtime:
         await self._commit_rows("", ops)
         return CancelOutcome(None, tuple(answered))
 
+    # --- tool switches ---------------------------------------------------------------
+
+    async def switched_off(self, scope: str) -> frozenset[str]:
+        """The tools ``scope`` (a user, or ``conversation:<id>``) switched off. Read once
+        per scope and kept: this process's switches update it."""
+        found = self._switches.get(scope)
+        if found is None:
+            found = self._switches[scope] = await self.store.switched_off_tools(scope)
+        return found
+
+    async def tool_switches(self, scope: str) -> list[ToolSwitchState]:
+        """Every tool the scope's turns could be offered, and whether it is on."""
+        off = await self.switched_off(scope)
+        owner = None if scope.startswith("conversation:") else scope
+        registry = (await self.mount.registry(owner)).registry
+        return [
+            ToolSwitchState(
+                tool.name,
+                tool.name not in off and tool.name not in self.disabled_tools,
+                tool.name in self.protected_tools,
+                tool.name in self.disabled_tools,
+                tool.category,
+                tool.risk,
+            )
+            for tool in registry
+        ]
+
+    async def switch_tool(self, scope: str, tool: str, *, enabled: bool) -> ToolSwitchState:
+        """Switch a tool off or back on for a scope. ``Conflict`` for a protected tool,
+        ``NotFound`` for a tool that does not exist."""
+        states = {s.name: s for s in await self.tool_switches(scope)}
+        state = states.get(tool)
+        if state is None:
+            raise NotFound(f"no tool named {tool!r}")
+        if state.protected and not enabled:
+            raise Conflict(f"the tool {tool!r} is protected and cannot be switched off")
+        await self.store.write(SetToolSwitch(scope, tool, enabled))
+        off = set(await self.switched_off(scope))
+        (off.discard if enabled else off.add)(tool)
+        self._switches[scope] = frozenset(off)
+        return dataclasses.replace(state, enabled=enabled and not state.deployment_off)
+
     # --- grants ----------------------------------------------------------------------
 
     async def list_grants(self, conversation_id: str) -> list[Grant]:
@@ -391,8 +447,11 @@ class Runtime:
         turn = Turn(turn.id, conversation_id, turn.run_id, "running", turn.started_at, kind)
         skill = route.skill
         mounted = await self.mount.registry(conversation.owner)
+        switched_off = await self.switched_off(scope_for(conversation.owner, conversation_id))
         catalog = mounted.registry.catalog(
-            skill.agent.tools, disabled=self.disabled_tools, protected=self.protected_tools
+            skill.agent.tools,
+            disabled=self.disabled_tools | switched_off,
+            protected=self.protected_tools,
         )
         model = submission.model or self.model_for(conversation, skill)
         stored = await self._commit_rows(

@@ -29,8 +29,8 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0003"
-PEOPLE_TABLES = {"approvals", "grants", "queued_inputs", "summaries", "memories"}
+HEAD = "0004"
+PEOPLE_TABLES = {"approvals", "grants", "queued_inputs", "summaries", "memories", "tool_switches"}
 T = TypeVar("T")
 
 

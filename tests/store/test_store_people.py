@@ -487,3 +487,15 @@ async def test_sqlite_a_decide_waits_for_a_rival_and_then_conflicts(
             await pending
     finally:
         rival.close()
+
+
+async def test_tool_switches_per_scope(store: Store) -> None:
+    from ostinato.store.base import SetToolSwitch
+
+    assert await store.switched_off_tools("ann") == frozenset()
+    await store.write(SetToolSwitch("ann", "shell", False), SetToolSwitch("ann", "clock", False))
+    await store.write(SetToolSwitch("bob", "shell", False))
+    assert await store.switched_off_tools("ann") == {"shell", "clock"}
+    await store.write(SetToolSwitch("ann", "clock", True))  # back on: an update, not a copy
+    assert await store.switched_off_tools("ann") == {"shell"}
+    assert await store.switched_off_tools("bob") == {"shell"}

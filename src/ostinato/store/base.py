@@ -355,6 +355,15 @@ class ForgetFact:
     memory_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class SetToolSwitch:
+    """Switch a tool on or off for a scope (a user, or ``conversation:<id>``)."""
+
+    scope: str
+    tool: str
+    enabled: bool
+
+
 WriteOp: TypeAlias = (
     CreateConversation
     | SetConversationState
@@ -372,6 +381,7 @@ WriteOp: TypeAlias = (
     | TakeQueued
     | RememberFact
     | ForgetFact
+    | SetToolSwitch
 )
 
 
@@ -460,6 +470,10 @@ class Store(Protocol):
 
     async def memory_conflicts(self, scope: str) -> list[MemoryConflict]:
         """Subjects of ``scope`` with more than one distinct current fact, by subject."""
+        ...
+
+    async def switched_off_tools(self, scope: str) -> frozenset[str]:
+        """The tools ``scope`` has switched off."""
         ...
 
     async def close(self) -> None: ...

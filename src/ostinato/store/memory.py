@@ -39,6 +39,7 @@ from ostinato.store.base import (
     RememberFact,
     RevokeGrant,
     SetConversationState,
+    SetToolSwitch,
     StartToolCall,
     StartTurn,
     TakeQueued,
@@ -75,6 +76,7 @@ class MemoryStore:
         self._queue: dict[str, QueuedInput] = {}
         self._positions = itertools.count(1)
         self._summaries: dict[str, tuple[Message, int]] = {}  # the watermark per conversation
+        self._switches: dict[tuple[str, str], bool] = {}  # (scope, tool) -> enabled
         self._memories: dict[str, MemoryFact] = {}  # every fact, current or closed
 
     def _set_summary(self, cid: str, value: tuple[Message, int] | None) -> None:
@@ -194,6 +196,9 @@ class MemoryStore:
                 if not fact.current:
                     return fact
                 return self._close_fact(fact, utcnow(), None, undo)
+            case SetToolSwitch(scope=scope, tool=tool, enabled=enabled):
+                _restore(self._switches, (scope, tool), undo)
+                self._switches[scope, tool] = enabled
             case _:
                 assert_never(op)
         return None
@@ -458,6 +463,9 @@ class MemoryStore:
             ),
             key=lambda q: q.position,
         )
+
+    async def switched_off_tools(self, scope: str) -> frozenset[str]:
+        return frozenset(t for (s, t), on in self._switches.items() if s == scope and not on)
 
     async def close(self) -> None:
         return None

@@ -9,6 +9,7 @@ from ostinato.server.routes import (
     health,
     memories,
     messages,
+    tools,
     turns,
     websocket,
 )
@@ -22,4 +23,5 @@ ROUTERS = (
     events.router,
     websocket.router,
     memories.router,
+    tools.router,
 )

@@ -44,6 +44,7 @@ from ostinato.store.base import (
     RememberFact,
     RevokeGrant,
     SetConversationState,
+    SetToolSwitch,
     StartToolCall,
     StartTurn,
     TakeQueued,
@@ -118,6 +119,10 @@ def apply_op(ex: Executor, op: WriteOp, now: _Now) -> Any:
             return _remember(ex, op, now)
         case ForgetFact():
             return _forget(ex, op, now)
+        case SetToolSwitch(scope=scope, tool=tool, enabled=enabled):
+            params = {"scope": scope, "tool": tool, "enabled": enabled, "updated_at": now.bound}
+            ex.execute("set_tool_switch", params)
+            return None
         case (
             CreateConversation()
             | SetConversationState()

@@ -152,6 +152,10 @@ class SQLReads(ABC):
         found = await self._fetch(stmt, {"conversation_id": conversation_id, "status": "queued"})
         return [rows.queued_input(r, self._decode_time) for r in found]
 
+    async def switched_off_tools(self, scope: str) -> frozenset[str]:
+        found = await self._fetch(statements.switched_off_tools(), {"scope": scope})
+        return frozenset(str(row[0]) for row in found)
+
     # --- long-term memory -----------------------------------------------------------
 
     async def get_memory(self, memory_id: str) -> MemoryFact | None:

@@ -34,6 +34,7 @@ from ostinato.store.sql.tables import (
     queued_inputs,
     summaries,
     tool_calls,
+    tool_switches,
     turns,
 )
 
@@ -57,6 +58,7 @@ WriteName: TypeAlias = Literal[
     "count_memories",
     "insert_memory",
     "close_memory",
+    "set_tool_switch",
     # Lookups, run only after a statement changed nothing, to say why.
     "find_conversation",
     "find_approval",
@@ -225,6 +227,15 @@ def _memory_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         .values(_bind(memories, "valid_to", "superseded_by"))
         .returning(*memories.columns),
         "find_memory": sa.select(memories).where(_where_id(memories)),
+        "set_tool_switch": _insert(dialect, tool_switches)
+        .values(_bind(tool_switches, "scope", "tool", "enabled", "updated_at"))
+        .on_conflict_do_update(
+            index_elements=["scope", "tool"],
+            set_={
+                "enabled": sa.bindparam("enabled", type_=sa.Boolean()),
+                "updated_at": sa.bindparam("updated_at", type_=tool_switches.c.updated_at.type),
+            },
+        ),
     }
 
 
@@ -457,4 +468,15 @@ def search_memories(dialect: str) -> sa.TextClause:
         " WHERE memories_fts MATCH :match AND memories.scope = :scope"
         " AND memories.valid_to IS NULL"
         " ORDER BY bm25(memories_fts, 1.0, 2.0), memories.recorded_at DESC LIMIT :limit"
+    )
+
+
+# --- tool switches ----------------------------------------------------------------------
+
+
+@cache
+def switched_off_tools() -> sa.Select[Any]:
+    return sa.select(tool_switches.c.tool).where(
+        tool_switches.c.scope == _param(tool_switches.c.scope, "scope"),
+        tool_switches.c.enabled.is_(False),
     )

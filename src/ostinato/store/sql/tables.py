@@ -232,6 +232,17 @@ memories = sa.Table(
 )
 
 
+# Tools a user (or a conversation without an owner) switched off or back on (0004).
+tool_switches = sa.Table(
+    "tool_switches",
+    metadata,
+    sa.Column("scope", sa.String(), primary_key=True),
+    sa.Column("tool", sa.String(), primary_key=True),
+    sa.Column("enabled", sa.Boolean(), nullable=False),
+    sa.Column("updated_at", _TIME, nullable=False),
+)
+
+
 # Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
 # table and its shadow tables, PostgreSQL's expression index): schema comparisons
 # (``alembic revision --autogenerate``, the migration tests) leave them out.

@@ -1,0 +1,57 @@
+"""Switching tools off per user: the API, the protected set, and what the model is told."""
+
+from __future__ import annotations
+
+import httpx
+
+from ostinato.models.scripted import ScriptedModel, text_step, tool_step
+from ostinato.runtime import Runtime
+
+
+async def test_a_user_switches_a_tool_off_and_the_model_is_told(
+    client: httpx.AsyncClient, model: ScriptedModel, runtime: Runtime
+) -> None:
+    created = await client.post("/v1/conversations", json={"metadata": {}})
+    cid = created.json()["id"]
+    listed = await client.get("/v1/tools", params={"conversation_id": cid})
+    assert listed.status_code == 200
+    tools = {t["name"]: t for t in listed.json()["tools"]}
+    assert tools["calculator"]["enabled"] and tools["ask_user"]["protected"]
+
+    off = await client.put("/v1/tools/calculator", json={"conversation_id": cid, "enabled": False})
+    assert off.status_code == 200 and off.json()["enabled"] is False
+    protected = await client.put(
+        "/v1/tools/ask_user", json={"conversation_id": cid, "enabled": False}
+    )
+    assert protected.status_code == 409 and "protected" in protected.json()["error"]["message"]
+    unknown = await client.put("/v1/tools/ghost", json={"conversation_id": cid, "enabled": False})
+    assert unknown.status_code == 404
+    both = await client.put(
+        "/v1/tools/clock", json={"owner": "a", "conversation_id": cid, "enabled": False}
+    )
+    assert both.status_code == 422
+
+    model.add(tool_step(("calculator", {"expression": "1+1"})), text_step("it is off"))
+    response = await client.post(f"/v1/conversations/{cid}/turns", json={"text": "add"})
+    assert response.status_code == 200
+    first_request = model.requests[0]
+    assert "calculator" not in {t.name for t in first_request.tools}  # not offered
+    rows = await runtime.store.list_messages(cid)
+    result = rows[2].tool_results[0]
+    assert result.is_error and "switched off by the user" in result.text  # and refused
+
+    on = await client.put("/v1/tools/calculator", json={"conversation_id": cid, "enabled": True})
+    assert on.json()["enabled"] is True
+    again = await client.get("/v1/tools", params={"conversation_id": cid})
+    assert {t["name"]: t["enabled"] for t in again.json()["tools"]}["calculator"] is True
+
+
+async def test_owner_scope_and_bad_queries(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/v1/tools")).status_code == 422
+    assert (await client.get("/v1/tools", params={"conversation_id": "nope"})).status_code == 404
+    off = await client.put("/v1/tools/clock", json={"owner": "ann", "enabled": False})
+    assert off.status_code == 200
+    mine = await client.get("/v1/tools", params={"owner": "ann"})
+    theirs = await client.get("/v1/tools", params={"owner": "bob"})
+    assert {t["name"]: t["enabled"] for t in mine.json()["tools"]}["clock"] is False
+    assert {t["name"]: t["enabled"] for t in theirs.json()["tools"]}["clock"] is True

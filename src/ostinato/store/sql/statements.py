@@ -453,12 +453,13 @@ def search_memories(dialect: str) -> sa.TextClause:
     """Current facts of ``:scope`` matching ``:match``, best first, then a ``score``
     column (higher is better). ``:match`` comes from ``ostinato.store.search``."""
     if dialect == "postgresql":
-        # The document and config must match the GIN index of migration 0003.
-        document = "to_tsvector('english', coalesce(subject, '') || ' ' || text)"
+        # search_vector: the stored, GIN-indexed document of migration 0003 (PostgreSQL
+        # only, outside ``tables.metadata``).
         return sa.text(
-            f"SELECT {_FACT_COLUMNS}, ts_rank({document}, q) AS score"
+            f"SELECT {_FACT_COLUMNS}, ts_rank(memories.search_vector, q) AS score"
             " FROM memories, websearch_to_tsquery('english', :match) AS q"
-            f" WHERE memories.scope = :scope AND memories.valid_to IS NULL AND {document} @@ q"
+            " WHERE memories.scope = :scope AND memories.valid_to IS NULL"
+            " AND memories.search_vector @@ q"
             " ORDER BY score DESC, memories.recorded_at DESC LIMIT :limit"
         )
     # bm25 is lower for a better match; the subject column weighs twice the text.

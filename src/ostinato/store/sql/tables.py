@@ -204,8 +204,9 @@ summaries = sa.Table(
 # A fact is never deleted or edited: closing one (forget, supersede) sets ``valid_to``
 # (and ``superseded_by``). ``num`` is an integer key for the full-text index: on SQLite
 # it is the rowid (an FTS5 table, ``memories_fts``, indexes the current facts, kept in
-# step by triggers); PostgreSQL has a GIN index over the current facts' text instead.
-# Both are made by the migration, outside this metadata.
+# step by triggers); PostgreSQL has a stored generated ``search_vector`` column instead,
+# under a GIN index of the current facts. Both are made by the migration, outside this
+# metadata (``select(memories)`` never reads ``search_vector``).
 memories = sa.Table(
     "memories",
     metadata,
@@ -244,9 +245,9 @@ tool_switches = sa.Table(
 
 
 # Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
-# table and its shadow tables, PostgreSQL's expression index): schema comparisons
-# (``alembic revision --autogenerate``, the migration tests) leave them out.
-FULL_TEXT_OBJECTS = ("memories_fts", "ix_memories_fts")
+# table and its shadow tables, PostgreSQL's document column and its index): schema
+# comparisons (``alembic revision --autogenerate``, the migration tests) leave them out.
+FULL_TEXT_OBJECTS = ("memories_fts", "ix_memories_fts", "search_vector")
 
 
 def include_object(

@@ -8,9 +8,9 @@ Create Date: 2026-11-29
   and the summary message's seq, so the latest is one index probe.
 - ``memories``: bitemporal facts per scope. Full-text search over current facts:
   on SQLite an external-content FTS5 table (``memories_fts``, Porter stemming) kept in
-  step by triggers in the writing transaction; on PostgreSQL a partial GIN index over
-  ``to_tsvector('english', ...)`` that ``search_memories`` queries with the very same
-  expression.
+  step by triggers in the writing transaction; on PostgreSQL a stored generated
+  ``tsvector`` column (``search_vector``: subject weighted above text) under a partial
+  GIN index.
 """
 
 from __future__ import annotations
@@ -47,11 +47,16 @@ _SQLITE_FTS = [
     END""",
 ]
 
-# Must be the expression ``statements.search_memories_postgres`` searches, or the index
-# is not used.
-_PG_FTS = """CREATE INDEX ix_memories_fts ON memories
-    USING gin (to_tsvector('english', coalesce(subject, '') || ' ' || text))
-    WHERE valid_to IS NULL"""
+# PostgreSQL keeps each fact's document as a stored generated column (so ranking reads it
+# instead of parsing the text again), the subject weighted A and the text B, and indexes
+# the current facts' documents. ``statements.search_memories`` queries this column.
+_PG_FTS = [
+    """ALTER TABLE memories ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', coalesce(subject, '')), 'A')
+        || setweight(to_tsvector('english', text), 'B')) STORED""",
+    """CREATE INDEX ix_memories_fts ON memories USING gin (search_vector)
+    WHERE valid_to IS NULL""",
+]
 
 
 def upgrade() -> None:
@@ -101,7 +106,8 @@ def upgrade() -> None:
         for statement in _SQLITE_FTS:
             op.execute(statement)
     else:
-        op.execute(_PG_FTS)
+        for statement in _PG_FTS:
+            op.execute(statement)
 
 
 def downgrade() -> None:

@@ -60,6 +60,42 @@ def server_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+FORKSERVER = Path(__file__).with_name("forkserver.py")
+
+
+class ForkServer:
+    """``forkserver.py`` running: ``spawn`` starts ``ostinato <argv>`` in a forked child
+    (ostinato already imported) and returns its pid."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(FORKSERVER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=server_env({}),
+            text=True,
+        )
+        assert self.process.stdout is not None
+        ready = self.process.stdout.readline().strip()
+        assert ready == "ready", f"the fork server did not start: {ready!r}"
+
+    def spawn(self, argv: list[str], env: Mapping[str, str], log: Path) -> int:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = {"argv": argv, "env": dict(env), "log": str(log)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 class Server:
     """One database and data dir; a server process on it that can be killed and restarted.
 
@@ -75,60 +111,85 @@ class Server:
         log: Path,
         env: Mapping[str, str],
         approval_timeout: float = 600.0,
+        forks: ForkServer | None = None,
     ) -> None:
         self.database_url = database_url
         self.data_dir = data_dir
         self.log = log
         self.env = server_env(env)
         self.approval_timeout = approval_timeout
-        self.process: subprocess.Popen[bytes] | None = None
+        self.forks = forks
+        self.pid: int | None = None
+        self.popen: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.starts = 0
         self.kills = 0
+        self.start_seconds = 0.0  # spent waiting for the server to come up
 
     def start(self) -> str:
-        assert self.process is None, "already running"
+        assert self.pid is None, "already running"
         port = free_port()
-        command = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
-        command += ["--database-url", self.database_url, "--data-dir", str(self.data_dir)]
-        command += ["--approval-timeout", str(self.approval_timeout)]
+        argv = ["serve", "--port", str(port), "--database-url", self.database_url]
+        argv += ["--data-dir", str(self.data_dir), "--approval-timeout", str(self.approval_timeout)]
         with self.log.open("ab") as sink:
             sink.write(f"\n===== start {self.starts + 1} =====\n".encode())
-            sink.flush()
-            self.process = subprocess.Popen(
-                command, env=self.env, stdout=sink, stderr=subprocess.STDOUT
-            )
+        if self.forks is not None:
+            self.pid = self.forks.spawn(argv, self.env, self.log)
+        else:
+            with self.log.open("ab") as sink:
+                self.popen = subprocess.Popen(
+                    [sys.executable, "-m", "ostinato", *argv],
+                    env=self.env,
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                )
+            self.pid = self.popen.pid
         self.starts += 1
         self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + START_TIMEOUT
+        began = time.monotonic()
+        deadline = began + START_TIMEOUT
         while True:
-            if self.process.poll() is not None:
+            if not self.alive():
+                self.pid = self.popen = None
                 raise AssertionError(f"ostinato serve exited:\n{self.tail()}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"no /healthz after {START_TIMEOUT} s:\n{self.tail()}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    self.start_seconds += time.monotonic() - began
                     return self.url
             except httpx.HTTPError:
                 pass
-            time.sleep(0.05)
+            time.sleep(0.02)
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        if self.pid is None:
+            return False
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
 
     def kill(self) -> None:
         """SIGKILL the server (a crash), then what it had started."""
-        process = self.process
-        if process is None:
+        pid, popen = self.pid, self.popen
+        if pid is None:
             return
-        self.process = None
+        self.pid = self.popen = None
         self.kills += 1
         children: list[psutil.Process] = []
-        try:
-            os.kill(process.pid, signal.SIGSTOP)  # no new children from here on
-            children = psutil.Process(process.pid).children(recursive=True)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            pass
+        with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+            os.kill(pid, signal.SIGSTOP)  # no new children from here on
+            children = psutil.Process(pid).children(recursive=True)
         with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+            os.kill(pid, signal.SIGKILL)
+        if popen is not None:
+            popen.wait(timeout=30)
+        else:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(pid).wait(timeout=30)
         for child in children:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.send_signal(signal.SIGKILL)

@@ -68,10 +68,11 @@ from tests.e2e.invariants import (
     stored_once,
     tool_pairs,
 )
-from tests.e2e.server import Server, SSEReader
+from tests.e2e.server import ForkServer, Server, SSEReader
 
 SEED = int(os.environ.get("OSTINATO_FAULT_SEED", "20261130"))
 LIVES = int(os.environ.get("OSTINATO_FAULT_LIVES", "16"))
+FORK = os.environ.get("OSTINATO_FAULT_FORKSERVER", "1") != "0"
 POSTGRES_ENV = "OSTINATO_TEST_POSTGRES_URL"
 WAIT = 60.0  # seconds: how long anything may take before the test gives up
 UNKNOWN = "outcome unknown"
@@ -483,10 +484,18 @@ def test_sigkill_at_many_points_loses_and_repeats_nothing(engine: str, tmp_path:
             "OPENAI_BASE_URL": f"{fake.url}/v1",
             "OPENAI_API_KEY": "k",
         }
-        server = Server(url, tmp_path / "data", tmp_path / "serve.log", env)
+        forks = ForkServer() if FORK else None
+        server = Server(url, tmp_path / "data", tmp_path / "serve.log", env, forks=forks)
         lab = Lab(server, fake, random.Random(f"{SEED}-{engine}"))
+        began = time.monotonic()
         try:
             run_lives(lab, LIVES)
         finally:
             lab.kill()
+            if forks is not None:
+                forks.close()
+        print(
+            f"\n{engine}: {server.kills} kills, {len(lab.convos)} conversations, "
+            f"{time.monotonic() - began:.0f} s ({server.start_seconds:.0f} s starting)"
+        )
         assert server.kills >= LIVES

@@ -147,3 +147,22 @@ async def test_the_routes_are_in_the_openapi_document(client: httpx.AsyncClient)
     assert set(paths["/v1/memories"]) == {"get", "post"}
     assert "409" in paths["/v1/memories"]["post"]["responses"]
     assert set(paths["/v1/memories/{memory_id}"]) == {"delete"}
+
+
+async def test_nul_characters_are_refused_not_a_500(client: httpx.AsyncClient) -> None:
+    for body in ({"owner": "ann", "fact": "a\x00b"}, {"owner": "a\x00nn", "fact": "ab"}):
+        response = await client.post("/v1/memories", json=body)
+        assert response.status_code == 422, body
+    # a subject's control characters are spaces; an id with a NUL names no memory
+    made = await client.post("/v1/memories", json={"owner": "ann", "fact": "x", "subject": "s\x00"})
+    assert made.status_code == 201 and made.json()["subject"] == "s"
+    unknown = await client.post(
+        "/v1/memories", json={"owner": "ann", "fact": "y", "supersedes": "a\x00"}
+    )
+    assert unknown.status_code == 404
+    listed = await client.get("/v1/memories", params={"owner": "a\x00"})
+    assert listed.status_code == 422
+    found = await client.get("/v1/memories", params={"owner": "ann", "q": "tea\x00"})
+    assert found.status_code == 200
+    forgotten = await client.delete("/v1/memories/a%00b", params={"owner": "ann"})
+    assert forgotten.status_code == 404

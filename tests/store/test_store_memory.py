@@ -248,3 +248,14 @@ async def test_the_memory_store_scores_by_word_overlap() -> None:
     await remember(store, "ann", "Ann drinks tea")
     (hit,) = await store.search_memories("ann", "TEA, please")
     assert hit.score > 1
+
+
+async def test_nul_characters_never_reach_the_database(store: Store) -> None:
+    with pytest.raises(InvalidRequest, match="NUL"):
+        await remember(store, "ann", "a\x00b")
+    fact = await remember(store, "ann", "tabs", subject="home\x00\tcity\n")
+    assert fact.subject == "home city"
+    with pytest.raises(NotFound):
+        await store.write(ForgetFact("ann", "x\x00"))
+    with pytest.raises(NotFound):
+        await remember(store, "ann", "y", supersedes="x\x00")

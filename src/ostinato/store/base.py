@@ -137,10 +137,12 @@ MEMORY_CAPACITY = 5_000  # current facts per scope, unless an op says otherwise
 
 
 def normalize_subject(subject: str | None) -> str | None:
-    """A subject as stored: lower case, single spaces, None when blank."""
+    """A subject as stored: lower case, control characters as spaces, single spaces,
+    None when blank."""
     if subject is None:
         return None
-    cleaned = " ".join(subject.split()).lower()[:MEMORY_SUBJECT_LIMIT].rstrip()
+    visible = "".join(" " if ch < " " or ch == "\x7f" else ch for ch in subject)
+    cleaned = " ".join(visible.split()).lower()[:MEMORY_SUBJECT_LIMIT].rstrip()
     return cleaned or None
 
 
@@ -149,6 +151,8 @@ def check_fact_text(text: str) -> str:
     cleaned = text.strip()
     if not cleaned:
         raise InvalidRequest("a fact needs some text")
+    if "\x00" in cleaned:
+        raise InvalidRequest("a fact cannot contain NUL characters")
     if len(cleaned) > MEMORY_TEXT_LIMIT:
         raise InvalidRequest(
             f"a fact is at most {MEMORY_TEXT_LIMIT:,} characters (this one has {len(cleaned):,});"

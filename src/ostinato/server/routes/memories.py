@@ -23,6 +23,7 @@ from ostinato.store.base import MEMORY_SUBJECT_LIMIT, MEMORY_TEXT_LIMIT, MemoryF
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 _OWNER_LIMIT = 200
+_NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "The request is malformed."},
 }
@@ -39,7 +40,7 @@ _FULL: dict[int | str, dict[str, Any]] = {
 
 Owner = Annotated[
     str,
-    Query(min_length=1, max_length=_OWNER_LIMIT, description="Whose memories."),
+    Query(min_length=1, max_length=_OWNER_LIMIT, pattern=_NO_NUL, description="Whose memories."),
 ]
 
 
@@ -86,7 +87,7 @@ class MemoryList(BaseModel):
 class RememberRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    owner: str = Field(min_length=1, max_length=_OWNER_LIMIT)
+    owner: str = Field(min_length=1, max_length=_OWNER_LIMIT, pattern=_NO_NUL)
     fact: str = Field(
         min_length=1, max_length=MEMORY_TEXT_LIMIT, description="One self-contained fact."
     )

@@ -415,6 +415,7 @@ def _append_summary(ex: Executor, op: AppendSummary, now: _Now) -> Message:
 
 def _fact_row(ex: Executor, scope: str, memory_id: str) -> Row:
     """The stored row of fact ``memory_id`` of ``scope``; NotFound if there is none."""
+    _require_storable_id(memory_id)
     found = ex.row("find_memory", {"b_id": memory_id})
     if found is None or found[2] != scope:
         raise NotFound(f"no memory {memory_id!r}")
@@ -425,6 +426,7 @@ def _close_fact(
     ex: Executor, scope: str, memory_id: str, now: _Now, superseded_by: str | None
 ) -> Row | None:
     """Close a current fact; its closed row, or None if no current fact matched."""
+    _require_storable_id(memory_id)
     params = {
         "b_id": memory_id,
         "b_scope": scope,
@@ -432,6 +434,12 @@ def _close_fact(
         "superseded_by": superseded_by,
     }
     return ex.row("close_memory", params)
+
+
+def _require_storable_id(memory_id: str) -> None:
+    """No fact has an id with a NUL in it (and PostgreSQL refuses NUL in any text)."""
+    if "\x00" in memory_id:
+        raise NotFound(f"no memory {memory_id!r}")
 
 
 def _remember(ex: Executor, op: RememberFact, now: _Now) -> MemoryFact:

@@ -253,6 +253,9 @@ async def test_the_memory_store_scores_by_word_overlap() -> None:
 async def test_nul_characters_never_reach_the_database(store: Store) -> None:
     with pytest.raises(InvalidRequest, match="NUL"):
         await remember(store, "ann", "a\x00b")
+    with pytest.raises(InvalidRequest, match="unpaired surrogate"):
+        await remember(store, "ann", "a\ud800b")
+    assert (await remember(store, "ann", "odd subject", subject="x\ud800")).subject == "x?"
     fact = await remember(store, "ann", "tabs", subject="home\x00\tcity\n")
     assert fact.subject == "home city"
     with pytest.raises(NotFound):

@@ -141,6 +141,7 @@ def normalize_subject(subject: str | None) -> str | None:
     None when blank."""
     if subject is None:
         return None
+    subject = subject.encode("utf-8", "replace").decode("utf-8")  # unpaired surrogates
     visible = "".join(" " if ch < " " or ch == "\x7f" else ch for ch in subject)
     cleaned = " ".join(visible.split()).lower()[:MEMORY_SUBJECT_LIMIT].rstrip()
     return cleaned or None
@@ -153,6 +154,12 @@ def check_fact_text(text: str) -> str:
         raise InvalidRequest("a fact needs some text")
     if "\x00" in cleaned:
         raise InvalidRequest("a fact cannot contain NUL characters")
+    try:
+        cleaned.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            "a fact must be valid Unicode (it has an unpaired surrogate)"
+        ) from None
     if len(cleaned) > MEMORY_TEXT_LIMIT:
         raise InvalidRequest(
             f"a fact is at most {MEMORY_TEXT_LIMIT:,} characters (this one has {len(cleaned):,});"

@@ -5,6 +5,9 @@ For each such turn, every tool call without a result is answered, in one tool me
 - a call waiting on a pending approval keeps waiting: the approval survives with its id,
   its record goes back to ``waiting``, the turn ends ``paused`` (a decision posted later
   continues it in a new turn);
+- a question card (the call its assistant row is ``awaiting``) keeps waiting too, and the
+  turn ends ``paused``: the card was committed, maybe shown, before the crash came in the
+  moment before the turn was recorded paused; it is answered as any card;
 - a call that never started gets "interrupted: not run";
 - an idempotent call that started gets "interrupted";
 - a non-idempotent call that started is reported as "outcome unknown" and is never run
@@ -49,6 +52,9 @@ async def recover(store: Store, tools: ToolRegistry) -> list[str]:
             a.tool_use_id
             for a in await store.list_approvals(turn.conversation_id, pending_only=True)
         }
+        # a question card is a row: once committed, it waits for its answer like a pending
+        # approval, even if the crash came before the turn was recorded paused
+        pending |= {m.metadata.get("awaiting") for m in messages if m.role == "assistant"} - {None}
         now = utcnow()
         ops: list[WriteOp] = []
         blocks: list[ToolResultBlock] = []

@@ -39,9 +39,16 @@ class ContextCatalog:
             self._windows.update(parse(os.environ.get("OSTINATO_CONTEXT_WINDOWS", "")))
         self._windows.update(overrides or {})
         self._prefixes = sorted(self._windows, key=len, reverse=True)
+        self._known: dict[str, int] = {}
 
     def window(self, model_id: str) -> int:
         """The context window of ``provider:model`` (or a bare model name), in tokens."""
+        found = self._known.get(model_id)
+        if found is None:
+            found = self._known[model_id] = self._look_up(model_id)
+        return found
+
+    def _look_up(self, model_id: str) -> int:
         full = model_id.lower()
         model = full.split(":", 1)[1] if ":" in full else full
         for prefix in self._prefixes:

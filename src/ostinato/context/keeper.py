@@ -19,7 +19,12 @@ from typing import Protocol
 
 from ostinato.bus import Bus
 from ostinato.context.compaction import Compactor, summary_row
-from ostinato.context.tokens import estimate_messages
+from ostinato.context.tokens import (
+    CHARS_PER_TOKEN,
+    estimate_message,
+    estimate_messages,
+    estimate_tools,
+)
 from ostinato.context.window import boundaries
 from ostinato.errors import ModelError
 from ostinato.frames import ContextCompacted
@@ -49,16 +54,36 @@ class ContextKeeper:
         self.compactor = compactor
         self.reserve = reserve or DEFAULT_RESERVE
         self.last: ContextCompacted | None = None
+        # Per-message estimates of the host's history, kept in step as it grows (the
+        # driver only appends; compaction, which rewrites it, starts them afresh), so a
+        # step costs the estimate of its new rows, not of the whole history.
+        self._sizes: list[int] = []
+        self._total = 0
+        self._fixed: int | None = None  # the system prompt and the tool definitions
 
-    def over_budget(self, request: ModelRequest, model: Model) -> bool:
-        estimate = self.compactor.estimator.request(request, model.name)
-        return estimate > self.compactor.budget(model, self.reserve)
+    def raw(self, host: Host, request: ModelRequest) -> int:
+        """The uncalibrated estimate of ``request``, built from ``host.history``."""
+        if self._fixed is None:
+            self._fixed = int(len(request.system) / CHARS_PER_TOKEN) + estimate_tools(request.tools)
+        history = host.history
+        while len(self._sizes) < len(history):
+            size = estimate_message(history[len(self._sizes)])
+            self._sizes.append(size)
+            self._total += size
+        return self._fixed + self._total
 
-    def observe(self, request: ModelRequest, model: Model, usage: Usage) -> None:
+    def over_budget(self, host: Host, request: ModelRequest) -> bool:
+        estimate = self.raw(host, request) * self.compactor.estimator.factor(host.model.name)
+        return estimate > self.compactor.budget(host.model, self.reserve)
+
+    def observe(self, host: Host, request: ModelRequest, usage: Usage) -> None:
         """Calibrate the estimate by what the provider counted."""
         if usage.input_tokens:
-            raw = self.compactor.estimator.raw(request)
-            self.compactor.estimator.calibrate(model.name, raw, usage.input_tokens)
+            raw = self.raw(host, request)
+            self.compactor.estimator.calibrate(host.model.name, raw, usage.input_tokens)
+
+    def _forget_sizes(self) -> None:
+        self._sizes, self._total = [], 0
 
     async def compact(self, host: Host, reason: str = "estimate") -> bool:
         """Shrink the request's history; False when there is nothing left to shrink."""
@@ -87,6 +112,7 @@ class ContextKeeper:
                 )
                 host.history[: host.prior_count] = [row, *newer]
                 host.prior_count = 1 + len(newer)
+                self._forget_sizes()
                 self._announce(host, "summary", reason, len(older), through, before)
                 return True
         return self._drop_steps(host, reason, before)
@@ -112,6 +138,7 @@ class ContextKeeper:
         dropped = cut - first
         del working[first:cut]
         host.history[host.prior_count :] = working
+        self._forget_sizes()
         self._announce(host, "dropped", reason, dropped, None, before)
         return True
 

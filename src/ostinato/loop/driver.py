@@ -205,7 +205,7 @@ class TurnDriver:
         word) the history is compacted and the request rebuilt, once."""
         request = self._request(tools_off)
         compacted = False
-        if self.context is not None and self.context.over_budget(request, self.model):
+        if self.context is not None and self.context.over_budget(self, request):
             compacted = await self.context.compact(self)
             request = self._request(tools_off) if compacted else request
         try:
@@ -218,7 +218,7 @@ class TurnDriver:
             request = self._request(tools_off)
             reply = await self._stream(request)
         if self.context is not None:
-            self.context.observe(request, self.model, reply.usage)
+            self.context.observe(self, request, reply.usage)
         return reply
 
     async def _stream(self, request: ModelRequest) -> ModelReply:

@@ -54,7 +54,11 @@ async def recover(store: Store, tools: ToolRegistry) -> list[str]:
         }
         # a question card is a row: once committed, it waits for its answer like a pending
         # approval, even if the crash came before the turn was recorded paused
-        pending |= {m.metadata.get("awaiting") for m in messages if m.role == "assistant"} - {None}
+        pending |= {
+            str(card)
+            for m in messages
+            if m.role == "assistant" and (card := m.metadata.get("awaiting"))
+        }
         now = utcnow()
         ops: list[WriteOp] = []
         blocks: list[ToolResultBlock] = []

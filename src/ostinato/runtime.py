@@ -462,6 +462,8 @@ class Runtime:
             client_message_id=getattr(submission.input, "client_message_id", None),
         )
         prior = build_window(history, summary=window.summary, max_tokens=skill.agent.history_tokens)
+        keeper = ContextKeeper(self.compactor, reserve=skill.agent.max_tokens)
+        keeper.known(len(prior.messages), prior.tokens)
         driver = TurnDriver(
             store=self.store,
             bus=self.bus,
@@ -472,7 +474,7 @@ class Runtime:
             history=[*prior.messages, *stored],
             turn_rows=len(stored),
             consent=SkillConsent(self.consent, skill.approvals),
-            context=ContextKeeper(self.compactor, reserve=skill.agent.max_tokens),
+            context=keeper,
             owner=conversation.owner,
             workdir=workdir_for(self.data_dir, conversation_id) if self.data_dir else None,
             carried=carried,

@@ -61,6 +61,12 @@ class ContextKeeper:
         self._total = 0
         self._fixed: int | None = None  # the system prompt and the tool definitions
 
+    def known(self, count: int, tokens: int) -> None:
+        """The first ``count`` messages of the history are already estimated: ``tokens``
+        (the window's own estimate), so the first request does not estimate them again."""
+        self._sizes = [0] * count
+        self._total = tokens
+
     def raw(self, host: Host, request: ModelRequest) -> int:
         """The uncalibrated estimate of ``request``, built from ``host.history``."""
         if self._fixed is None:

@@ -21,12 +21,23 @@ from ostinato.store.base import AppendMessage, DecideApproval, FinishToolCall, W
 NO_RESULT = "interrupted: no result was recorded for this call"
 
 
+def _since_last_user(history: Sequence[Message]) -> Sequence[Message]:
+    """The rows after the newest user message: every turn answers its calls before it
+    ends (recovery answers a crashed one's), so only the newest turn can have open calls:
+    a question card, or an approval that outlived its turn."""
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].role == "user":
+            return history[index + 1 :]
+    return history
+
+
 def open_tool_uses(history: Sequence[Message]) -> list[tuple[ToolUseBlock, str]]:
     """tool_use blocks with no result yet, each with the id of the turn that made it."""
-    answered = {r.tool_use_id for m in history for r in m.tool_results}
+    tail = _since_last_user(history)
+    answered = {r.tool_use_id for m in tail if m.role == "tool" for r in m.tool_results}
     return [
         (use, message.turn_id or "")
-        for message in history
+        for message in tail
         if message.role == "assistant"
         for use in message.tool_uses
         if use.id not in answered
@@ -40,8 +51,9 @@ def open_tool_use(history: Sequence[Message], tool_use_id: str) -> ToolUseBlock 
 def waiting_card(history: Sequence[Message]) -> tuple[ToolUseBlock, str] | None:
     """The question card the conversation waits on: the newest assistant row marked
     ``awaiting`` whose call has no result yet, with the id of its turn."""
-    answered = {r.tool_use_id for m in history for r in m.tool_results}
-    for message in reversed(history):
+    tail = _since_last_user(history)
+    answered = {r.tool_use_id for m in tail if m.role == "tool" for r in m.tool_results}
+    for message in reversed(tail):
         awaiting = message.metadata.get("awaiting") if message.role == "assistant" else None
         if awaiting:
             use = next((u for u in message.tool_uses if u.id == awaiting), None)

@@ -40,8 +40,16 @@ class Mount:
         self.sources = sorted(sources, key=lambda s: not s.builtin)  # built-ins first, stable
         for source in self.sources:
             _unique(source.name, source.tools)
+        self._static: Mounted | None = None  # with no dynamic source, one registry serves
 
     async def registry(self, owner: str | None = None) -> Mounted:
+        if any(source.lister is not None for source in self.sources):
+            return await self._mount(owner)
+        if self._static is None:
+            self._static = await self._mount(None)
+        return self._static
+
+    async def _mount(self, owner: str | None) -> Mounted:
         registry = ToolRegistry()
         mounted = Mounted(registry)
         for source in self.sources:

@@ -67,9 +67,11 @@ def tool_pairs(rows: list[Row], may_wait: Iterable[str] = ()) -> list[str]:
             problems.append(f"seq {row['seq']}: tool row with no call before it answers {ids}")
             i += 1
             continue
-        uses = [u["id"] for u in tool_uses(row)] if row["role"] == "assistant" else []
-        seen_uses.update(uses)
         i += 1
+        if row["role"] != "assistant":
+            continue
+        uses = [u["id"] for u in tool_uses(row)]
+        seen_uses.update(uses)
         answers: Counter[str] = Counter()
         while i < len(rows) and rows[i]["role"] == "tool":
             answers.update(r["tool_use_id"] for r in tool_results(rows[i]))

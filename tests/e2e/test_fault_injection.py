@@ -88,6 +88,7 @@ class Convo:
     name: str
     accepted: list[str] = field(default_factory=list)
     maybe: list[str] = field(default_factory=list)
+    marks: tuple[int, int] = (0, 0)  # how many lines its shell commands may have written
 
 
 @dataclass
@@ -175,6 +176,11 @@ class Lab:
             waiting |= {r["metadata"]["awaiting"] for r in rows if r["metadata"].get("awaiting")}
         self.expect(convo, tool_pairs(rows, waiting))
 
+    def check_marks(self, convo: Convo) -> None:
+        low, high = convo.marks
+        if not low <= (lines := self.marks(convo)) <= high:
+            self.fail(convo, f"its shell commands wrote {lines} lines, not {low}..{high}")
+
     def check_final(self, convo: Convo) -> None:
         """After its own checks: a new message runs to its end, and all is closed."""
         self.settle(convo)
@@ -189,6 +195,7 @@ class Lab:
         self.expect(convo, stored_once(rows, convo.accepted, convo.maybe))
         self.expect(convo, tool_pairs(rows))
         self.expect(convo, running_in_db(self.server.database_url, convo.id))
+        self.check_marks(convo)
         if (state := self.state(convo)) != "idle":
             self.fail(convo, f"state {state!r} after a finished turn")
         if self.fake.violations:
@@ -261,6 +268,7 @@ class ApprovalPending(Scenario):
             self.fail(f"a second decision got {status}, not 409")
         if (lines := self.lab.marks(self.convo)) != 1:
             self.fail(f"the approved command ran {lines} times")
+        self.convo.marks = (1, 1)
         results = results_for(self.lab.rows(self.convo), self.tool_use_id)
         if len(results) != 1 or results[0]["is_error"]:
             self.fail(f"the approved call's results: {results}")
@@ -327,6 +335,7 @@ class ShellRunning(Scenario):
             self.fail(f"a command running at the crash has results {results}")
         if (lines := self.lab.marks(self.convo)) > 1:
             self.fail(f"a command running at the crash ran {lines} times")
+        self.convo.marks = (lines, lines)  # and never again
 
 
 class ToolStarted(ShellRunning):
@@ -400,6 +409,7 @@ class AfterApprove(Scenario):
             self.fail(f"the approved command wrote {lines} lines; its result: {results}")
         if not ran and not result_text(results[0]).startswith(UNKNOWN):
             self.fail(f"an approved call cut by the crash is not 'outcome unknown': {results}")
+        self.convo.marks = (lines, lines)  # and never again
 
 
 class CardFrame(CardPaused):
@@ -441,10 +451,11 @@ def run_lives(lab: Lab, lives: int) -> None:
         for scenario in scenarios:
             scenario.after()
             lab.check_final(scenario.convo)
-    for convo in lab.convos:  # nothing changed behind a conversation's back since
+    for convo in lab.convos:  # nothing changed (or ran again) behind its back since
         rows = lab.rows(convo)
         lab.expect(convo, stored_once(rows, convo.accepted, convo.maybe))
         lab.expect(convo, tool_pairs(rows))
+        lab.check_marks(convo)
 
 
 # --- the engines ---------------------------------------------------------------------------
@@ -499,3 +510,41 @@ def test_sigkill_at_many_points_loses_and_repeats_nothing(engine: str, tmp_path:
             f"{time.monotonic() - began:.0f} s ({server.start_seconds:.0f} s starting)"
         )
         assert server.kills >= LIVES
+
+
+def test_the_checks_see_what_they_look_for() -> None:
+    """The invariant checks themselves, on rows made by hand."""
+
+    def row(seq: int, role: str, *blocks: Row, **metadata: Any) -> Row:
+        return {"seq": seq, "role": role, "blocks": list(blocks), "metadata": metadata}
+
+    def use(i: str) -> Row:
+        return {"type": "tool_use", "id": i, "name": "x", "input": {}}
+
+    def result(i: str) -> Row:
+        return {"type": "tool_result", "tool_use_id": i, "content": "r", "is_error": False}
+
+    hi = row(1, "user", {"type": "text", "text": "hi"}, client_message_id="m1")
+    calls = row(2, "assistant", use("a"), use("b"))
+    assert tool_pairs([hi, calls, row(3, "tool", result("a")), row(4, "tool", result("b"))]) == []
+    assert tool_pairs([hi, calls, row(3, "tool", result("a"))]) == ["seq 2: call b has no result"]
+    assert tool_pairs([hi, calls, row(3, "tool", result("a"))], may_wait={"b"}) == []
+    assert tool_pairs([hi, calls, row(3, "tool", result("a")), hi], may_wait={"b"}) == [
+        "seq 2: waiting call b is not the last row"
+    ]
+    twice = [hi, calls, row(3, "tool", result("a"), result("b")), row(4, "tool", result("b"))]
+    assert tool_pairs(twice) == ["seq 2: call b has 2 results"]
+    assert tool_pairs([hi, row(2, "tool", result("z"))]) == [
+        "seq 2: tool row with no call before it answers ['z']"
+    ]
+    stray = [hi, calls, row(3, "tool", result("a"), result("b"), result("c"))]
+    assert tool_pairs(stray) == ["seq 2: result for c, not a call of that row"]
+    reused = [hi, calls, row(3, "tool", result("a"), result("b")), hi, calls]
+    assert "tool_use id a used 2 times" in tool_pairs(reused, may_wait={"a", "b"})
+    assert stored_once([hi], ["hi"], ["bye"]) == []
+    assert stored_once([hi, hi], ["hi"]) == [
+        "accepted message 'hi' stored 2 times",
+        "client_message_id 'm1' on 2 user rows",
+    ]
+    assert stored_once([], ["hi"]) == ["accepted message 'hi' stored 0 times"]
+    assert stored_once([hi, hi], [], ["hi"])[0].endswith("stored 2 times")

@@ -130,6 +130,7 @@ async def build_runtime(
             if config.memory.extract_facts
             else None
         ),
+        memory=memory,
     )
     return Deployment(runtime, models, mcp)
 

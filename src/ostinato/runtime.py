@@ -31,7 +31,7 @@ from ostinato.loop.setup import (
     seed_calls,
     waiting_answers,
 )
-from ostinato.memory.facts import scope_for
+from ostinato.memory.facts import Memory, scope_for
 from ostinato.messages import JSON, FileBlock, Message, TextBlock, ToolUseBlock
 from ostinato.models.base import Model
 from ostinato.recovery import recover
@@ -139,6 +139,7 @@ class Runtime:
         disabled_tools: frozenset[str] = frozenset(),
         protected_tools: frozenset[str] = frozenset({"ask_user", "read_attachment"}),
         after_turn: AfterTurn | None = None,
+        memory: Memory | None = None,
     ) -> None:
         """``model`` is the default model (or a function of the conversation).
         ``router`` picks a skill per turn (default: one skill made of ``agent``), and
@@ -159,6 +160,7 @@ class Runtime:
         self.protected_tools = protected_tools
         self.history_limit = max(s.agent.history_messages for s in self.router.skills)
         self.after_turn = after_turn
+        self.memory: Memory | None = memory
         self._switches: dict[str, frozenset[str]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self.consent = ConsentGate(store, self.bus, approvals)

@@ -102,7 +102,8 @@ class RememberRequest(BaseModel):
 
 
 def _memory(context: Context) -> Memory:
-    return Memory(context.runtime.store)
+    # The deployment's memory (its capacity and ranker), so the API and the tools agree.
+    return context.runtime.memory or Memory(context.runtime.store)
 
 
 @router.get("", response_model=MemoryList, responses=_ERRORS)

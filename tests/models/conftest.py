@@ -13,6 +13,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `fakes` im
 
 from fakes.harness import FAKES, Harness
 from fakes.server import FakeProvider
+from ostinato.store import open_store
+from ostinato.store.base import Store
+from ostinato.store.memory import MemoryStore
+from tests.store.conftest import open_postgres, postgres_url
+
+__all__ = ["postgres_url"]  # the session's PostgreSQL database (skips without one)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """Each store engine, for the whole-turn tests."""
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "sqlite":
+        return await open_store(f"sqlite:///{tmp_path / 'turns.db'}")
+    return await open_postgres(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture(scope="session")

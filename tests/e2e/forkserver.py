@@ -7,9 +7,9 @@ starts the server dozens of times. A forked child is still a server process of i
 killed with SIGKILL like any other; only the imports are done before the fork.
 
 Protocol, one JSON object per line: the test writes ``{"argv": [...], "env": {...},
-"log": "path"}`` on stdin and reads the child's pid back on stdout. Children are reaped
-by the kernel (SIGCHLD ignored here, reset in the child). Runs as a script:
-``python tests/e2e/forkserver.py``; it ends when its stdin closes.
+"log": "path", "cwd": "path"}`` on stdin and reads the child's pid back on stdout.
+Children are reaped by the kernel (SIGCHLD ignored here, reset in the child). Runs as a
+script: ``python tests/e2e/forkserver.py``; it ends when its stdin closes.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def _child(request: dict[str, object]) -> None:
         os.dup2(log, 2)
         os.close(null)
         os.close(log)
+        os.chdir(str(request["cwd"]))
         env = request["env"]
         assert isinstance(env, dict)
         os.environ.clear()

@@ -40,6 +40,7 @@ PROVIDER_ENV = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OLLAMA_BASE_URL",
+    "OSTINATO_CONFIG",
 )
 START_TIMEOUT = 60.0  # generous: a loaded CI machine imports slowly
 
@@ -81,7 +82,7 @@ class ForkServer:
 
     def spawn(self, argv: list[str], env: Mapping[str, str], log: Path) -> int:
         assert self.process.stdin is not None and self.process.stdout is not None
-        request = {"argv": argv, "env": dict(env), "log": str(log)}
+        request = {"argv": argv, "env": dict(env), "log": str(log), "cwd": str(log.parent)}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         return int(self.process.stdout.readline())
@@ -140,6 +141,7 @@ class Server:
                 self.popen = subprocess.Popen(
                     [sys.executable, "-m", "ostinato", *argv],
                     env=self.env,
+                    cwd=self.log.parent,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
                 )

@@ -9,7 +9,7 @@ start costs seconds and a kill costs nothing; each is at its own point when it l
 
 stable points, set up first in every life (they hold until the kill):
   - ``approval``: a ``shell`` call waits for approval (the turn's SSE stream is open);
-  - ``card``: a question card was answered ``paused`` (JSON request);
+  - ``card``: a question card waits (its JSON request returned ``paused``);
   - ``queued``: a slow turn streams, one to three messages wait in its queue (each
     ``input.queued`` frame seen), one more was sent but not confirmed;
   - ``shell``: an approved ``shell`` command runs (``echo a >> marks.txt; sleep 20``);
@@ -35,12 +35,24 @@ card shown before the kill can be answered after it; an approval pending before 
 is pending with the same id and approving it runs the command once (count the lines of
 ``marks.txt``), a second decision is a 409; a command that was running is reported
 "outcome unknown" and never run again; a new message then runs to ``end_turn``, and the
-database has no turn or tool call left ``running``. The model is a fake Chat Completions
-server (``fake_model.py``) that checks every request the server sends against OpenAI's
-history rules, so a history left invalid by a crash fails too.
+database has no turn or tool call left ``running``. At the end, every conversation is
+read once more: nothing was added, duplicated or run again by the later restarts.
+
+The model is not the offline one but a fake Chat Completions server in this process
+(``fake_model.py``; the server reaches it through ``OSTINATO_MODEL=openai-chat:...`` and
+``OPENAI_BASE_URL``). It answers like the offline model (``/tool NAME {json}``), can
+stream slowly (``/slow N``) so a kill lands inside a model stream, and checks every
+request the server sends against OpenAI's history rules: a history a crash left invalid
+fails the test even where the store's rows look right.
+
+The server is ``ostinato serve`` with ``--database-url``, ``--data-dir`` and
+``--approval-timeout``, started from a fork server (``forkserver.py``: ostinato imported
+once, a fresh forked process per start) because a plain start spends seconds importing;
+``OSTINATO_FAULT_FORKSERVER=0`` starts each one as ``python -m ostinato serve`` instead.
 
 Randomness is seeded (``OSTINATO_FAULT_SEED``); ``OSTINATO_FAULT_LIVES`` sets the number
-of lives (default 16). Timing is only ever waited on (generous timeouts), never asserted.
+of lives (default 16: 20 kills checked). Timing is only ever waited on (generous
+timeouts), never asserted.
 """
 
 from __future__ import annotations

@@ -170,9 +170,10 @@ class Server:
         if self.pid is None:
             return False
         try:
-            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+            status: str = psutil.Process(self.pid).status()
         except psutil.NoSuchProcess:
             return False
+        return bool(status != psutil.STATUS_ZOMBIE)
 
     def kill(self) -> None:
         """SIGKILL the server (a crash), then what it had started."""

@@ -115,8 +115,8 @@ def extract_text(block: FileBlock) -> str:
 def placeholder(message: Message) -> Message:
     """The message as a request carries it: each file replaced by a line naming it (its
     text arrives through ``read_attachment``). Images stay."""
-    if not any(isinstance(b, FileBlock) for b in message.blocks):
-        return message
+    if message.role != "user" or not any(type(b) is FileBlock for b in message.blocks):
+        return message  # only user messages carry files
     blocks: list[Block] = []
     for block in message.blocks:
         if isinstance(block, FileBlock):

@@ -24,6 +24,7 @@ from ostinato.messages import (
 from ostinato.models.base import ModelRequest, ToolDefinition
 
 CHARS_PER_TOKEN = 4.0
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
 PER_MESSAGE = 4
 PER_BLOCK = 3
 IMAGE_TOKENS = 1_200
@@ -41,7 +42,7 @@ def _chars(message: Message) -> tuple[int, int]:
             case TextBlock(text=text) | ThinkingBlock(text=text):
                 chars += len(text)
             case ToolUseBlock(name=name, input=tool_input):
-                chars += len(name) + len(json.dumps(tool_input, ensure_ascii=False))
+                chars += len(name) + len(_ENCODER.encode(tool_input))
             case ToolResultBlock(content=content):
                 if isinstance(content, str):
                     chars += len(content)
@@ -58,9 +59,25 @@ def _chars(message: Message) -> tuple[int, int]:
     return chars, flat + PER_MESSAGE + PER_BLOCK * len(message.blocks)
 
 
+# Stored rows never change, so their estimate is kept by row id (and block count: a
+# window merges neighbours into one message under the first one's id).
+_KNOWN: dict[tuple[str, int], int] = {}
+_KNOWN_MAX = 200_000
+
+
 def estimate_message(message: Message) -> int:
+    key = (message.id, len(message.blocks)) if message.id is not None else None
+    if key is not None:
+        known = _KNOWN.get(key)
+        if known is not None:
+            return known
     chars, flat = _chars(message)
-    return int(chars / CHARS_PER_TOKEN) + flat
+    size = int(chars / CHARS_PER_TOKEN) + flat
+    if key is not None:
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()  # a crude bound: estimates are cheap to make again
+        _KNOWN[key] = size
+    return size
 
 
 def estimate_messages(messages: Iterable[Message]) -> int:

@@ -33,6 +33,7 @@ from ostinato.models.assembly import ModelReply
 from ostinato.store.base import TurnStopReason
 
 REPEAT_LIMIT = 3
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # call signatures
 
 NUDGE = (
     "Note: a tool has now returned the same error twice in this turn. Re-check the "
@@ -105,17 +106,21 @@ def after_reply(state: LoopState, reply: ModelReply) -> tuple[LoopState, NextSte
     last_call, call_run = state.last_call, state.call_run
     repeated = 0
     for call in calls:
-        signature = call.name + "\x00" + json.dumps(call.input, sort_keys=True)
+        signature = call.name + "\x00" + _CANONICAL.encode(call.input)
         call_run = call_run + 1 if signature == last_call else 1
         last_call = signature
         repeated = max(repeated, call_run)
-    state = replace(
-        state,
+    state = LoopState(  # every field named: this runs once per model call
+        max_model_calls=state.max_model_calls,
         model_calls=state.model_calls + 1,
-        last_text=last_text,
-        text_run=text_run,
+        wrapping_up=state.wrapping_up,
         last_call=last_call,
         call_run=call_run,
+        last_text=last_text,
+        text_run=text_run,
+        errors_seen=state.errors_seen,
+        nudged=state.nudged,
+        ui_tools=state.ui_tools,
     )
     if text and text_run >= REPEAT_LIMIT:
         return state, Finish("crashed", _refuse(calls, REPEATED_TEXT.format(n=text_run)))

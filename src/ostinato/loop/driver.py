@@ -470,6 +470,7 @@ class TurnDriver:
             self.unfinished.discard(tool_use_id)
 
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
+        self.heartbeat.stop()
         metrics = self.metrics.snapshot()
         if self.route is not None:
             metrics["route"] = self.route

@@ -36,8 +36,14 @@ class Heartbeat:
             self._running[tool_use_id] = (entry[0], entry[1], time.monotonic())
 
     def done(self, tool_use_id: str) -> None:
+        # The timer is left to run out: it stops itself when nothing runs, which is
+        # cheaper than cancelling and making one for every call.
         self._running.pop(tool_use_id, None)
-        if not self._running and self._timer is not None:
+
+    def stop(self) -> None:
+        """The turn ended: no more beats."""
+        self._running.clear()
+        if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 

@@ -104,10 +104,18 @@ class MemoryStore:
         conversation = self._conversation(cid)
         _restore(self._conversations, cid, undo)
         _restore(self._updated, cid, undo)
-        self._conversations[cid] = dataclasses.replace(conversation, state=state)
+        c = conversation  # a hot path: built by hand rather than by dataclasses.replace
+        self._conversations[cid] = Conversation(
+            c.id, state, c.created_at, c.updated_at, c.owner, c.persona, c.title, c.metadata
+        )
         self._updated[cid] = utcnow()
 
     def _apply(self, op: WriteOp, undo: Undo) -> Any:  # noqa: C901 - one arm per op
+        kind = type(op)  # the turn loop's own ops first: a match tries its arms in order
+        if kind is AppendMessage:
+            return self._append(op, undo)  # type: ignore[arg-type]
+        if kind is StartToolCall or kind is FinishToolCall:
+            return self._tool_call(op, undo)  # type: ignore[arg-type]
         match op:
             case CreateConversation(conversation=conv):
                 if conv.id in self._conversations:
@@ -134,25 +142,8 @@ class MemoryStore:
                 undo.append(lambda: self._set_summary(op.conversation_id, previous))
                 self._summaries[op.conversation_id] = (row, op.through_seq)
                 return row
-            case StartToolCall(record=record):
-                key = (record.turn_id, record.id)
-                if key in self._tool_calls:
-                    raise StoreError(f"tool call {record.id!r} already recorded")
-                _restore(self._tool_calls, key, undo)
-                self._tool_calls[key] = record
-            case FinishToolCall():
-                key = (op.turn_id, op.tool_call_id)
-                if key not in self._tool_calls:
-                    raise NotFound(f"no tool call {op.tool_call_id!r}")
-                _restore(self._tool_calls, key, undo)
-                self._tool_calls[key] = dataclasses.replace(
-                    self._tool_calls[key],
-                    status=op.status,
-                    result=op.result,
-                    is_error=op.is_error,
-                    finished_at=op.finished_at,
-                    duration_s=op.duration_s,
-                )
+            case StartToolCall() | FinishToolCall():
+                return self._tool_call(op, undo)
             case CreateApproval(approval=approval):
                 self._conversation(approval.conversation_id)
                 if approval.id in self._approvals:
@@ -203,19 +194,52 @@ class MemoryStore:
                 assert_never(op)
         return None
 
+    def _tool_call(self, op: StartToolCall | FinishToolCall, undo: Undo) -> None:
+        if type(op) is StartToolCall:
+            record = op.record
+            key = (record.turn_id, record.id)
+            if key in self._tool_calls:
+                raise StoreError(f"tool call {record.id!r} already recorded")
+            _restore(self._tool_calls, key, undo)
+            self._tool_calls[key] = record
+            return
+        assert isinstance(op, FinishToolCall)
+        key = (op.turn_id, op.tool_call_id)
+        started = self._tool_calls.get(key)
+        if started is None:
+            raise NotFound(f"no tool call {op.tool_call_id!r}")
+        _restore(self._tool_calls, key, undo)
+        self._tool_calls[key] = ToolCallRecord(
+            started.id,
+            started.conversation_id,
+            started.turn_id,
+            started.name,
+            started.input,
+            op.status,
+            started.started_at,
+            op.finished_at,
+            op.duration_s,
+            op.result,
+            op.is_error,
+        )
+
     def _finish_turn(self, op: FinishTurn, undo: Undo) -> None:
         turn = self._turns.get(op.turn_id)
         if turn is None:
             raise NotFound(f"no turn {op.turn_id!r}")
         self._conversation(op.conversation_id)
         _restore(self._turns, op.turn_id, undo)
-        self._turns[op.turn_id] = dataclasses.replace(
-            turn,
-            status="finished",
-            stop_reason=op.stop_reason,
-            finished_at=op.finished_at,
-            metrics=op.metrics,
-            error=op.error,
+        self._turns[op.turn_id] = Turn(
+            turn.id,
+            turn.conversation_id,
+            turn.run_id,
+            "finished",
+            turn.started_at,
+            turn.kind,
+            op.stop_reason,
+            op.finished_at,
+            op.metrics,
+            op.error,
         )
         self._set_state(op.conversation_id, STATE_AFTER[op.stop_reason], undo)
 

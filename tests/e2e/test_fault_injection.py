@@ -27,6 +27,15 @@ then one timed point, in rotation, the kill landing right after it:
 Every fourth life also kills the server again a seeded 0-0.3 s after it came back (while
 recovered queued messages run), and starts it a third time.
 
+One more point, ``approval-crash``, is left out of the rotation unless
+``OSTINATO_FAULT_APPROVAL_CRASH=1``, because it fails today (a bug found by this test and
+not fixed yet): an approval pending at a kill is approved after the restart, and the
+server is killed again the moment the decision's 200 arrives. The decision is committed
+before the turn that runs the call has begun; a crash in between leaves, after the next
+restart, the conversation ``paused`` on a call with no result, no pending approval and no
+card (nothing picks the decision up; a second decision is a 409), and the approved command
+never runs. Seen on PostgreSQL in about one try of two; rarely on SQLite.
+
 After every kill, for every conversation: each message accepted (a 2xx, or a
 ``turn.started`` / ``input.queued`` frame on its stream) is one user row, and one that was
 sent but not confirmed is at most one; every tool_use has exactly one tool_result in the
@@ -286,6 +295,35 @@ class ApprovalPending(Scenario):
             self.fail(f"the approved call's results: {results}")
 
 
+class ApprovalThenCrash(ApprovalPending):
+    """Pending at the kill; after the restart it is approved, and the server is killed
+    again the moment the decision's answer arrives (the approved call's new turn has
+    just begun, or not yet)."""
+
+    kind = "approval-crash"
+
+    def after(self) -> None:
+        pending = [(a["id"], a["tool_use_id"]) for a in self.lab.pending(self.convo)]
+        if pending != [(self.approval_id, self.tool_use_id)]:
+            self.fail(f"pending approvals {pending}, not {self.approval_id}")
+        if (status := self.lab.decide(self.convo, self.approval_id)) != 200:
+            self.fail(f"approving after the restart got {status}")
+        self.lab.kill()
+        self.lab.server.start()
+        self.lab.check_restart(self.convo)
+        self.lab.settle(self.convo)
+        if (status := self.lab.decide(self.convo, self.approval_id)) != 409:
+            self.fail(f"deciding again after the second restart got {status}, not 409")
+        lines = self.lab.marks(self.convo)
+        results = results_for(self.lab.rows(self.convo), self.tool_use_id)
+        if len(results) != 1:
+            self.fail(f"the approved call has results {results}")
+        ran = not results[0]["is_error"]
+        if lines > 1 or (ran and lines != 1):
+            self.fail(f"the approved command wrote {lines} lines; its result: {results}")
+        self.convo.marks = (lines, lines)  # and never again
+
+
 class CardPaused(Scenario):
     kind = "card"
 
@@ -442,6 +480,8 @@ TIMED: tuple[type[Scenario], ...] = (
     ToolStarted,
     CardFrame,
 )
+if os.environ.get("OSTINATO_FAULT_APPROVAL_CRASH") == "1":  # fails today: see the doc above
+    TIMED += (ApprovalThenCrash,)
 
 
 def run_lives(lab: Lab, lives: int) -> None:

@@ -34,7 +34,9 @@ server is killed again the moment the decision's 200 arrives. The decision is co
 before the turn that runs the call has begun; a crash in between leaves, after the next
 restart, the conversation ``paused`` on a call with no result, no pending approval and no
 card (nothing picks the decision up; a second decision is a 409), and the approved command
-never runs. Seen on PostgreSQL in about one try of two; rarely on SQLite.
+never runs. Seen on PostgreSQL at its first try in each of two runs; not seen on SQLite
+(four tries). A fix: commit the decision in the same write as the turn that acts on it
+(or pick decided approvals whose call is still open up at start, like queued messages).
 
 After every kill, for every conversation: each message accepted (a 2xx, or a
 ``turn.started`` / ``input.queued`` frame on its stream) is one user row, and one that was

@@ -576,15 +576,40 @@ class Runtime:
     # --- lifecycle -------------------------------------------------------------------
 
     async def recover(self) -> list[str]:
-        """Close turns a crash left running (invariant 8) and pick up queued messages;
-        returns the ids of the turns it closed. Run once at start, before serving."""
+        """Close turns a crash left running (invariant 8), continue decisions that a crash
+        kept from being acted on, and pick up queued messages; returns the ids of the
+        turns it closed. Run once at start, before serving."""
         closed = await recover(self.store, self.tools)
+        for approval in await self._decided_but_not_acted_on():
+            self._workers.add(approval.conversation_id, Submission(ApprovalOutcome(approval)))
         for item in await self.store.list_queued():
             self._workers.add(
                 item.conversation_id,
                 Submission(NewMessage(item.message, item.client_message_id, item)),
             )
         return closed
+
+    async def _decided_but_not_acted_on(self) -> list[Approval]:
+        """Approvals decided while their turn was gone (after a restart) whose call still
+        has no result: the crash came between the decision and the turn that acts on it.
+        Without this the conversation would wait forever on a decided call."""
+        found = []
+        paused: dict[str, list[Message] | None] = {}
+        for approval in await self.store.list_approvals():
+            if approval.ending is None or approval.ending is Ending.UNREACHABLE:
+                continue
+            cid = approval.conversation_id
+            if cid not in paused:
+                conversation = await self.store.get_conversation(cid)
+                paused[cid] = (
+                    (await self.store.window(cid, limit=self.history_limit)).rows
+                    if conversation is not None and conversation.state == "paused"
+                    else None
+                )
+            rows = paused[cid]
+            if rows is not None and open_tool_use(rows, approval.tool_use_id) is not None:
+                found.append(approval)
+        return found
 
     def active(self) -> int:
         return len(self._workers)

@@ -27,16 +27,12 @@ then one timed point, in rotation, the kill landing right after it:
 Every fourth life also kills the server again a seeded 0-0.3 s after it came back (while
 recovered queued messages run), and starts it a third time.
 
-One more point, ``approval-crash``, is left out of the rotation unless
-``OSTINATO_FAULT_APPROVAL_CRASH=1``, because it fails today (a bug found by this test and
-not fixed yet): an approval pending at a kill is approved after the restart, and the
-server is killed again the moment the decision's 200 arrives. The decision is committed
-before the turn that runs the call has begun; a crash in between leaves, after the next
-restart, the conversation ``paused`` on a call with no result, no pending approval and no
-card (nothing picks the decision up; a second decision is a 409), and the approved command
-never runs. Seen on PostgreSQL at its first try in each of two runs; not seen on SQLite
-(four tries). A fix: commit the decision in the same write as the turn that acts on it
-(or pick decided approvals whose call is still open up at start, like queued messages).
+- ``approval-crash``: an approval pending at a kill is approved after the restart, and the
+  server is killed again the moment the decision's 200 arrives. The decision is committed
+  before the turn that runs the call has begun; the restart after that finds the decided
+  approval whose call has no result and continues it (``Runtime.recover``). This test found
+  that case: before the fix the conversation stayed ``paused`` for good and the approved
+  command never ran.
 
 After every kill, for every conversation: each message accepted (a 2xx, or a
 ``turn.started`` / ``input.queued`` frame on its stream) is one user row, and one that was
@@ -481,9 +477,8 @@ TIMED: tuple[type[Scenario], ...] = (
     AfterApprove,
     ToolStarted,
     CardFrame,
+    ApprovalThenCrash,
 )
-if os.environ.get("OSTINATO_FAULT_APPROVAL_CRASH") == "1":  # fails today: see the doc above
-    TIMED += (ApprovalThenCrash,)
 
 
 def run_lives(lab: Lab, lives: int) -> None:

@@ -7,7 +7,7 @@ import asyncio
 from ostinato.approvals import Approval, Ending, arguments_hash
 from ostinato.frames import ApprovalRequested
 from ostinato.messages import Message, TextBlock, ToolUseBlock
-from ostinato.models.scripted import text_step
+from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.recovery import INTERRUPTED, NOT_STARTED, UNKNOWN
 from ostinato.store.base import (
     AppendMessage,
@@ -159,3 +159,27 @@ async def test_recovery_picks_up_queued_messages() -> None:
     assert [m.text for m in rows] == ["waiting", "queued one answered"]
     assert await h.store.list_queued(cid) == []
     assert ApprovalRequested  # imported for the frame names used above
+
+
+async def test_a_decision_saved_just_before_a_crash_is_acted_on_after_the_restart() -> None:
+    from ostinato.runtime import Runtime
+    from ostinato.store.base import DecideApproval
+
+    h = Harness(text_step("unused"), tools=registry())
+    cid, _ = await crashed(h, approval=True)
+    await h.runtime.recover()  # first restart: the approval survives, the turn is paused
+    # the decision is saved, then the server dies before the turn that acts on it starts
+    await h.store.write(DecideApproval("ap1", Ending.APPROVED, utcnow(), "user"))
+    RAN.clear()
+    model = ScriptedModel([text_step("sent it after all")])
+    again = Runtime(h.store, model=model, tools=registry(), seed_recall=False)
+    await again.recover()  # second restart
+    for _ in range(200):
+        if (await h.store.get_conversation(cid)).state == "idle":  # type: ignore[union-attr]
+            break
+        await asyncio.sleep(0.005)
+    assert RAN == ["x@example.com"]  # acted on, once
+    rows = await h.messages(cid)
+    assert rows[-1].text == "sent it after all"
+    await again.recover()  # a third start finds nothing left to do
+    assert RAN == ["x@example.com"]

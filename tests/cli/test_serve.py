@@ -89,12 +89,25 @@ def test_runtime_settings_come_from_flags_then_environment_then_defaults(
             RuntimeSettings.resolve()
 
 
-def test_the_runtime_gets_the_data_dir_and_the_approval_timeout(tmp_path: Path) -> None:
+async def test_the_runtime_gets_the_data_dir_and_the_approval_timeout(tmp_path: Path) -> None:
+    from ostinato.config import load_config
+    from ostinato.deployment import build_runtime
+
     settings = RuntimeSettings(tmp_path / "data", 42.0)
-    runtime = settings.runtime(MemoryStore(), OfflineModel())
-    assert runtime.data_dir == tmp_path / "data" and (tmp_path / "data").is_dir()
+    config, _ = load_config(None, env={})
+    deployment = await build_runtime(
+        config,
+        MemoryStore(),
+        default_model=OfflineModel(),
+        default_id="offline:ostinato",
+        data_dir=settings.data_dir,
+        approval_timeout=settings.approval_timeout,
+    )
+    runtime = deployment.runtime
+    assert runtime.data_dir == tmp_path / "data"
     assert runtime.consent.policy.timeout == 42.0
-    assert {"read_file", "write_file", "list_files", "shell"} <= {t.name for t in runtime.tools}
+    names = {t.name for t in (await runtime.mount.registry()).registry}
+    assert {"read_file", "write_file", "list_files", "shell"} <= names
 
 
 def test_serve_refuses_a_bad_approval_timeout(capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,7 +25,6 @@ import uvicorn
 from fastapi import Request
 
 from ostinato import __version__
-from ostinato.approvals import ApprovalPolicy
 from ostinato.config import Config, ConfigError, load_config
 from ostinato.deployment import build_runtime
 from ostinato.errors import InvalidRequest, ModelError
@@ -40,10 +39,8 @@ from ostinato.models.choice import (
     describe_models,
     select_model,
 )
-from ostinato.runtime import Runtime
 from ostinato.server import ModelChooser, create_app, end_streams
 from ostinato.store import describe_url, open_store
-from ostinato.store.base import Store
 
 DATABASE_ENV = "OSTINATO_DATABASE_URL"
 DATA_DIR_ENV = "OSTINATO_DATA_DIR"
@@ -138,15 +135,6 @@ class RuntimeSettings:
         if not seconds > 0 or seconds == float("inf"):
             raise ValueError(f"the approval timeout must be a number of seconds > 0: {timeout!r}")
         return cls(Path(directory).expanduser().resolve(), seconds)
-
-    def runtime(self, store: Store, model: Model) -> Runtime:
-        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return Runtime(
-            store,
-            model=model,
-            data_dir=self.data_dir,
-            approvals=ApprovalPolicy(timeout=self.approval_timeout),
-        )
 
 
 async def serve(

@@ -139,7 +139,7 @@ class ContextKeeper:
             index = end
         if len(groups) < 2:
             return False
-        cut = groups[len(groups) // 2 - 1][1] if len(groups) > 1 else groups[0][1]
+        cut = groups[len(groups) // 2 - 1][1]  # the end of the older half (at least one group)
         first = groups[0][0]
         dropped = cut - first
         del working[first:cut]

@@ -373,3 +373,25 @@ async def test_stream_turn_yields_frames_of_that_turn_only() -> None:
     assert frames[0].type == "turn.started" and frames[-1].type == "turn.finished"
     assert len({f.run_id for f in frames}) == 1
     assert json.dumps([f.to_json() for f in frames])  # every frame is JSON-serialisable
+
+
+async def test_an_unexpected_error_of_ours_fails_the_turn_instead_of_hanging_it() -> None:
+    h = Harness(tool_step(("calculator", {"expression": "1+1"})), text_step("unused"))
+    cid = await h.conversation()
+    real_write = h.store.write
+    calls = 0
+
+    async def flaky_write(*ops: object) -> list[object]:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # the step's tool results: the store refuses them once
+            raise RuntimeError("disk on fire")
+        return await real_write(*ops)  # type: ignore[arg-type]
+
+    h.store.write = flaky_write  # type: ignore[method-assign]
+    result = await h.runtime.run_turn(cid, "go")
+    assert result.stop_reason == "failed" and "RuntimeError: disk on fire" in (result.error or "")
+    assert "error" in h.bus.types()
+    conversation = await h.store.get_conversation(cid)
+    assert conversation is not None and conversation.state == "failed"  # not stuck running
+    await h.messages(cid)  # the open call got an answer: history valid

@@ -57,3 +57,16 @@ async def test_caps_and_bad_parts_are_clear_errors(
     )
     assert wrong_part.status_code == 422
     assert await runtime.store.list_messages(conversation_id) == []  # nothing half-accepted
+
+
+async def test_a_nul_character_in_a_stored_name_is_a_clear_422(
+    client: httpx.AsyncClient, conversation_id: str
+) -> None:
+    # PostgreSQL cannot store NUL in a text column: refused at the door, never a 500
+    title = await client.post("/v1/conversations", json={"title": "a\u0000b"})
+    assert title.status_code == 422 and "NUL" in title.json()["error"]["message"]
+    turn = await client.post(
+        f"/v1/conversations/{conversation_id}/turns",
+        json={"text": "hi", "client_message_id": "x\u0000"},
+    )
+    assert turn.status_code == 422 and "client_message_id" in turn.json()["error"]["message"]

@@ -9,6 +9,7 @@ always ends by recording a stop reason. It knows no HTTP, no SQL and no provider
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.tools.base import ToolCatalog
+
+log = logging.getLogger("ostinato.loop")
 
 INTERRUPTED = "interrupted: the turn was cancelled before this tool call finished"
 FAILED = "not run: the turn failed before this tool call could run"
@@ -179,6 +182,25 @@ class TurnDriver:
         except asyncio.CancelledError:
             await asyncio.shield(self._teardown_cancelled())
             raise
+        except Exception as exc:  # ours (e.g. the store refused a write): never hang the turn
+            return await self._fail_unexpectedly(exc)
+
+    async def _fail_unexpectedly(self, exc: Exception) -> TurnResult:
+        """Record ``failed`` for an error that is nobody's business but ours, so the
+        conversation does not stay ``running``; if even that cannot be written (the store
+        is down), the error goes up and recovery closes the turn at the next start."""
+        log.exception("turn %s failed unexpectedly", self.turn.id)
+        message = f"{type(exc).__name__}: {exc}"[:500]
+        self._emit(
+            ErrorFrame(
+                run_id=self.turn.run_id, seq=self.seq, code="internal_error", message=message
+            )
+        )
+        try:
+            await self._answer(dict.fromkeys(self.open_calls, FAILED))
+            return await self._finish("failed", error=f"internal_error: {message}")
+        except Exception:
+            raise exc from None
 
     async def _teardown_cancelled(self) -> None:
         await self._answer(dict.fromkeys(self.open_calls, INTERRUPTED), "interrupted")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -34,10 +35,22 @@ _TIME: JsonDict = {"format": "date-time"}
 # --- requests ----------------------------------------------------------------------
 
 
+NO_NUL = r"^[^\x00]*$"  # a NUL cannot be stored in a text column (PostgreSQL refuses it)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+PlainText = Annotated[StrictStr, AfterValidator(_no_nul)]
+
+
 class CreateConversationRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: StrictStr | None = Field(default=None, max_length=500)
+    title: PlainText | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None
 
 
@@ -81,7 +94,7 @@ class TurnRequest(BaseModel):
     tool_response: ToolResponse | None = Field(
         default=None, description="Answer the question card that waits, and resume."
     )
-    client_message_id: StrictStr | None = _CLIENT_MESSAGE_ID
+    client_message_id: PlainText | None = _CLIENT_MESSAGE_ID
     policy: Policy = _POLICY
     cancel_on_disconnect: StrictBool = Field(
         default=False,
@@ -139,7 +152,7 @@ class WsMessage(BaseModel):
 
     type: Literal["message"]
     text: StrictStr
-    client_message_id: StrictStr | None = _CLIENT_MESSAGE_ID
+    client_message_id: PlainText | None = _CLIENT_MESSAGE_ID
     policy: Policy = _POLICY
 
     @field_validator("text")

@@ -17,7 +17,7 @@ from ostinato.errors import InvalidRequest
 from ostinato.memory.facts import scope_for
 from ostinato.runtime import ToolSwitchState
 from ostinato.server.context import Context
-from ostinato.server.schemas import ErrorBody
+from ostinato.server.schemas import NO_NUL, ErrorBody
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
@@ -56,7 +56,7 @@ class SwitchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: StrictBool
-    owner: str | None = Field(default=None, min_length=1, max_length=200)
+    owner: str | None = Field(default=None, min_length=1, max_length=200, pattern=NO_NUL)
     conversation_id: str | None = Field(default=None, min_length=1, max_length=64)
 
 
@@ -73,7 +73,7 @@ async def _scope(context: Context, owner: str | None, conversation_id: str | Non
 @router.get("", response_model=ToolList, responses=_ERRORS)
 async def list_tools(
     context: Context,
-    owner: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    owner: Annotated[str | None, Query(min_length=1, max_length=200, pattern=NO_NUL)] = None,
     conversation_id: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
 ) -> ToolList:
     """Every tool, and whether it is on for this owner (or ownerless conversation)."""

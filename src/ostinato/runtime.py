@@ -580,8 +580,13 @@ class Runtime:
         kept from being acted on, and pick up queued messages; returns the ids of the
         turns it closed. Run once at start, before serving."""
         closed = await recover(self.store, self.tools)
-        for approval in await self._decided_but_not_acted_on():
-            self._workers.add(approval.conversation_id, Submission(ApprovalOutcome(approval)))
+        continued = [Submission(ApprovalOutcome(a)) for a in await self._decided_but_not_acted_on()]
+        for submission in continued:
+            assert isinstance(submission.input, ApprovalOutcome)
+            self._workers.add(submission.input.approval.conversation_id, submission)
+        # Their turns have begun (the conversations are running) before the first request:
+        # nobody can see a decided call without a result and a conversation not running.
+        await asyncio.gather(*(s.started for s in continued), return_exceptions=True)
         for item in await self.store.list_queued():
             self._workers.add(
                 item.conversation_id,

@@ -19,6 +19,7 @@ Tool-call records still marked running are closed to match, and the turn ends
 
 from __future__ import annotations
 
+from ostinato.loop.setup import open_tool_uses
 from ostinato.messages import Message, ToolResultBlock
 from ostinato.store.base import (
     AppendMessage,
@@ -45,8 +46,7 @@ async def recover(store: Store, tools: ToolRegistry) -> list[str]:
     closed = []
     for turn in await store.running_turns():
         messages = await store.list_messages(turn.conversation_id)
-        answered = {r.tool_use_id for m in messages for r in m.tool_results}
-        open_uses = [u for m in messages for u in m.tool_uses if u.id not in answered]
+        open_uses = [use for use, _ in open_tool_uses(messages)]
         records = {r.id: r for r in await store.list_tool_calls(turn.conversation_id)}
         pending = {
             a.tool_use_id

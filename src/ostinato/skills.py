@@ -17,17 +17,15 @@ metrics) and sent in ``turn.started``.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from ostinato.agents import AgentConfig
 from ostinato.approvals import ApprovalPolicy
 from ostinato.errors import ModelError
 from ostinato.messages import JSON, Message, TextBlock
-from ostinato.models.assembly import MessageBuilder
+from ostinato.models.assembly import complete
 from ostinato.models.base import Model, ModelRequest
 
 SLASH = re.compile(r"^\s*/([A-Za-z0-9_-]+)(?:\s+(.*))?$", re.DOTALL)
@@ -121,16 +119,10 @@ class Router:
             tool_choice="none",
             max_tokens=20,
         )
-        builder = MessageBuilder()
         try:
-            async with (
-                asyncio.timeout(self.timeout),
-                aclosing(self.classifier.stream(request)) as events,
-            ):
-                async for event in events:
-                    builder.feed(event)
-            answer = builder.finish().message.text if builder.stop_reason else ""
-        except (ModelError, TimeoutError) as exc:
+            reply = await complete(self.classifier, request, deadline=self.timeout, what="router")
+            answer = reply.message.text
+        except ModelError as exc:
             return Route(fallback, "default", detail={"classifier_error": str(exc)[:200]})
         ids = {s.id.lower(): s for s in among}
         for word in re.findall(r"[A-Za-z0-9_-]+", answer.lower()):

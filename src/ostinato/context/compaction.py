@@ -9,14 +9,11 @@ covers stay in the store and in ``/messages``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from contextlib import aclosing
 from dataclasses import dataclass
 
 from ostinato.context.catalog import ContextCatalog
 from ostinato.context.tokens import CHARS_PER_TOKEN, TokenEstimator
-from ostinato.errors import ModelTimeout, StreamIncomplete
 from ostinato.messages import (
     Message,
     TextBlock,
@@ -24,7 +21,7 @@ from ostinato.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from ostinato.models.assembly import MessageBuilder
+from ostinato.models.assembly import complete
 from ostinato.models.base import Model, ModelRequest, Usage
 
 SUMMARY_PROMPT = (
@@ -81,19 +78,7 @@ class Compactor:
             tool_choice="none",
             max_tokens=self.max_summary_tokens,
         )
-        builder = MessageBuilder()
-        try:
-            async with (
-                asyncio.timeout(self.timeout),
-                aclosing(model.stream(request)) as events,
-            ):
-                async for event in events:
-                    builder.feed(event)
-        except TimeoutError:
-            raise ModelTimeout("the summary call passed its deadline") from None
-        if builder.stop_reason is None:
-            raise StreamIncomplete("the summary call's stream ended without its final event")
-        reply = builder.finish()
+        reply = await complete(model, request, deadline=self.timeout, what="summary")
         return Summary(reply.message.text.strip(), reply.usage)
 
 

@@ -322,16 +322,19 @@ class TurnDriver:
             for call in step.calls:
                 if call.id not in step.broken and call.id != step.awaiting:
                     tool = self.catalog.by_name.get(call.name)
-                    self._emit(
-                        ToolStarted(
-                            run_id=self.turn.run_id,
-                            seq=self.seq,
-                            tool_use_id=call.id,
-                            name=call.name,
-                            input=call.input,
-                            category=tool.category if tool else "action",
-                        )
-                    )
+                    self._started(call, tool.category if tool else "action")
+
+    def _started(self, call: ToolUseBlock, category: str) -> None:
+        self._emit(
+            ToolStarted(
+                run_id=self.turn.run_id,
+                seq=self.seq,
+                tool_use_id=call.id,
+                name=call.name,
+                input=call.input,
+                category=category,
+            )
+        )
 
     def _record(self, call: ToolUseBlock, now: Any, waiting: bool = False) -> ToolCallRecord:
         return ToolCallRecord(
@@ -441,16 +444,7 @@ class TurnDriver:
         for call in self.seeds:
             self.open_calls[call.id] = call
             self.unfinished.add(call.id)
-            self._emit(
-                ToolStarted(
-                    run_id=self.turn.run_id,
-                    seq=self.seq,
-                    tool_use_id=call.id,
-                    name=call.name,
-                    input=call.input,
-                    category="read",
-                )
-            )
+            self._started(call, "read")
         runs = await self._run_tools(self.seeds, {})
         await self._commit_results(runs, None, hidden=True)
 

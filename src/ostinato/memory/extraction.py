@@ -11,16 +11,14 @@ to the task, and finishes or cancels it at shutdown.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
-from contextlib import aclosing
 
 from ostinato.errors import ModelError, OstinatoError
 from ostinato.memory.facts import Memory, scope_for
 from ostinato.messages import Message, TextBlock
-from ostinato.models.assembly import MessageBuilder
+from ostinato.models.assembly import complete
 from ostinato.models.base import Model, ModelRequest
 
 log = logging.getLogger("ostinato.memory")
@@ -62,8 +60,9 @@ class FactExtractor:
             max_tokens=600,
         )
         try:
-            text = await self._complete(request)
-        except (ModelError, TimeoutError) as exc:
+            reply = await complete(self.model, request, deadline=self.timeout, what="extraction")
+            text = reply.message.text
+        except ModelError as exc:
             log.info("fact extraction skipped: %s", exc)
             return 0
         scope = scope_for(owner, conversation_id)
@@ -81,13 +80,6 @@ class FactExtractor:
                 break
             written += 1
         return written
-
-    async def _complete(self, request: ModelRequest) -> str:
-        builder = MessageBuilder()
-        async with asyncio.timeout(self.timeout), aclosing(self.model.stream(request)) as events:
-            async for event in events:
-                builder.feed(event)
-        return builder.finish().message.text if builder.stop_reason else ""
 
 
 def parse_facts(text: str) -> list[tuple[str, str | None]]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
+from ostinato.errors import ModelTimeout, StreamIncomplete
 from ostinato.messages import JSON, Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
 from ostinato.models.base import (
+    Model,
     ModelEvent,
+    ModelRequest,
     Retrying,
     Stop,
     StopReason,
@@ -160,3 +165,22 @@ def _parse_arguments(raw: str) -> tuple[JSON, str | None]:
     if not isinstance(value, dict):
         return {}, "the arguments must be a JSON object"
     return value, None
+
+
+async def complete(
+    model: Model, request: ModelRequest, *, deadline: float, what: str
+) -> ModelReply:
+    """Run one model call to its end and fold it into a reply, under a deadline: for the
+    side calls that need no streaming (routing, summaries, fact extraction). Raises
+    ``ModelTimeout`` past the deadline and ``StreamIncomplete`` when the stream ends
+    without its final event; ``what`` names the call in those errors."""
+    builder = MessageBuilder()
+    try:
+        async with asyncio.timeout(deadline), aclosing(model.stream(request)) as events:
+            async for event in events:
+                builder.feed(event)
+    except TimeoutError:
+        raise ModelTimeout(f"the {what} call passed its {deadline:g} s deadline") from None
+    if builder.stop_reason is None:
+        raise StreamIncomplete(f"the {what} call's stream ended without its final event")
+    return builder.finish()

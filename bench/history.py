@@ -24,7 +24,7 @@ from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.runtime import Runtime
 from ostinato.store import open_store
 from ostinato.store.base import AppendMessage, Store
-from ostinato.tools.base import ToolRegistry
+from ostinato.tools.registry import ToolRegistry
 
 SIZES = (10, 1_000, 10_000)
 

@@ -30,8 +30,8 @@ try:
 except ImportError:
     open_store = None  # type: ignore
 from ostinato.store.base import Store
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 
 
 async def noop(i: int) -> int:

@@ -18,9 +18,9 @@ from ostinato.attachments import (
 from ostinato.errors import InvalidRequest
 from ostinato.messages import FileBlock, ImageBlock, Message, TextBlock
 from ostinato.models.scripted import text_step
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.builtins import builtin_tools
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
 
 

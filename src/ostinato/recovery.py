@@ -32,7 +32,7 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
-from ostinato.tools.base import ToolRegistry
+from ostinato.tools.registry import ToolRegistry
 
 NOT_STARTED = "interrupted: the server stopped before this tool call ran; it was not run"
 INTERRUPTED = "interrupted: the server stopped while this tool call was running"

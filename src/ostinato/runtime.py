@@ -51,9 +51,10 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
-from ostinato.tools.base import Tool, ToolRegistry
+from ostinato.tools.base import Tool
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.mounting import Mount, Source
+from ostinato.tools.registry import ToolRegistry
 from ostinato.tools.workdir import workdir_for
 from ostinato.turns import (
     ApprovalOutcome,

@@ -16,8 +16,8 @@ from ostinato.models.scripted import ScriptedModel, Step, error_step, text_step,
 from ostinato.runtime import Runtime
 from ostinato.store.base import AppendMessage, StartTurn, Store, Turn, utcnow
 from ostinato.store.memory import MemoryStore
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.builtins import builtin_tools
+from ostinato.tools.registry import ToolRegistry
 
 
 async def _record(store: Store, steps: list[Step], texts: list[str], tools: ToolRegistry) -> str:

@@ -11,8 +11,8 @@ from ostinato.messages import Message
 from ostinato.models.scripted import ScriptedModel, Step
 from ostinato.runtime import Runtime
 from ostinato.store.memory import MemoryStore
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.builtins import builtin_tools
+from ostinato.tools.registry import ToolRegistry
 
 
 class CheckingBus(LocalBus):

@@ -12,9 +12,10 @@ from ostinato.frames import MessageCommitted, ToolFinished, TurnFinished
 from ostinato.loop.decision import NUDGE
 from ostinato.models.base import Stop, TextDelta, ToolCallDelta, ToolCallStart, Usage
 from ostinato.models.scripted import Step, error_step, text_step, tool_step
-from ostinato.tools.base import ToolContext, ToolRegistry
+from ostinato.tools.base import ToolContext
 from ostinato.tools.builtins import builtin_tools
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
 
 

@@ -6,8 +6,9 @@ import asyncio
 
 from ostinato.frames import ToolProgress
 from ostinato.models.scripted import text_step, tool_step
-from ostinato.tools.base import ToolContext, ToolRegistry
+from ostinato.tools.base import ToolContext
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
 
 

@@ -8,7 +8,7 @@ from ostinato.memory.facts import Memory
 from ostinato.models.scripted import ScriptedModel, error_step, text_step
 from ostinato.runtime import Runtime
 from ostinato.store.memory import MemoryStore
-from ostinato.tools.base import ToolRegistry
+from ostinato.tools.registry import ToolRegistry
 
 FACTS = '[{"fact": "Ann prefers tea to coffee", "subject": "drinks"}, "Ann lives in Lyon"]'
 

@@ -9,7 +9,7 @@ from ostinato.agents import AgentConfig
 from ostinato.frames import ModelRetrying
 from ostinato.runtime import Runtime
 from ostinato.store.base import Store
-from ostinato.tools.base import ToolRegistry
+from ostinato.tools.registry import ToolRegistry
 
 
 def weather_tools() -> ToolRegistry:

@@ -11,8 +11,8 @@ from ostinato.approvals import ApprovalPolicy, Ending
 from ostinato.errors import Conflict, InvalidRequest
 from ostinato.frames import ApprovalRequested, Frame
 from ostinato.models.scripted import text_step, tool_step
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
 
 RUNS: list[str] = []

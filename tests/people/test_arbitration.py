@@ -9,8 +9,8 @@ import pytest
 from ostinato.errors import Conflict
 from ostinato.models.base import Stop, TextDelta
 from ostinato.models.scripted import Step, text_step, tool_step
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
 
 

@@ -21,8 +21,8 @@ from ostinato.store.base import (
     Turn,
     utcnow,
 )
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
 
 RAN: list[str] = []

@@ -15,7 +15,7 @@ from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.store.base import Store
-from ostinato.tools.base import ToolRegistry
+from ostinato.tools.registry import ToolRegistry
 from tests.server.people import client_for, deploy_tool, eventually, sse_turn, turn_ended
 
 RUNS: list[str] = []

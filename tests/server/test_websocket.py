@@ -14,8 +14,8 @@ from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.server import create_app, end_streams
 from ostinato.store.base import Store
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.builtins import builtin_tools
+from ostinato.tools.registry import ToolRegistry
 from tests.server.people import deploy_tool, eventually
 from tests.server.ws_client import Closed, Refused, Socket, open_websocket
 

@@ -12,9 +12,9 @@ from ostinato.runtime import Runtime
 from ostinato.skills import Router, Skill
 from ostinato.store.memory import MemoryStore
 from ostinato.subagents import MAX_PARALLEL, subagent_tools
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.builtins import builtin_tools
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 
 LEAD = Skill("lead", AgentConfig(system_prompt="You lead."), tier="lead")
 HELPER = Skill(

@@ -8,8 +8,9 @@ from typing import Literal
 import pytest
 
 from ostinato.errors import ToolArgumentsInvalid
-from ostinato.tools.base import ToolContext, ToolRegistry
+from ostinato.tools.base import ToolContext
 from ostinato.tools.functions import function_tool, parse_docstring
+from ostinato.tools.registry import ToolRegistry
 
 CONTEXT = ToolContext("conv", "turn", "run", "call")
 

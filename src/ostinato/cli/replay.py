@@ -48,8 +48,9 @@ from ostinato.runtime import Runtime
 from ostinato.store import open_store
 from ostinato.store.base import AppendMessage, Conversation, CreateConversation, Store, Turn
 from ostinato.store.memory import MemoryStore
-from ostinato.tools.base import Tool, ToolContext, ToolRegistry
+from ostinato.tools.base import Tool, ToolContext
 from ostinato.tools.builtins import default_registry
+from ostinato.tools.registry import ToolRegistry
 
 RECORDED_BY_DEFAULT = frozenset({"clock"})
 UNREPLAYABLE = {"cancelled", "interrupted"}

@@ -70,7 +70,7 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
-from ostinato.tools.base import ToolCatalog
+from ostinato.tools.registry import ToolCatalog
 
 log = logging.getLogger("ostinato.loop")
 

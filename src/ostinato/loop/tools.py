@@ -15,7 +15,8 @@ from ostinato.errors import ToolError
 from ostinato.frames import ToolFinished
 from ostinato.messages import ToolUseBlock, tool_result_content
 from ostinato.store.base import ToolCallStatus, Turn
-from ostinato.tools.base import Tool, ToolCatalog, ToolContext
+from ostinato.tools.base import Tool, ToolContext
+from ostinato.tools.registry import ToolCatalog
 
 
 @dataclass(slots=True)

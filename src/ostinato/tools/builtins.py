@@ -9,9 +9,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ostinato.attachments import CONTEXT_KEY, extract_text
 from ostinato.errors import ToolError
 from ostinato.messages import FileBlock
-from ostinato.tools.base import Tool, ToolContext, ToolRegistry
+from ostinato.tools.base import Tool, ToolContext
 from ostinato.tools.calculator import CalculatorError, evaluate
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 
 
 async def clock(timezone: str | None = None) -> dict[str, str]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ostinato.tools.base import Tool, ToolRegistry
+from ostinato.tools.base import Tool
+from ostinato.tools.registry import ToolRegistry
 
 ToolLister = Callable[[str | None], Awaitable[list[Tool]]]
 """Lists a dynamic source's tools for an owner (``None``: no owner), e.g. an MCP server."""

@@ -1,6 +1,7 @@
 """The runtime: store, bus, model, tools and agent put together; what the server and the
-CLI drive. It accepts inputs (messages, card answers, approval decisions), begins the
-turns they cause one at a time per conversation, cancels, and recovers after a crash."""
+CLI drive. It accepts inputs (messages, card answers, approval decisions), which its
+workers (``turns``) turn into turns one at a time per conversation (``loop.begin``
+begins each), cancels, and recovers after a crash."""
 
 from __future__ import annotations
 
@@ -9,53 +10,49 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember
-from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
-from ostinato.attachments import files_of
 from ostinato.bus import LocalBus
 from ostinato.consent import ConsentGate
 from ostinato.context.compaction import Compactor
-from ostinato.context.keeper import ContextKeeper
-from ostinato.context.window import build as build_window
 from ostinato.errors import Conflict, InvalidRequest, NotFound
-from ostinato.frames import Frame, InputQueued, MessageCommitted, TurnFinished, TurnStarted
+from ostinato.frames import Frame, InputQueued, TurnFinished
 from ostinato.ids import new_id
-from ostinato.loop.driver import TurnDriver, TurnResult
+from ostinato.loop.begin import (
+    AfterTurn,
+    begin,
+    commit_rows,
+    open_with_approval,
+    open_with_card_answer,
+    open_with_message,
+    pending_approvals,
+)
+from ostinato.loop.driver import TurnResult
 from ostinato.loop.setup import (
-    card_answer,
     open_tool_use,
-    open_tool_uses,
-    seed_calls,
     waiting_answers,
 )
-from ostinato.memory.facts import Memory, scope_for
-from ostinato.messages import JSON, FileBlock, Message, TextBlock, ToolUseBlock
+from ostinato.memory.facts import Memory
+from ostinato.messages import JSON, Message, TextBlock
 from ostinato.models.base import Model
 from ostinato.recovery import recover
-from ostinato.skills import Route, Router, Skill, last_skill, sticky_persona
+from ostinato.skills import Router, Skill
 from ostinato.store.base import (
-    AppendMessage,
     Conversation,
     CreateConversation,
     Enqueue,
     QueuedInput,
     SetConversationState,
     SetToolSwitch,
-    StartTurn,
     Store,
-    TakeQueued,
     Turn,
-    WriteOp,
     utcnow,
 )
-from ostinato.tools.base import Tool
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.mounting import Mount, Source
 from ostinato.tools.registry import ToolRegistry
-from ostinato.tools.workdir import workdir_for
 from ostinato.turns import (
     ApprovalOutcome,
     CardAnswer,
@@ -69,40 +66,6 @@ from ostinato.turns import (
 ModelChoice = Model | Callable[[Conversation], Model]
 ModelResolver = Callable[[str], Model]
 """Turns a tier name or a ``provider:model`` id into a model."""
-
-
-class AfterTurn(Protocol):
-    """Background work after a turn that ended with an answer (e.g. fact extraction)."""
-
-    async def __call__(
-        self,
-        *,
-        conversation_id: str,
-        owner: str | None,
-        turn_id: str,
-        user: Message,
-        answer: Message,
-    ) -> Any: ...
-
-
-RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
-ROUTE = "route"
-
-
-class SkillConsent:
-    """The consent gate seen through one skill's approval policy."""
-
-    def __init__(self, gate: ConsentGate, policy: ApprovalPolicy | None) -> None:
-        self.gate = gate
-        self.policy = policy or gate.policy
-
-    def required(self, tool: Tool) -> bool:
-        return self.policy.needs_consent(tool)
-
-    async def ask(
-        self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
-    ) -> Ending:
-        return await self.gate.ask(turn, call, tool, owner=owner, seq=seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +126,7 @@ class Runtime:
         self.after_turn = after_turn
         self.memory: Memory | None = memory
         self._switches: dict[str, frozenset[str]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
         self.consent = ConsentGate(store, self.bus, approvals)
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.compactor = compactor or Compactor()
@@ -343,10 +306,10 @@ class Runtime:
         if conversation.state != "paused":
             raise Conflict("nothing to cancel: no turn is running and nothing waits")
         history = (await self.store.window(conversation_id, limit=self.history_limit)).rows
-        pending = await self._pending(conversation_id, history)
+        pending = await pending_approvals(self.store, conversation_id, history)
         ops, answered = waiting_answers(conversation_id, history, pending, None)
         ops.append(SetConversationState(conversation_id, "idle"))
-        await self._commit_rows("", ops)
+        await commit_rows(self.store, self.bus, "", ops)
         return CancelOutcome(None, tuple(answered))
 
     # --- tool switches ---------------------------------------------------------------
@@ -409,110 +372,33 @@ class Runtime:
     # --- beginning a turn (run by the conversation's worker, one at a time) ----------
 
     async def _begin(self, conversation_id: str, submission: Submission) -> TurnHandle:
+        """Begin the turn an input causes (``loop.begin``)."""
         conversation = await self.conversation(conversation_id)
         window = await self.store.window(conversation_id, limit=self.history_limit)
         history = window.rows
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow())
-        ops: list[WriteOp] = []
-        carried: list[tuple[ToolUseBlock, str]] = []
-        seeds: list[ToolUseBlock] = []
-        files: dict[str, FileBlock] = {}
-        kind = "user"
         match submission.input:
-            case NewMessage(message=message, queued=queued):
-                route = await self.router.route(
-                    message.text, sticky_persona=sticky_persona(history) or conversation.persona
+            case NewMessage(message=message, queued=queued, client_message_id=client_id):
+                opening = await open_with_message(
+                    self,
+                    conversation,
+                    history,
+                    turn.id,
+                    message,
+                    queued=queued,
+                    client_message_id=client_id,
                 )
-                files = files_of(message)
-                seeds = seed_calls(message, files, recall=self.seed_recall)
-                pending = await self._pending(conversation_id, history)
-                ops, _ = waiting_answers(conversation_id, history, pending, message.text)
-                message = Message(
-                    "user",
-                    message.blocks,
-                    message.hidden,
-                    {**message.metadata, "route": route.record},
-                )
-                ops.append(AppendMessage(conversation_id, message, turn.id))
-                if queued is not None:
-                    ops.append(TakeQueued(queued.id))
             case CardAnswer(tool_use_id=tool_use_id, result=result):
-                route = self._resumed_route(history)
-                ops = card_answer(conversation_id, history, tool_use_id, result, turn.id)
-                kind = "resume"
+                opening = open_with_card_answer(
+                    self, conversation_id, history, turn.id, tool_use_id, result
+                )
             case ApprovalOutcome(approval=approval):
-                route = self._resumed_route(history)
-                use = open_tool_use(history, approval.tool_use_id)
-                if use is None:
-                    raise Conflict(f"the call {approval.tool_use_id!r} was already answered")
-                carried.append((use, approval.turn_id))
-                kind = "approval"
-        turn = Turn(turn.id, conversation_id, turn.run_id, "running", turn.started_at, kind)
-        skill = route.skill
-        mounted = await self.mount.registry(conversation.owner)
-        switched_off = await self.switched_off(scope_for(conversation.owner, conversation_id))
-        catalog = mounted.registry.catalog(
-            skill.agent.tools,
-            disabled=self.disabled_tools | switched_off,
-            protected=self.protected_tools,
-        )
-        model = submission.model or self.model_for(conversation, skill)
-        stored = await self._commit_rows(
-            turn.run_id,
-            [*ops, StartTurn(turn), SetConversationState(conversation_id, "running")],
-            started=turn,
-            route=route,
-            client_message_id=getattr(submission.input, "client_message_id", None),
-        )
-        prior = build_window(history, summary=window.summary, max_tokens=skill.agent.history_tokens)
-        keeper = ContextKeeper(self.compactor, reserve=skill.agent.max_tokens)
-        keeper.known(len(prior.messages), prior.tokens)
-        driver = TurnDriver(
-            store=self.store,
-            bus=self.bus,
-            model=model,
-            catalog=catalog,
-            settings=skill.agent,
-            turn=turn,
-            history=[*prior.messages, *stored],
-            turn_rows=len(stored),
-            consent=SkillConsent(self.consent, skill.approvals),
-            context=keeper,
-            owner=conversation.owner,
-            workdir=workdir_for(self.data_dir, conversation_id) if self.data_dir else None,
-            carried=carried,
-            seeds=seeds,
-            tool_extras={ATTACHMENTS: files, RUNTIME: self, ROUTE: route},
-            route=route.record,
-        )
-        task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
-        # Let the task take its first step before anyone can cancel it: a task cancelled
-        # before it starts never runs its body, so its teardown would be skipped.
-        await asyncio.sleep(0)
-        user = next((r for r in stored if r.role == "user"), None)
-        if self.after_turn is not None and user is not None:
-            task.add_done_callback(lambda done: self._after(done, conversation, user))
-        return TurnHandle(turn, tuple(stored), task, lambda: driver.seq)
+                opening = open_with_approval(self, history, approval)
+        begun = await begin(self, conversation, window, turn, opening, submission.model)
+        return TurnHandle(begun.turn, begun.rows, begun.task, begun.position)
 
-    def _after(
-        self, done: asyncio.Task[TurnResult], conversation: Conversation, user: Message
-    ) -> None:
-        """Start the after-turn work for a turn that ended with an answer; the runtime
-        keeps the task (a bare task could be collected while it runs)."""
-        if done.cancelled() or done.exception() is not None or self.after_turn is None:
-            return
-        result = done.result()
-        if result.stop_reason != "end_turn" or not result.messages:
-            return
-        work = asyncio.ensure_future(
-            self.after_turn(
-                conversation_id=conversation.id,
-                owner=conversation.owner,
-                turn_id=result.turn_id,
-                user=user,
-                answer=result.messages[-1],
-            )
-        )
+    def keep(self, work: asyncio.Future[Any]) -> None:
+        """Hold after-turn work until it ends; ``close`` finishes or cancels it."""
         self._background.add(work)
         work.add_done_callback(self._background.discard)
 
@@ -520,59 +406,6 @@ class Runtime:
         """Wait for the after-turn work started so far (tests, shutdown)."""
         if self._background:
             await asyncio.wait(set(self._background), timeout=within)
-
-    def _resumed_route(self, history: list[Message]) -> Route:
-        """A resumed turn keeps the skill of the turn it continues."""
-        skill = self.router.get(last_skill(history))
-        return Route(skill, "resumed") if skill else Route(self.router.default, "default")
-
-    async def _pending(self, conversation_id: str, history: list[Message]) -> list[Approval]:
-        if not open_tool_uses(history):
-            return []
-        return await self.store.list_approvals(conversation_id, pending_only=True)
-
-    async def _commit_rows(
-        self,
-        run_id: str,
-        ops: list[WriteOp],
-        *,
-        started: Turn | None = None,
-        route: Route | None = None,
-        client_message_id: str | None = None,
-    ) -> list[Message]:
-        """Commit ops, then announce: ``turn.started`` first, then each row in seq order."""
-        if not ops:
-            return []
-        results = await self.store.write(*ops)
-        rows = [r for r in results if isinstance(r, Message)]
-        cid = next(
-            op.conversation_id for op in ops if isinstance(op, SetConversationState | AppendMessage)
-        )
-        # turn.started comes first and says where the turn begins: after the row before
-        # its own rows (non-decreasing seq on the stream).
-        before = (rows[0].seq or 1) - 1 if rows else self.bus.last_seq(cid)
-        if started is not None:
-            self.bus.publish(
-                cid,
-                TurnStarted(
-                    run_id=run_id,
-                    seq=before,
-                    turn_id=started.id,
-                    kind=started.kind,
-                    skill=route.skill.id if route else None,
-                    persona=route.skill.persona if route else None,
-                    tier=route.skill.tier if route else None,
-                ),
-            )
-        for row in rows:
-            echo = client_message_id if row.role == "user" else None
-            self.bus.publish(
-                cid,
-                MessageCommitted(
-                    run_id=run_id, seq=row.seq or 0, message=row, client_message_id=echo
-                ),
-            )
-        return rows
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -1,0 +1,348 @@
+"""Beginning a turn: its opening rows, its skill, tools and model, the commit that
+announces it, and the task that drives it.
+
+The runtime reads the conversation and its history window, asks one of the ``open_*``
+functions for the turn's ``Opening`` (what the input adds to the history: a user message,
+a card's answer, a decided approval's call), then ``begin`` freezes the turn's catalog,
+commits the opening with the turn's row (``turn.started`` first, then each row) and
+starts a ``TurnDriver``. It works through the store interface and the ``Parts`` it is
+given; the pure decisions (what a paused conversation waits on, seed calls) are in
+``loop.setup``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ostinato.approvals import Approval, ApprovalPolicy, Ending
+from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
+from ostinato.attachments import files_of
+from ostinato.bus import LocalBus
+from ostinato.consent import ConsentGate
+from ostinato.context.compaction import Compactor
+from ostinato.context.keeper import ContextKeeper
+from ostinato.context.window import build as build_window
+from ostinato.errors import Conflict
+from ostinato.frames import MessageCommitted, TurnStarted
+from ostinato.loop.driver import TurnDriver, TurnResult
+from ostinato.loop.setup import (
+    card_answer,
+    open_tool_use,
+    open_tool_uses,
+    seed_calls,
+    waiting_answers,
+)
+from ostinato.memory.facts import scope_for
+from ostinato.messages import FileBlock, Message, ToolUseBlock
+from ostinato.models.base import Model
+from ostinato.skills import Route, Router, Skill, last_skill, sticky_persona
+from ostinato.store.base import (
+    AppendMessage,
+    Conversation,
+    HistoryWindow,
+    QueuedInput,
+    SetConversationState,
+    StartTurn,
+    Store,
+    TakeQueued,
+    Turn,
+    WriteOp,
+)
+from ostinato.tools.base import Tool
+from ostinato.tools.mounting import Mount
+from ostinato.tools.workdir import workdir_for
+
+RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
+ROUTE = "route"
+
+
+class AfterTurn(Protocol):
+    """Background work after a turn that ended with an answer (e.g. fact extraction)."""
+
+    async def __call__(
+        self,
+        *,
+        conversation_id: str,
+        owner: str | None,
+        turn_id: str,
+        user: Message,
+        answer: Message,
+    ) -> Any: ...
+
+
+class Parts(Protocol):
+    """What a turn is begun with (the runtime provides it; read at each turn, so a
+    change to a part applies from the next turn)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def bus(self) -> LocalBus: ...
+    @property
+    def router(self) -> Router: ...
+    @property
+    def mount(self) -> Mount: ...
+    @property
+    def consent(self) -> ConsentGate: ...
+    @property
+    def compactor(self) -> Compactor: ...
+    @property
+    def seed_recall(self) -> bool: ...
+    @property
+    def data_dir(self) -> Path | None: ...
+    @property
+    def disabled_tools(self) -> frozenset[str]: ...
+    @property
+    def protected_tools(self) -> frozenset[str]: ...
+    @property
+    def after_turn(self) -> AfterTurn | None: ...
+
+    def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model: ...
+
+    async def switched_off(self, scope: str) -> frozenset[str]: ...
+
+    def keep(self, work: asyncio.Future[Any]) -> None:
+        """Hold background work until it ends (the runtime finishes it at close)."""
+        ...
+
+
+class SkillConsent:
+    """The consent gate seen through one skill's approval policy."""
+
+    def __init__(self, gate: ConsentGate, policy: ApprovalPolicy | None) -> None:
+        self.gate = gate
+        self.policy = policy or gate.policy
+
+    def required(self, tool: Tool) -> bool:
+        return self.policy.needs_consent(tool)
+
+    async def ask(
+        self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
+    ) -> Ending:
+        return await self.gate.ask(turn, call, tool, owner=owner, seq=seq)
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What an input adds as its turn begins."""
+
+    kind: str  # the turn's kind: "user", "resume" or "approval"
+    route: Route
+    ops: list[WriteOp]  # the rows (and other writes) committed with the turn's start
+    carried: list[tuple[ToolUseBlock, str]] = field(default_factory=list)
+    seeds: list[ToolUseBlock] = field(default_factory=list)
+    files: dict[str, FileBlock] = field(default_factory=dict)
+    client_message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A turn that has begun: its row, its opening rows, and the task that runs it."""
+
+    turn: Turn
+    rows: tuple[Message, ...]
+    task: asyncio.Task[TurnResult]
+    position: Callable[[], int]  # the seq of the turn's last committed row
+
+
+# --- openings --------------------------------------------------------------------------
+
+
+async def open_with_message(
+    parts: Parts,
+    conversation: Conversation,
+    history: list[Message],
+    turn_id: str,
+    message: Message,
+    *,
+    queued: QueuedInput | None = None,
+    client_message_id: str | None = None,
+) -> Opening:
+    """A user message: routed to a skill; what the conversation waited on is answered
+    (the user moved on); the turn-zero seed calls are worked out."""
+    route = await parts.router.route(
+        message.text, sticky_persona=sticky_persona(history) or conversation.persona
+    )
+    files = files_of(message)
+    seeds = seed_calls(message, files, recall=parts.seed_recall)
+    pending = await pending_approvals(parts.store, conversation.id, history)
+    ops, _ = waiting_answers(conversation.id, history, pending, message.text)
+    message = Message(
+        "user", message.blocks, message.hidden, {**message.metadata, "route": route.record}
+    )
+    ops.append(AppendMessage(conversation.id, message, turn_id))
+    if queued is not None:
+        ops.append(TakeQueued(queued.id))
+    return Opening(
+        "user", route, ops, seeds=seeds, files=files, client_message_id=client_message_id
+    )
+
+
+def open_with_card_answer(
+    parts: Parts,
+    conversation_id: str,
+    history: list[Message],
+    turn_id: str,
+    tool_use_id: str,
+    result: Any,
+) -> Opening:
+    """The answer to the waiting question card; ``Conflict`` for a wrong or stale id."""
+    ops = card_answer(conversation_id, history, tool_use_id, result, turn_id)
+    return Opening("resume", resumed_route(parts.router, history), ops)
+
+
+def open_with_approval(parts: Parts, history: list[Message], approval: Approval) -> Opening:
+    """An approval decided after its turn had stopped: the new turn runs its call first."""
+    use = open_tool_use(history, approval.tool_use_id)
+    if use is None:
+        raise Conflict(f"the call {approval.tool_use_id!r} was already answered")
+    route = resumed_route(parts.router, history)
+    return Opening("approval", route, [], carried=[(use, approval.turn_id)])
+
+
+def resumed_route(router: Router, history: list[Message]) -> Route:
+    """A resumed turn keeps the skill of the turn it continues."""
+    skill = router.get(last_skill(history))
+    return Route(skill, "resumed") if skill else Route(router.default, "default")
+
+
+async def pending_approvals(
+    store: Store, conversation_id: str, history: list[Message]
+) -> list[Approval]:
+    """The approvals still pending in a conversation whose newest turn has open calls."""
+    if not open_tool_uses(history):
+        return []
+    return await store.list_approvals(conversation_id, pending_only=True)
+
+
+# --- beginning -------------------------------------------------------------------------
+
+
+async def begin(
+    parts: Parts,
+    conversation: Conversation,
+    window: HistoryWindow,
+    turn: Turn,
+    opening: Opening,
+    model: Model | None = None,
+) -> Begun:
+    """Commit the opening with the turn's start, announce it, and start its driver."""
+    turn = Turn(
+        turn.id, turn.conversation_id, turn.run_id, "running", turn.started_at, opening.kind
+    )
+    skill = opening.route.skill
+    mounted = await parts.mount.registry(conversation.owner)
+    switched_off = await parts.switched_off(scope_for(conversation.owner, conversation.id))
+    catalog = mounted.registry.catalog(
+        skill.agent.tools,
+        disabled=parts.disabled_tools | switched_off,
+        protected=parts.protected_tools,
+    )
+    model = model or parts.model_for(conversation, skill)
+    stored = await commit_rows(
+        parts.store,
+        parts.bus,
+        turn.run_id,
+        [*opening.ops, StartTurn(turn), SetConversationState(conversation.id, "running")],
+        started=turn,
+        route=opening.route,
+        client_message_id=opening.client_message_id,
+    )
+    prior = build_window(window.rows, summary=window.summary, max_tokens=skill.agent.history_tokens)
+    keeper = ContextKeeper(parts.compactor, reserve=skill.agent.max_tokens)
+    keeper.known(len(prior.messages), prior.tokens)
+    driver = TurnDriver(
+        store=parts.store,
+        bus=parts.bus,
+        model=model,
+        catalog=catalog,
+        settings=skill.agent,
+        turn=turn,
+        history=[*prior.messages, *stored],
+        turn_rows=len(stored),
+        consent=SkillConsent(parts.consent, skill.approvals),
+        context=keeper,
+        owner=conversation.owner,
+        workdir=workdir_for(parts.data_dir, conversation.id) if parts.data_dir else None,
+        carried=opening.carried,
+        seeds=opening.seeds,
+        tool_extras={ATTACHMENTS: opening.files, RUNTIME: parts, ROUTE: opening.route},
+        route=opening.route.record,
+    )
+    task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
+    # Let the task take its first step before anyone can cancel it: a task cancelled
+    # before it starts never runs its body, so its teardown would be skipped.
+    await asyncio.sleep(0)
+    user = next((r for r in stored if r.role == "user"), None)
+    if parts.after_turn is not None and user is not None:
+        task.add_done_callback(lambda done: _after(parts, done, conversation, user))
+    return Begun(turn, tuple(stored), task, lambda: driver.seq)
+
+
+def _after(
+    parts: Parts, done: asyncio.Task[TurnResult], conversation: Conversation, user: Message
+) -> None:
+    """Start the after-turn work for a turn that ended with an answer; the parts keep
+    the task (a bare task could be collected while it runs)."""
+    if done.cancelled() or done.exception() is not None or parts.after_turn is None:
+        return
+    result = done.result()
+    if result.stop_reason != "end_turn" or not result.messages:
+        return
+    work = asyncio.ensure_future(
+        parts.after_turn(
+            conversation_id=conversation.id,
+            owner=conversation.owner,
+            turn_id=result.turn_id,
+            user=user,
+            answer=result.messages[-1],
+        )
+    )
+    parts.keep(work)
+
+
+async def commit_rows(
+    store: Store,
+    bus: LocalBus,
+    run_id: str,
+    ops: Sequence[WriteOp],
+    *,
+    started: Turn | None = None,
+    route: Route | None = None,
+    client_message_id: str | None = None,
+) -> list[Message]:
+    """Commit ops, then announce: ``turn.started`` first, then each row in seq order."""
+    if not ops:
+        return []
+    results = await store.write(*ops)
+    rows = [r for r in results if isinstance(r, Message)]
+    cid = next(
+        op.conversation_id for op in ops if isinstance(op, SetConversationState | AppendMessage)
+    )
+    # turn.started comes first and says where the turn begins: after the row before
+    # its own rows (non-decreasing seq on the stream).
+    before = (rows[0].seq or 1) - 1 if rows else bus.last_seq(cid)
+    if started is not None:
+        bus.publish(
+            cid,
+            TurnStarted(
+                run_id=run_id,
+                seq=before,
+                turn_id=started.id,
+                kind=started.kind,
+                skill=route.skill.id if route else None,
+                persona=route.skill.persona if route else None,
+                tier=route.skill.tier if route else None,
+            ),
+        )
+    for row in rows:
+        echo = client_message_id if row.role == "user" else None
+        bus.publish(
+            cid,
+            MessageCommitted(run_id=run_id, seq=row.seq or 0, message=row, client_message_id=echo),
+        )
+    return rows

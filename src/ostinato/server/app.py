@@ -16,6 +16,7 @@ from fastapi import FastAPI
 import ostinato
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
+from ostinato.server import page
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.routes import ROUTERS
@@ -77,6 +78,7 @@ def create_app(
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(page.router)  # the chat page at / and /c/<id>
     return app
 
 

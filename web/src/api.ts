@@ -1,0 +1,152 @@
+// HTTP calls to the ostinato API. Every error answer has one JSON shape
+// ({"error": {"code", "message"}}); ApiError carries it.
+import type {
+  Approval,
+  Conversation,
+  QueuedRecord,
+  Row,
+  ToolCallRecord,
+  TurnRecord,
+} from "./types";
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Called when the server answers 401: the page shows the sign-in screen. */
+export const onUnauthorized: { handler: (() => void) | null } = { handler: null };
+
+async function fail(response: Response): Promise<never> {
+  let code = "http_" + response.status;
+  let message = `the server answered ${response.status}`;
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      code = String(body.error.code ?? code);
+      message = String(body.error.message ?? message);
+    }
+  } catch {
+    // not JSON: keep the status line
+  }
+  if (response.status === 401 && onUnauthorized.handler) onUnauthorized.handler();
+  throw new ApiError(response.status, code, message);
+}
+
+export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const init: RequestInit = { method, headers: { accept: "application/json" } };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    (init.headers as Record<string, string>)["content-type"] = "application/json";
+  }
+  let response: Response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, "unreachable", "the server cannot be reached");
+  }
+  if (!response.ok) return fail(response);
+  if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+const base = (id: string) => `/v1/conversations/${encodeURIComponent(id)}`;
+
+export const api = {
+  listConversations: (before?: string | null) =>
+    request<{ conversations: Conversation[]; next: string | null }>(
+      "GET",
+      `/v1/conversations?limit=50${before ? `&before=${encodeURIComponent(before)}` : ""}`,
+    ),
+  createConversation: (title: string | null) =>
+    request<Conversation>("POST", "/v1/conversations", title ? { title } : {}),
+  conversation: (id: string) => request<Conversation>("GET", base(id)),
+  rename: (id: string, title: string) => request<Conversation>("PATCH", base(id), { title }),
+  messages: (id: string, afterSeq: number, limit: number) =>
+    request<{ messages: Row[]; next_after_seq: number | null }>(
+      "GET",
+      `${base(id)}/messages?after_seq=${afterSeq}&limit=${limit}&include_hidden=true`,
+    ),
+  pendingApprovals: (id: string) =>
+    request<{ approvals: Approval[] }>("GET", `${base(id)}/approvals?pending=true`),
+  turns: (id: string) => request<{ turns: TurnRecord[] }>("GET", `${base(id)}/turns`),
+  toolCalls: (id: string) =>
+    request<{ tool_calls: ToolCallRecord[] }>("GET", `${base(id)}/tool-calls`),
+  queue: (id: string) => request<{ queued: QueuedRecord[] }>("GET", `${base(id)}/queue`),
+  tools: (id: string) =>
+    request<{ tools: Array<{ name: string; category: string }> }>(
+      "GET",
+      `/v1/tools?conversation_id=${encodeURIComponent(id)}`,
+    ),
+  decide: (id: string, approvalId: string, decision: "approve" | "decline", remember: string) =>
+    request<Approval>("POST", `${base(id)}/approvals/${encodeURIComponent(approvalId)}`, {
+      decision,
+      remember,
+    }),
+  cancel: (id: string) => request<unknown>("POST", `${base(id)}/cancel`),
+};
+
+/**
+ * Start a turn: a message (JSON, or a multipart form when files are attached) or a card's
+ * answer. The request asks for the turn's frames and stops reading after the first one
+ * (`turn.started`, or `input.queued` when the message waits): the turn goes on without
+ * this request, and its frames reach the page on the conversation's stream. So a refused
+ * message is an error here, and an accepted one returns at once.
+ */
+export async function startTurn(
+  id: string,
+  body: Record<string, unknown>,
+  files: File[] = [],
+): Promise<string | undefined> {
+  const controller = new AbortController();
+  const headers: Record<string, string> = { accept: "text/event-stream" };
+  let payload: BodyInit;
+  if (files.length) {
+    const form = new FormData();
+    for (const [name, value] of Object.entries(body)) {
+      if (value !== undefined && value !== null) form.append(name, String(value));
+    }
+    for (const file of files) form.append("files", file, file.name);
+    payload = form;
+  } else {
+    headers["content-type"] = "application/json";
+    payload = JSON.stringify(body);
+  }
+  let response: Response;
+  try {
+    response = await fetch(`${base(id)}/turns`, {
+      method: "POST",
+      headers,
+      body: payload,
+      signal: controller.signal,
+    });
+  } catch {
+    throw new ApiError(0, "unreachable", "the server cannot be reached");
+  }
+  if (!response.ok) return fail(response);
+  const reader = response.body?.getReader();
+  try {
+    let seen = "";
+    const decoder = new TextDecoder();
+    while (reader) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      seen += decoder.decode(value, { stream: true });
+      if (seen.includes("\n\n")) break;
+    }
+    const event = /^event: (.*)$/m.exec(seen)?.[1];
+    const data = /^data: (.*)$/m.exec(seen)?.[1];
+    if (event === "error" && data) {
+      const frame = JSON.parse(data);
+      throw new ApiError(409, String(frame.code), String(frame.message));
+    }
+    return event;
+  } finally {
+    controller.abort();
+  }
+}

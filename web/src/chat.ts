@@ -1,0 +1,402 @@
+// One conversation on the page: its rows keyed by seq (from /messages pages and from
+// `message` frames: one row per seq, so nothing shows twice), and what the live frames
+// add on top of the rows (the streaming text, tool progress, cards and approvals that
+// wait, queued messages, retries, errors). The view reads it; nothing else keeps state.
+import { api } from "./api";
+import type {
+  Approval,
+  ConversationState,
+  Frame,
+  JsonObject,
+  Row,
+  ToolCallRecord,
+  ToolResultBlock,
+  TurnRecord,
+} from "./types";
+
+export interface ToolLive {
+  status: string; // running | ok | error | timeout | interrupted | skipped | waiting
+  duration_s: number | null;
+  progress: string | null;
+  category: string | null;
+  agents: Map<string, string>; // a sub-agent's streamed text, by agent name
+}
+
+export interface Draft {
+  run_id: string;
+  text: string;
+  thinking: string;
+  partial: boolean; // deltas were missed (a reconnect): the text starts mid-way
+}
+
+export interface PendingSend {
+  client_message_id: string;
+  text: string;
+  files: string[];
+  queued: boolean;
+}
+
+export interface Notice {
+  seq: number;
+  kind: "error" | "compacted";
+  text: string;
+}
+
+const UI_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
+
+export class Chat {
+  readonly rows = new Map<number, Row>();
+  order: number[] = [];
+  maxSeq = 0;
+  readonly results = new Map<string, ToolResultBlock>();
+  readonly tools = new Map<string, ToolLive>();
+  readonly categories = new Map<string, string>();
+  readonly turns = new Map<string, TurnRecord>();
+  approvals = new Map<string, Approval>();
+  private decided = new Set<string>();
+  private requestedSince = new Set<string>();
+  pendingSends: PendingSend[] = [];
+  queuedElsewhere = new Map<string, number>(); // queued ids of other surfaces -> position
+  private queuedCids = new Map<string, string>(); // queued id -> client_message_id
+  notices: Notice[] = [];
+  draft: Draft | null = null;
+  retrying: { attempt: number; delay_s: number; error: string; at: number } | null = null;
+  state: ConversationState = "idle";
+  connected = false;
+  loaded = false;
+  missing = false;
+  private stateEpoch = 0;
+  /** Bumped when rows (or anything rendered with them) change; the draft has its own. */
+  version = 0;
+  draftVersion = 0;
+  private listeners = new Set<() => void>();
+  private draftListeners = new Set<() => void>();
+  private scheduled = false;
+  private draftScheduled = false;
+
+  constructor(readonly id: string) {}
+
+  // --- subscriptions: batched to one notification per animation frame --------------
+  subscribe(listener: () => void, draft = false): () => void {
+    const set = draft ? this.draftListeners : this.listeners;
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  changed(): void {
+    this.version++;
+    if (this.scheduled) return;
+    this.scheduled = true;
+    requestAnimationFrame(() => {
+      this.scheduled = false;
+      for (const l of this.listeners) l();
+    });
+  }
+
+  private draftChanged(): void {
+    this.draftVersion++;
+    if (this.draftScheduled) return;
+    this.draftScheduled = true;
+    requestAnimationFrame(() => {
+      this.draftScheduled = false;
+      for (const l of this.draftListeners) l();
+    });
+  }
+
+  // --- rows ------------------------------------------------------------------------
+  addRows(rows: Row[]): void {
+    let appended = true;
+    for (const row of rows) {
+      if (row.seq > this.maxSeq) this.maxSeq = row.seq;
+      if (this.rows.has(row.seq)) continue;
+      this.rows.set(row.seq, row);
+      const last = this.order[this.order.length - 1];
+      if (last !== undefined && row.seq < last) appended = false;
+      this.order.push(row.seq);
+      this.indexRow(row);
+    }
+    if (!appended) this.order.sort((a, b) => a - b);
+    this.changed();
+  }
+
+  private indexRow(row: Row): void {
+    const cid = row.metadata?.client_message_id;
+    if (typeof cid === "string") {
+      this.pendingSends = this.pendingSends.filter((p) => p.client_message_id !== cid);
+      for (const [qid, qcid] of this.queuedCids) {
+        if (qcid === cid) this.queuedElsewhere.delete(qid);
+      }
+    }
+    for (const block of row.blocks) {
+      if (block.type === "tool_result") {
+        this.results.set(block.tool_use_id, block);
+        const live = this.tools.get(block.tool_use_id);
+        if (live && (live.status === "running" || live.status === "waiting")) {
+          live.status = block.is_error ? "error" : "ok";
+        }
+      }
+    }
+  }
+
+  /** The question card that waits: an assistant row's `metadata.awaiting` call that no
+   * result answers yet. */
+  waitingCard(): { row: Row; id: string; name: string; input: JsonObject } | null {
+    for (let i = this.order.length - 1; i >= 0; i--) {
+      const row = this.rows.get(this.order[i])!;
+      const awaiting = row.metadata?.awaiting;
+      if (row.role !== "assistant" || typeof awaiting !== "string") continue;
+      if (this.results.has(awaiting)) return null;
+      for (const block of row.blocks) {
+        if (block.type === "tool_use" && block.id === awaiting) {
+          return { row, id: block.id, name: block.name, input: block.input };
+        }
+      }
+      return null;
+    }
+    return null;
+  }
+
+  category(name: string, toolUseId?: string): string {
+    const live = toolUseId ? this.tools.get(toolUseId) : undefined;
+    if (live?.category) return live.category;
+    return this.categories.get(name) ?? (UI_TOOLS.has(name) ? "ui" : "action");
+  }
+
+  // --- loading ---------------------------------------------------------------------
+  /** Read the stored history, every page (the live stream's `refresh` adds what the
+   * rows alone do not say). */
+  async load(pageSize = 1000): Promise<void> {
+    const tools = api.tools(this.id).then(
+      (r) => r.tools.forEach((t) => this.categories.set(t.name, t.category)),
+      () => undefined,
+    );
+    let after = 0;
+    for (;;) {
+      const page = await api.messages(this.id, after, pageSize);
+      this.addRows(page.messages);
+      if (page.next_after_seq === null) break;
+      after = page.next_after_seq;
+    }
+    await tools;
+    this.loaded = true;
+    this.changed();
+  }
+
+  /** What the frames would have said while the page was away: the conversation's state,
+   * the approvals that wait, the turns' endings, the tool calls' timings, the queue. */
+  async refresh(): Promise<void> {
+    const epoch = ++this.stateEpoch;
+    this.requestedSince = new Set();
+    const [conversation, approvals, turns, calls, queue] = await Promise.all([
+      api.conversation(this.id),
+      api.pendingApprovals(this.id),
+      api.turns(this.id).catch(() => ({ turns: [] as TurnRecord[] })),
+      api.toolCalls(this.id).catch(() => ({ tool_calls: [] as ToolCallRecord[] })),
+      api.queue(this.id).catch(() => ({ queued: [] })),
+    ]);
+    if (epoch === this.stateEpoch) this.state = conversation.state;
+    // pending now = what the list says, plus what was requested while it was read,
+    // less anything decided (a decision frame may overtake the list)
+    const fresh = new Map<string, Approval>(approvals.approvals.map((a) => [a.id, a]));
+    for (const [aid, a] of this.approvals) if (this.requestedSince.has(aid)) fresh.set(aid, a);
+    this.approvals = new Map([...fresh].filter(([aid]) => !this.decided.has(aid)));
+    for (const turn of turns.turns) this.turns.set(turn.id, turn);
+    for (const call of calls.tool_calls) {
+      const live = this.tools.get(call.id);
+      if (live && live.status === "running" && call.status === "running") continue;
+      this.tools.set(call.id, {
+        status: call.status,
+        duration_s: call.duration_s,
+        progress: null,
+        category: live?.category ?? null,
+        agents: live?.agents ?? new Map(),
+      });
+    }
+    for (const q of queue.queued) {
+      if (q.client_message_id && this.pendingSends.some((p) => p.client_message_id === q.client_message_id)) continue;
+      this.queuedElsewhere.set(q.id, q.position);
+      if (q.client_message_id) this.queuedCids.set(q.id, q.client_message_id);
+    }
+    this.changed();
+  }
+
+  // --- frames ----------------------------------------------------------------------
+  apply(frame: Frame): void {
+    const f = frame as Frame & Record<string, never>;
+    switch (frame.type) {
+      case "message":
+        return this.onMessage(f.message as unknown as Row, frame.run_id);
+      case "turn.started":
+        this.stateEpoch++;
+        this.state = "running";
+        this.retrying = null;
+        this.draft = null;
+        this.draftChanged();
+        return this.changed();
+      case "text.delta":
+      case "thinking.delta":
+        return this.onDelta(frame);
+      case "tool.started":
+        this.tools.set(String(f.tool_use_id), {
+          status: "running",
+          duration_s: null,
+          progress: null,
+          category: String(f.category ?? "action"),
+          agents: new Map(),
+        });
+        this.categories.set(String(f.name), String(f.category ?? "action"));
+        return this.changed();
+      case "tool.finished":
+        return this.onToolFinished(f);
+      case "tool.progress":
+        return this.onProgress(f);
+      case "agent.token":
+        return this.onAgentToken(f);
+      case "approval.requested":
+        return this.onApprovalRequested(f);
+      case "approval.decided":
+        this.decided.add(String(f.approval_id));
+        this.approvals.delete(String(f.approval_id));
+        return this.changed();
+      case "input.queued":
+        if (!this.pendingSends.some((p) => p.client_message_id === f.client_message_id)) {
+          this.queuedElsewhere.set(String(f.queued_id), Number(f.position));
+          if (f.client_message_id) this.queuedCids.set(String(f.queued_id), String(f.client_message_id));
+        }
+        return this.changed();
+      case "model.retrying":
+        this.retrying = {
+          attempt: Number(f.attempt),
+          delay_s: Number(f.delay_s),
+          error: String(f.error),
+          at: Date.now(),
+        };
+        return this.changed();
+      case "context.compacted":
+        this.notices.push({ seq: frame.seq, kind: "compacted", text: "Older messages were summarised to fit the model's window." });
+        return this.changed();
+      case "turn.finished":
+        return this.onTurnFinished(f);
+      case "error":
+        if (f.code === "closing" || f.code === "overflow") return; // the stream reconnects
+        this.notices.push({ seq: frame.seq, kind: "error", text: String(f.message) });
+        return this.changed();
+      default:
+        return; // input.requested: the card is the row that awaits it
+    }
+  }
+
+  private onMessage(row: Row, runId: string): void {
+    if (row.role === "assistant" && this.draft && this.draft.run_id === runId) {
+      this.draft = null;
+      this.draftChanged();
+    }
+    this.retrying = null;
+    this.addRows([row]);
+  }
+
+  private onDelta(frame: Frame): void {
+    this.retrying = null;
+    if (!this.draft || this.draft.run_id !== frame.run_id) {
+      this.draft = { run_id: frame.run_id, text: "", thinking: "", partial: false };
+    }
+    const text = String(frame.text ?? "");
+    if (frame.type === "text.delta") this.draft.text += text;
+    else this.draft.thinking += text;
+    this.draftChanged();
+  }
+
+  private onToolFinished(f: Record<string, unknown>): void {
+    const id = String(f.tool_use_id);
+    const live = this.tools.get(id) ?? {
+      status: "running", duration_s: null, progress: null, category: null, agents: new Map(),
+    };
+    live.status = String(f.status);
+    live.duration_s = typeof f.duration_s === "number" ? f.duration_s : null;
+    live.progress = null;
+    this.tools.set(id, live);
+    this.changed();
+  }
+
+  private onProgress(f: Record<string, unknown>): void {
+    const live = this.tools.get(String(f.tool_use_id));
+    if (!live) return;
+    live.progress = f.heartbeat ? live.progress ?? "still running" : String(f.text);
+    if (f.heartbeat && !live.progress) live.progress = "still running";
+    this.changed();
+  }
+
+  private onAgentToken(f: Record<string, unknown>): void {
+    const id = String(f.tool_use_id);
+    const live = this.tools.get(id) ?? {
+      status: "running", duration_s: null, progress: null, category: "agent", agents: new Map(),
+    };
+    const agent = String(f.agent);
+    live.agents.set(agent, (live.agents.get(agent) ?? "") + String(f.text));
+    this.tools.set(id, live);
+    this.changed();
+  }
+
+  private onApprovalRequested(f: Record<string, unknown>): void {
+    const id = String(f.approval_id);
+    if (this.decided.has(id)) return;
+    this.requestedSince.add(id);
+    this.approvals.set(id, {
+      id,
+      tool_use_id: String(f.tool_use_id),
+      tool: String(f.tool),
+      arguments: (f.input ?? {}) as JsonObject,
+      risk: String(f.risk),
+      family: (f.family as string | null) ?? null,
+      status: "pending",
+      ending: null,
+      expires_in_s: (f.expires_in_s as number | null) ?? null,
+    });
+    const live = this.tools.get(String(f.tool_use_id));
+    if (live) live.status = "waiting";
+    this.changed();
+  }
+
+  private onTurnFinished(f: Record<string, unknown>): void {
+    this.stateEpoch++;
+    this.state = String(f.state) as ConversationState;
+    this.retrying = null;
+    const turnId = String(f.turn_id);
+    this.turns.set(turnId, {
+      id: turnId,
+      run_id: String(f.run_id),
+      kind: "user",
+      status: "finished",
+      stop_reason: String(f.stop_reason),
+      error: (f.error as string | null) ?? null,
+      metrics: (f.metrics ?? {}) as JsonObject,
+    });
+    if (this.draft && this.draft.run_id === f.run_id) {
+      this.draft = null;
+      this.draftChanged();
+    }
+    for (const live of this.tools.values()) {
+      if (live.status === "running" && this.state !== "running") live.status = "interrupted";
+    }
+    this.changed();
+  }
+
+  // --- the connection says ---------------------------------------------------------
+  setConnected(connected: boolean): void {
+    if (this.connected === connected) return;
+    this.connected = connected;
+    if (!connected && this.draft) {
+      this.draft.partial = true; // frames will be missed: what streams next is a part
+      this.draft.text = "";
+      this.draft.thinking = "";
+      this.draftChanged();
+    }
+    this.changed();
+  }
+
+  markDecided(approvalId: string): void {
+    this.decided.add(approvalId);
+    this.approvals.delete(approvalId);
+    this.changed();
+  }
+}

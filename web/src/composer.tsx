@@ -1,0 +1,98 @@
+// The composer: Enter sends, Shift+Enter adds a line; Stop (or Esc) cancels the running
+// turn; files by the picker or dropped on the page; it says why it is disabled.
+import { useRef, useState } from "preact/hooks";
+
+interface Props {
+  running: boolean;
+  disabledReason: string | null;
+  hint: string | null;
+  error: string | null;
+  files: File[];
+  onFiles: (files: File[]) => void;
+  onSend: (text: string) => Promise<boolean>;
+  onStop: () => void;
+}
+
+export function Composer(props: Props) {
+  const [text, setText] = useState("");
+  const picker = useRef<HTMLInputElement>(null);
+  const disabled = props.disabledReason !== null;
+  const send = async () => {
+    if (disabled || (!text.trim() && !props.files.length)) return;
+    const sent = text;
+    setText("");
+    if (!(await props.onSend(sent))) setText(sent);
+  };
+  const status = props.error ?? props.disabledReason ?? props.hint;
+  return (
+    <form
+      class="composer"
+      onSubmit={(e) => {
+        e.preventDefault();
+        send();
+      }}
+    >
+      {props.files.length > 0 && (
+        <ul class="files" aria-label="Files to send">
+          {props.files.map((f, i) => (
+            <li key={i}>
+              {f.name}
+              <button
+                type="button"
+                class="link"
+                aria-label={`Remove ${f.name}`}
+                onClick={() => props.onFiles(props.files.filter((_, j) => j !== i))}
+              >
+                ×
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <div class="composer-row">
+        <button type="button" class="icon" aria-label="Attach files" disabled={disabled} onClick={() => picker.current?.click()}>
+          <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true">
+            <path d="M16.5 6.5 8.4 14.6a2 2 0 0 0 2.8 2.8l8.1-8.1a4 4 0 0 0-5.7-5.7L5.5 11.7a6 6 0 0 0 8.5 8.5l6.5-6.5" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linecap="round" />
+          </svg>
+        </button>
+        <input
+          ref={picker}
+          type="file"
+          multiple
+          hidden
+          onChange={(e) => {
+            const input = e.target as HTMLInputElement;
+            props.onFiles([...props.files, ...Array.from(input.files ?? [])]);
+            input.value = "";
+          }}
+        />
+        <textarea
+          aria-label="Message"
+          aria-describedby="composer-status"
+          placeholder={disabled ? "" : "Message (Enter sends, Shift+Enter adds a line)"}
+          rows={1}
+          value={text}
+          disabled={disabled}
+          onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+              e.preventDefault();
+              send();
+            }
+          }}
+        />
+        {props.running && (
+          <button type="button" class="danger" onClick={props.onStop}>
+            Stop
+          </button>
+        )}
+        <button type="submit" class="primary" disabled={disabled || (!text.trim() && !props.files.length)}>
+          Send
+        </button>
+      </div>
+      <p id="composer-status" class={props.error ? "composer-status error" : "composer-status"} aria-live="polite">
+        {status ?? ""}
+      </p>
+    </form>
+  );
+}

@@ -1,0 +1,58 @@
+// The conversation's live stream: /events as an EventSource, opened after the rows the
+// page already has (`after_seq`), so the server replays what came since and then streams
+// live frames, with no gap and no duplicate. When the stream breaks (the network, a
+// server restart, the server closing it), it is opened again after the newest seq the
+// page holds, and what the frames would have told meanwhile (approvals, the state) is
+// read again.
+import type { Chat } from "./chat";
+import { FRAME_TYPES, type Frame } from "./types";
+
+const MAX_DELAY_MS = 5000;
+
+export class Live {
+  private source: EventSource | null = null;
+  private timer: number | null = null;
+  private failures = 0;
+  private stopped = false;
+
+  constructor(private readonly chat: Chat) {}
+
+  start(): void {
+    this.stopped = false;
+    this.open();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.source?.close();
+    this.source = null;
+  }
+
+  private open(): void {
+    const chat = this.chat;
+    const url = `/v1/conversations/${encodeURIComponent(chat.id)}/events?after_seq=${chat.maxSeq}`;
+    const source = new EventSource(url);
+    this.source = source;
+    const onFrame = (event: MessageEvent) => {
+      if (this.source !== source) return;
+      chat.apply(JSON.parse(event.data) as Frame);
+    };
+    for (const type of FRAME_TYPES) source.addEventListener(type, onFrame as EventListener);
+    source.onopen = () => {
+      this.failures = 0;
+      chat.setConnected(true);
+      // after the stream is open, so nothing decided or requested from now on is missed
+      chat.refresh().catch(() => undefined);
+    };
+    source.onerror = () => {
+      if (this.source !== source) return;
+      source.close();
+      this.source = null;
+      chat.setConnected(false);
+      if (this.stopped) return;
+      const delay = Math.min(MAX_DELAY_MS, 250 * 2 ** this.failures++);
+      this.timer = window.setTimeout(() => this.open(), delay);
+    };
+  }
+}

@@ -1,0 +1,116 @@
+// The chat page: a list of conversations (a navigation named "Conversations") and the
+// open one, at `/` (a new conversation) or `/c/<id>`. Served by `ostinato serve`.
+import { render } from "preact";
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { api, onUnauthorized } from "./api";
+import { ConversationView } from "./conversation";
+import { Composer } from "./composer";
+import { navigate } from "./nav";
+import { Sidebar } from "./sidebar";
+import { SignIn, useSession } from "./signin";
+import "./app.css";
+
+function route(): string | null {
+  const match = /^\/c\/([^/]+)\/?$/.exec(location.pathname);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+
+function NewConversation({ onCreated }: { onCreated: (id: string, text: string, files: File[]) => void }) {
+  const [files, setFiles] = useState<File[]>([]);
+  const [error, setError] = useState<string | null>(null);
+  const send = async (text: string) => {
+    setError(null);
+    try {
+      const title = text.trim().split("\n")[0].slice(0, 80) || (files[0]?.name ?? null);
+      const conversation = await api.createConversation(title);
+      onCreated(conversation.id, text, files);
+      return true;
+    } catch (e) {
+      setError(`Not sent: ${e instanceof Error ? e.message : String(e)}`);
+      return false;
+    }
+  };
+  return (
+    <section class="conversation new" aria-label="New conversation">
+      <div class="scroller">
+        <div class="welcome">
+          <h1>What shall we do?</h1>
+          <p>Your message starts a new conversation. Try <code>/tool calculator {'{"expression": "2*(3+4)"}'}</code>.</p>
+        </div>
+      </div>
+      <Composer running={false} disabledReason={null} hint={null} error={error} files={files} onFiles={setFiles} onSend={send} onStop={() => undefined} />
+    </section>
+  );
+}
+
+function App() {
+  const [current, setCurrent] = useState<string | null>(route());
+  const [first, setFirst] = useState<{ id: string; text: string; files: File[] } | null>(null);
+  const [listVersion, setListVersion] = useState(0);
+  const [navOpen, setNavOpen] = useState(false);
+  const [showLookups, setShowLookups] = useState(localStorage.getItem("ostinato.showLookups") === "1");
+  const session = useSession();
+
+  useEffect(() => {
+    const onPop = () => {
+      setCurrent(route());
+      setNavOpen(false);
+    };
+    const onFocus = () => setListVersion((v) => v + 1);
+    addEventListener("popstate", onPop);
+    addEventListener("focus", onFocus);
+    return () => {
+      removeEventListener("popstate", onPop);
+      removeEventListener("focus", onFocus);
+    };
+  }, []);
+  const refreshList = useCallback(() => setListVersion((v) => v + 1), []);
+
+  if (session.state === "checking") return <p class="loading">Loading…</p>;
+  if (session.state === "signed-out") return <SignIn session={session} />;
+
+  const toggleLookups = () => {
+    localStorage.setItem("ostinato.showLookups", showLookups ? "0" : "1");
+    setShowLookups(!showLookups);
+  };
+  return (
+    <div class={navOpen ? "app nav-open" : "app"}>
+      <header class="topbar">
+        <button class="icon nav-toggle" aria-expanded={navOpen} aria-controls="conversations" onClick={() => setNavOpen(!navOpen)}>
+          ☰<span class="sr-only">Conversations</span>
+        </button>
+        <a class="brand" href="/" onClick={(e) => { e.preventDefault(); navigate("/"); }}>ostinato</a>
+        <label class="toggle">
+          <input type="checkbox" checked={showLookups} onChange={toggleLookups} /> Show lookups
+        </label>
+        {session.canSignOut && (
+          <button class="link" onClick={session.signOut}>Sign out</button>
+        )}
+      </header>
+      <Sidebar current={current} version={listVersion} onChanged={refreshList} />
+      <main>
+        {current === null ? (
+          <NewConversation
+            onCreated={(id, text, files) => {
+              setFirst({ id, text, files });
+              refreshList();
+              navigate(`/c/${encodeURIComponent(id)}`);
+            }}
+          />
+        ) : (
+          <ConversationView
+            key={current}
+            id={current}
+            showLookups={showLookups}
+            firstMessage={first && first.id === current ? first : null}
+            onActivity={refreshList}
+          />
+        )}
+      </main>
+    </div>
+  );
+}
+
+onUnauthorized.handler = () => dispatchEvent(new Event("ostinato:signed-out"));
+render(<App />, document.getElementById("app")!);

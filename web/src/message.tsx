@@ -1,0 +1,210 @@
+// Messages: the user's (text, images, files), the assistant's (markdown, thinking
+// collapsed, tool steps, rich cards, metrics on demand), the streaming draft, and the
+// notes a turn leaves when it did not end plainly.
+import { Component } from "preact";
+import { useState } from "preact/hooks";
+import type { Chat, PendingSend } from "./chat";
+import { Suggestions } from "./cards";
+import { useChat, resultText, seconds } from "./hooks";
+import { renderMarkdown } from "./markdown";
+import { Show } from "./show";
+import { Timeline } from "./timeline";
+import type { JsonObject, MediaBlock, Row, ToolUseBlock, TurnRecord } from "./types";
+
+const CARD_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
+
+function Markdown({ text }: { text: string }) {
+  return <div class="md" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
+}
+
+function safeUrl(url: string | undefined): string | undefined {
+  return url && /^(https?:|\/)/i.test(url) ? url : undefined;
+}
+
+function Media({ block }: { block: MediaBlock }) {
+  const src = block.data ? `data:${block.media_type};base64,${block.data}` : safeUrl(block.url);
+  if (block.type === "image" && src && /^image\/(png|jpeg|gif|webp)$/.test(block.media_type)) {
+    return <img class="attachment-image" src={src} alt={block.name ?? "attached image"} />;
+  }
+  const name = block.name ?? "file";
+  return src ? (
+    <a class="attachment-file" href={src} download={name}>
+      {name}
+    </a>
+  ) : (
+    <span class="attachment-file">{name}</span>
+  );
+}
+
+export function UserRow({ row }: { row: Row }) {
+  const text = row.blocks.map((b) => (b.type === "text" ? b.text : "")).join("");
+  const media = row.blocks.filter((b): b is MediaBlock => b.type === "image" || b.type === "file");
+  return (
+    <article class="msg user" data-seq={row.seq} aria-label="You">
+      {text && <div class="user-text">{text}</div>}
+      {media.length > 0 && (
+        <div class="attachments">
+          {media.map((m, i) => (
+            <Media key={i} block={m} />
+          ))}
+        </div>
+      )}
+    </article>
+  );
+}
+
+export function PendingRow({ send }: { send: PendingSend }) {
+  return (
+    <article class="msg user pending" aria-label="You (not sent yet)" data-client-id={send.client_message_id}>
+      <div class="user-text">{send.text}</div>
+      {send.files.length > 0 && <div class="attachments">{send.files.map((f) => <span key={f} class="attachment-file">{f}</span>)}</div>}
+      <div class="pending-label">{send.queued ? "Queued: runs after the current reply" : "Sending…"}</div>
+    </article>
+  );
+}
+
+function Metrics({ metrics, route }: { metrics: JsonObject; route: JsonObject | null }) {
+  const [open, setOpen] = useState(false);
+  const tools = metrics.tools && typeof metrics.tools === "object" ? Object.entries(metrics.tools) : [];
+  return (
+    <div class="metrics">
+      <button class="link" aria-expanded={open} onClick={() => setOpen(!open)}>
+        Details
+      </button>
+      {open && (
+        <dl class="metrics-list">
+          {metrics.model != null && (<><dt>Model</dt><dd>{String(metrics.model)}</dd></>)}
+          {route?.tier != null && (<><dt>Tier</dt><dd>{String(route.tier)}</dd></>)}
+          {route?.skill != null && (<><dt>Skill</dt><dd>{String(route.skill)}</dd></>)}
+          <dt>Tokens</dt>
+          <dd>{String(metrics.tokens_in ?? 0)} in · {String(metrics.tokens_out ?? 0)} out</dd>
+          <dt>Model calls</dt>
+          <dd>{String(metrics.model_calls ?? 0)}</dd>
+          <dt>Time</dt>
+          <dd>{seconds(Number(metrics.response_time_s ?? 0))}</dd>
+          {tools.length > 0 && (<><dt>Tools</dt><dd>{tools.map(([n, c]) => `${n} ×${c}`).join(", ")}</dd></>)}
+        </dl>
+      )}
+    </div>
+  );
+}
+
+function answeredText(chat: Chat, call: ToolUseBlock): string {
+  const result = chat.results.get(call.id);
+  if (!result) return "Waiting for your answer";
+  const text = resultText(result.content);
+  try {
+    const value = JSON.parse(text);
+    if (value && value.dismissed) return "Not answered (the conversation moved on)";
+    return `Answered: ${typeof value === "string" ? value : text}`;
+  } catch {
+    return `Answered: ${text}`;
+  }
+}
+
+interface AssistantProps {
+  chat: Chat;
+  row: Row;
+  showLookups: boolean;
+  latest: boolean;
+  route: JsonObject | null;
+  version: number; // the chat's version: live tool state changes re-render the row
+  onSend: (text: string) => void;
+}
+
+function AssistantBody({ chat, row, showLookups, latest, route, onSend }: AssistantProps) {
+  const steps: ToolUseBlock[] = [];
+  const parts = [];
+  for (const [i, block] of row.blocks.entries()) {
+    if (block.type === "text" && block.text.trim()) parts.push(<Markdown key={i} text={block.text} />);
+    else if (block.type === "thinking" && block.text.trim()) {
+      parts.push(
+        <details key={i} class="thinking">
+          <summary>Thinking</summary>
+          <div class="thinking-text">{block.text}</div>
+        </details>,
+      );
+    } else if (block.type === "image" || block.type === "file") parts.push(<Media key={i} block={block} />);
+    else if (block.type === "tool_use") {
+      if (block.name === "show") parts.push(<Show key={i} input={block.input} />);
+      else if (block.name === "suggest_replies") {
+        const replies = Array.isArray(block.input.replies) ? block.input.replies.map(String) : [];
+        if (latest && chat.state === "idle") parts.push(<Suggestions key={i} replies={replies} onSend={onSend} />);
+      } else if (CARD_TOOLS.has(block.name)) {
+        parts.push(<p key={i} class="card-note">{String(block.input.question ?? block.input.title ?? "A question")} — {answeredText(chat, block)}</p>);
+      } else if (showLookups || chat.category(block.name, block.id) !== "read") steps.push(block);
+    }
+  }
+  const metrics = row.metadata?.metrics as JsonObject | undefined;
+  if (!parts.length && !steps.length) return null;
+  return (
+    <article class="msg assistant" data-seq={row.seq} aria-label="Assistant">
+      {parts}
+      <Timeline chat={chat} calls={steps} />
+      {metrics && <Metrics metrics={metrics} route={route} />}
+    </article>
+  );
+}
+
+/** Re-renders only when its row, the chat's version or the display options change. */
+export class AssistantRow extends Component<AssistantProps> {
+  shouldComponentUpdate(next: AssistantProps): boolean {
+    const p = this.props;
+    return (
+      next.row !== p.row ||
+      next.showLookups !== p.showLookups ||
+      next.latest !== p.latest ||
+      (next.version !== p.version && rowIsLive(next.chat, next.row, next.latest))
+    );
+  }
+  render(props: AssistantProps) {
+    return <AssistantBody {...props} />;
+  }
+}
+
+/** Whether live state (tool progress, results, approvals) can still change this row. */
+function rowIsLive(chat: Chat, row: Row, latest: boolean): boolean {
+  if (latest) return true;
+  for (const b of row.blocks) {
+    if (b.type !== "tool_use") continue;
+    const live = chat.tools.get(b.id);
+    if (!chat.results.has(b.id) || (live && (live.status === "running" || live.status === "waiting"))) return true;
+  }
+  return false;
+}
+
+/** The reply as it streams (text deltas since the last row), re-rendered per frame. */
+export function DraftRow({ chat }: { chat: Chat }) {
+  useChat(chat, true);
+  const draft = chat.draft;
+  if (!draft || (!draft.text && !draft.thinking)) return null;
+  return (
+    <article class="msg assistant streaming" aria-label="Assistant (writing)" aria-busy="true">
+      {draft.thinking && (
+        <details class="thinking">
+          <summary>Thinking…</summary>
+          <div class="thinking-text">{draft.thinking}</div>
+        </details>
+      )}
+      {draft.text && <Markdown text={(draft.partial ? "… " : "") + draft.text} />}
+    </article>
+  );
+}
+
+const STOP_TEXT: Record<string, string> = {
+  cancelled: "Stopped: the turn was cancelled.",
+  budget_exhausted: "Stopped: the turn ran out of its budget of model calls.",
+  failed: "The turn failed.",
+  crashed: "Stopped: the model kept repeating itself.",
+  interrupted: "Interrupted: the server stopped during this turn.",
+};
+
+export function StopNote({ turn }: { turn: TurnRecord }) {
+  const text = STOP_TEXT[turn.stop_reason ?? ""] ?? `Stopped: ${turn.stop_reason}`;
+  return (
+    <p class={`note stop stop-${turn.stop_reason}`} role="note">
+      {text}
+      {turn.error ? ` ${turn.error}` : ""}
+    </p>
+  );
+}

@@ -1,0 +1,107 @@
+// The wire shapes the page reads: rows (as /messages and `message` frames carry them),
+// conversations, approvals, turns, tool calls, frames. See docs/api.md.
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export interface TextBlock { type: "text"; text: string }
+export interface ThinkingBlock { type: "thinking"; text: string }
+export interface ToolUseBlock { type: "tool_use"; id: string; name: string; input: JsonObject }
+export interface MediaBlock {
+  type: "image" | "file";
+  media_type: string;
+  data?: string;
+  url?: string;
+  name?: string;
+}
+export interface ToolResultBlock {
+  type: "tool_result";
+  tool_use_id: string;
+  content: string | Array<TextBlock | MediaBlock>;
+  is_error: boolean;
+}
+export type Block = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | MediaBlock;
+
+export interface Row {
+  id: string;
+  seq: number;
+  role: "user" | "assistant" | "tool" | "system";
+  blocks: Block[];
+  hidden: boolean;
+  metadata: JsonObject;
+  turn_id: string | null;
+  created_at: string;
+}
+
+export type ConversationState = "idle" | "running" | "paused" | "failed";
+
+export interface Conversation {
+  id: string;
+  state: ConversationState;
+  created_at: string;
+  updated_at: string;
+  title: string | null;
+}
+
+export interface Approval {
+  id: string;
+  tool_use_id: string;
+  tool: string;
+  arguments: JsonObject;
+  risk: string;
+  family: string | null;
+  status: string;
+  ending: string | null;
+  expires_in_s?: number | null;
+}
+
+export interface TurnRecord {
+  id: string;
+  run_id: string;
+  kind: string;
+  status: string;
+  stop_reason: string | null;
+  error: string | null;
+  metrics: JsonObject;
+}
+
+export interface ToolCallRecord {
+  id: string;
+  turn_id: string;
+  name: string;
+  status: string;
+  duration_s: number | null;
+}
+
+export interface QueuedRecord {
+  id: string;
+  client_message_id: string | null;
+  text: string;
+  position: number;
+}
+
+export interface Frame {
+  type: string;
+  run_id: string;
+  seq: number;
+  [field: string]: unknown;
+}
+
+export const FRAME_TYPES = [
+  "turn.started",
+  "message",
+  "text.delta",
+  "thinking.delta",
+  "tool.started",
+  "tool.finished",
+  "tool.progress",
+  "agent.token",
+  "input.requested",
+  "approval.requested",
+  "approval.decided",
+  "input.queued",
+  "context.compacted",
+  "model.retrying",
+  "turn.finished",
+  "error",
+] as const;

@@ -28,7 +28,6 @@ from ostinato.context.tokens import (
 from ostinato.context.window import boundaries
 from ostinato.errors import ModelError
 from ostinato.frames import ContextCompacted
-from ostinato.loop.metrics import TurnMetrics
 from ostinato.messages import Message
 from ostinato.models.base import Model, ModelRequest, Usage
 from ostinato.store.base import AppendSummary, Store, Turn
@@ -36,17 +35,33 @@ from ostinato.store.base import AppendSummary, Store, Turn
 DEFAULT_RESERVE = 4_096  # tokens kept for the answer when the agent sets no max_tokens
 
 
-class Host(Protocol):
-    """What the keeper works on: the driver of the turn."""
+class Metrics(Protocol):
+    def compaction(self, usage: Usage) -> None:
+        """Count a summary call's tokens (``loop.metrics.TurnMetrics``)."""
+        ...
 
-    store: Store
-    bus: Bus
-    model: Model
-    turn: Turn
-    metrics: TurnMetrics
-    history: list[Message]
+
+class Host(Protocol):
+    """What the keeper works on: the driver of the turn. ``history`` is changed in place;
+    its first ``prior_count`` rows are those before the turn's own."""
+
     prior_count: int
-    seq: int
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def bus(self) -> Bus: ...
+    @property
+    def model(self) -> Model: ...
+    @property
+    def turn(self) -> Turn: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def history(self) -> list[Message]: ...
+
+    @property
+    def seq(self) -> int: ...
 
 
 class ContextKeeper:

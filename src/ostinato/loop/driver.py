@@ -1,9 +1,10 @@
 """The turn driver: performs what ``decision`` decides. The only async part of the loop.
 
 One ``TurnDriver`` runs one turn: it builds each request from the history it was given
-(stored rows) plus the rows this turn commits, calls the model under a deadline, commits
-every row before announcing it, runs tool calls concurrently under their deadlines, and
-always ends by recording a stop reason. It knows no HTTP, no SQL and no provider.
+(stored rows) plus the rows this turn commits, calls the model under a deadline
+(``loop.calling``), commits every row before announcing it (``loop.record``), runs tool
+calls concurrently under their deadlines (``loop.running``), and always ends by
+recording a stop reason. It knows no HTTP, no SQL and no provider.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, assert_never
@@ -20,19 +20,9 @@ from ostinato.agents import AgentConfig
 from ostinato.attachments import placeholder
 from ostinato.bus import Bus
 from ostinato.context.keeper import ContextKeeper
-from ostinato.errors import ContextTooLong, ModelError, ModelTimeout, StreamIncomplete
-from ostinato.frames import (
-    ErrorFrame,
-    Frame,
-    InputRequested,
-    MessageCommitted,
-    ModelRetrying,
-    TextDeltaFrame,
-    ThinkingDeltaFrame,
-    ToolProgress,
-    ToolStarted,
-    TurnFinished,
-)
+from ostinato.errors import ContextTooLong, ModelError
+from ostinato.frames import ErrorFrame
+from ostinato.loop.calling import stream_reply
 from ostinato.loop.decision import (
     CallModel,
     Finish,
@@ -43,33 +33,15 @@ from ostinato.loop.decision import (
     after_reply,
     after_tools,
 )
-from ostinato.loop.heartbeat import Heartbeat
 from ostinato.loop.history import repair, unique_tool_ids
 from ostinato.loop.metrics import TurnMetrics
-from ostinato.loop.tools import Consent, ToolRun, run_tool
-from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ostinato.loop.record import TurnRecord
+from ostinato.loop.running import ToolRunner
+from ostinato.loop.tools import Consent
+from ostinato.messages import Message, TextBlock, ToolUseBlock
 from ostinato.models.assembly import MessageBuilder, ModelReply
-from ostinato.models.base import (
-    Model,
-    ModelRequest,
-    Retrying,
-    TextDelta,
-    ThinkingDelta,
-)
-from ostinato.store.base import (
-    STATE_AFTER,
-    AppendMessage,
-    FinishToolCall,
-    FinishTurn,
-    StartToolCall,
-    Store,
-    ToolCallRecord,
-    ToolCallStatus,
-    Turn,
-    TurnStopReason,
-    WriteOp,
-    utcnow,
-)
+from ostinato.models.base import Model, ModelRequest
+from ostinato.store.base import StartToolCall, Store, Turn, TurnStopReason, utcnow
 from ostinato.tools.registry import ToolCatalog
 
 log = logging.getLogger("ostinato.loop")
@@ -116,27 +88,44 @@ class TurnDriver:
         decided after a restart), each with the id of the turn that recorded it."""
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
-        self.consent, self.owner, self.workdir = consent, owner, workdir
-        self.history, self.tool_ids = repair(
+        repaired, self.tool_ids = repair(
             [placeholder(m) for m in history], running={call.id for call, _ in carried}
         )
-        self.seeds = tuple(call for call in seeds if call.name in catalog.by_name)
-        self.tool_extras = tool_extras or {}
-        self.route = route  # recorded with the turn's metrics
-        self.heartbeat = Heartbeat(self._beat, settings.heartbeat_interval)
-        self.context = context
-        self.prior_count = len(self.history) - turn_rows  # rows before this turn's own
-        self.seq = history[-1].seq or 0 if history else 0
+        self.record = TurnRecord(
+            store, bus, turn, repaired, history[-1].seq or 0 if history else 0, carried
+        )
         self.metrics = TurnMetrics()
-        self.written: list[Message] = []
-        self.open_calls: dict[str, ToolUseBlock] = {}  # committed tool_use without result
-        self.unfinished: set[str] = set()  # tool-call records still marked running
-        self.record_turn = {call.id: turn_id for call, turn_id in carried}
-        for call, _ in carried:
-            self.open_calls[call.id] = call
-            self.unfinished.add(call.id)
+        self.tools = ToolRunner(
+            self.record,
+            catalog,
+            self.metrics,
+            consent=consent,
+            owner=owner,
+            workdir=workdir,
+            extras=tool_extras or {},
+            heartbeat_interval=settings.heartbeat_interval,
+        )
+        self.seeds = tuple(call for call in seeds if call.name in catalog.by_name)
+        self.route = route  # recorded with the turn's metrics
+        self.context = context
+        self.prior_count = len(repaired) - turn_rows  # rows before this turn's own
         self.carried = tuple(call for call, _ in carried)
         self.awaiting: ToolUseBlock | None = None
+
+    # The context keeper's view of the turn (``context.keeper.Host``).
+
+    @property
+    def history(self) -> list[Message]:
+        return self.record.history
+
+    @property
+    def seq(self) -> int:
+        """The seq of the turn's newest committed row."""
+        return self.record.seq
+
+    @property
+    def written(self) -> list[Message]:
+        return self.record.written
 
     # --- the loop --------------------------------------------------------------------
 
@@ -157,7 +146,7 @@ class TurnDriver:
                         await self._commit_reply(reply, step)
                     case RunTools(calls=calls, broken=broken, awaiting=awaiting):
                         runnable = tuple(c for c in calls if c.id != awaiting)
-                        runs = await self._run_tools(runnable, broken)
+                        runs = await self.tools.run(runnable, broken)
                         state, step = after_tools(
                             state,
                             tuple(ToolOutcome(r.call.name, r.error) for r in runs),
@@ -165,19 +154,19 @@ class TurnDriver:
                         )
                         note = step.note if isinstance(step, CallModel) else None
                         if runs:
-                            await self._commit_results(runs, note)
+                            await self.record.commit_results(runs, note)
                     case Finish(stop_reason=reason, unanswered=unanswered):
-                        await self._answer(unanswered)
+                        await self.record.answer(unanswered)
                         return await self._finish(reason)
                     case _:
                         assert_never(step)
         except ModelError as exc:
-            self._emit(
+            self.record.emit(
                 ErrorFrame(
                     run_id=self.turn.run_id, seq=self.seq, code=exc.code, message=exc.message
                 )
             )
-            await self._answer(dict.fromkeys(self.open_calls, FAILED))
+            await self.record.answer_all(FAILED)
             return await self._finish("failed", error=f"{exc.code}: {exc.message}")
         except asyncio.CancelledError:
             await asyncio.shield(self._teardown_cancelled())
@@ -191,25 +180,22 @@ class TurnDriver:
         is down), the error goes up and recovery closes the turn at the next start."""
         log.exception("turn %s failed unexpectedly", self.turn.id)
         message = f"{type(exc).__name__}: {exc}"[:500]
-        self._emit(
+        self.record.emit(
             ErrorFrame(
                 run_id=self.turn.run_id, seq=self.seq, code="internal_error", message=message
             )
         )
         try:
-            await self._answer(dict.fromkeys(self.open_calls, FAILED))
+            await self.record.answer_all(FAILED)
             return await self._finish("failed", error=f"internal_error: {message}")
         except Exception:
             raise exc from None
 
     async def _teardown_cancelled(self) -> None:
-        await self._answer(dict.fromkeys(self.open_calls, INTERRUPTED), "interrupted")
+        await self.record.answer_all(INTERRUPTED, "interrupted")
         await self._finish("cancelled")
 
-    # --- effects ---------------------------------------------------------------------
-
-    def _emit(self, frame: Frame) -> None:
-        self.bus.publish(self.turn.conversation_id, frame)
+    # --- model calls -----------------------------------------------------------------
 
     def _request(self, tools_off: bool) -> ModelRequest:
         return ModelRequest(
@@ -245,48 +231,18 @@ class TurnDriver:
 
     async def _stream(self, request: ModelRequest) -> ModelReply:
         builder = MessageBuilder()
-        run_id = self.turn.run_id
-        try:
-            async with (
-                asyncio.timeout(self.settings.model_timeout),
-                aclosing(self.model.stream(request)) as events,
-            ):
-                async for event in events:
-                    builder.feed(event)
-                    if type(event) is TextDelta:
-                        self._emit(TextDeltaFrame(run_id=run_id, seq=self.seq, text=event.text))
-                    elif type(event) is ThinkingDelta and event.text:
-                        self._emit(ThinkingDeltaFrame(run_id=run_id, seq=self.seq, text=event.text))
-                    elif type(event) is Retrying:
-                        self._emit(
-                            ModelRetrying(
-                                run_id=run_id,
-                                seq=self.seq,
-                                attempt=event.attempt,
-                                delay_s=event.delay,
-                                error=event.error,
-                            )
-                        )
-        except TimeoutError:
-            raise ModelTimeout(
-                f"the model call passed its {self.settings.model_timeout:g} s deadline"
-            ) from None
-        if builder.stop_reason is None:
-            raise StreamIncomplete("the model's stream ended without its final event")
+        await stream_reply(
+            self.model,
+            request,
+            builder,
+            deadline=self.settings.model_timeout,
+            emit=self.record.emit,
+            run_id=self.turn.run_id,
+            seq=self.seq,
+        )
         reply = unique_tool_ids(builder.finish(), self.tool_ids)
         self.metrics.model_call(reply.usage)
         return reply
-
-    async def _commit(self, messages: Sequence[Message], extra: Sequence[WriteOp] = ()) -> None:
-        """Commit messages (and other ops) together, then announce the rows."""
-        cid, turn_id = self.turn.conversation_id, self.turn.id
-        ops: list[WriteOp] = [AppendMessage(cid, m, turn_id) for m in messages]
-        results = await self.store.write(*ops, *extra)
-        for stored in results[: len(messages)]:
-            self.seq = stored.seq
-            self.history.append(stored)
-            self.written.append(stored)
-            self._emit(MessageCommitted(run_id=self.turn.run_id, seq=stored.seq, message=stored))
 
     async def _commit_reply(self, reply: ModelReply, step: NextStep) -> None:
         message = reply.message
@@ -303,215 +259,40 @@ class TurnDriver:
         if not message.blocks:
             # An empty reply is still a reply: keep the row so the turn has its answer.
             message = Message(role="assistant", blocks=(TextBlock(""),), metadata=message.metadata)
-        starts: list[WriteOp] = []
+        starts: list[StartToolCall] = []
         if isinstance(step, RunTools):
             now = utcnow()
             for call in step.calls:
                 if call.id not in step.broken:
                     waiting = call.id == step.awaiting
-                    starts.append(StartToolCall(self._record(call, now, waiting)))
-        await self._commit([message], starts)
-        for call in reply.tool_uses:
-            self.open_calls[call.id] = call
-        self.unfinished.update(
-            op.record.id
-            for op in starts
-            if isinstance(op, StartToolCall) and op.record.status == "running"
-        )
+                    starts.append(self.record.start_op(call, now, waiting))
+        await self.record.commit([message], starts)
+        self.record.opened(reply.tool_uses, starts)
         if isinstance(step, RunTools):
             for call in step.calls:
                 if call.id not in step.broken and call.id != step.awaiting:
                     tool = self.catalog.by_name.get(call.name)
-                    self._started(call, tool.category if tool else "action")
-
-    def _started(self, call: ToolUseBlock, category: str) -> None:
-        self._emit(
-            ToolStarted(
-                run_id=self.turn.run_id,
-                seq=self.seq,
-                tool_use_id=call.id,
-                name=call.name,
-                input=call.input,
-                category=category,
-            )
-        )
-
-    def _record(self, call: ToolUseBlock, now: Any, waiting: bool = False) -> ToolCallRecord:
-        return ToolCallRecord(
-            id=call.id,
-            conversation_id=self.turn.conversation_id,
-            turn_id=self.turn.id,
-            name=call.name,
-            input=call.input,
-            status="waiting" if waiting else "running",
-            started_at=now,
-        )
-
-    async def _tool(self, call: ToolUseBlock) -> ToolRun:
-        def progress(text: str) -> None:
-            self.heartbeat.touch(call.id)
-            self._progress(call.id, call.name, text, False)
-
-        self.heartbeat.start(call.id, call.name)
-        try:
-            return await run_tool(
-                call,
-                self.catalog,
-                self.turn,
-                consent=self.consent,
-                owner=self.owner,
-                workdir=self.workdir,
-                progress=progress,
-                seq=self.seq,
-                extras=self.tool_extras,
-            )
-        finally:
-            self.heartbeat.done(call.id)
-
-    def _progress(self, tool_use_id: str, name: str, text: str, heartbeat: bool) -> None:
-        self._emit(
-            ToolProgress(
-                run_id=self.turn.run_id,
-                seq=self.seq,
-                tool_use_id=tool_use_id,
-                name=name,
-                text=text,
-                heartbeat=heartbeat,
-            )
-        )
-
-    def _beat(self, tool_use_id: str, name: str, seconds: float) -> None:
-        self._progress(tool_use_id, name, f"still running ({seconds:.0f} s)", True)
-
-    async def _run_tools(
-        self, calls: tuple[ToolUseBlock, ...], broken: dict[str, str]
-    ) -> list[ToolRun]:
-        """Run the calls concurrently; results come back in call order.
-
-        Each finish is written as it happens; the last one rides along with the results
-        message, since both happen at that moment.
-        """
-        if len(calls) == 1 and not broken:  # the common case: no task to spawn
-            run = await self._tool(calls[0])
-            self.metrics.tool_call(run.call.name)
-            return [run]
-        runs: dict[str, ToolRun] = {}
-        tasks: set[asyncio.Task[ToolRun]] = set()
-        for call in calls:
-            if call.id in broken:
-                runs[call.id] = ToolRun(call, broken[call.id], 0.0, broken[call.id], "skipped")
-            else:
-                tasks.add(asyncio.ensure_future(self._tool(call)))
-        pending = tasks
-        try:
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    run = task.result()
-                    runs[run.call.id] = run
-                    self.metrics.tool_call(run.call.name)
-                    if pending:
-                        await self.store.write(self._finish_op(run))
-                        run.recorded = True
-                        self.unfinished.discard(run.call.id)
-                        self._emit(run.finished_frame(self.turn.run_id, self.seq))
-        finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-        return [runs[call.id] for call in calls]
-
-    def _finish_op(self, run: ToolRun) -> FinishToolCall:
-        return FinishToolCall(
-            self.record_turn.get(run.call.id, self.turn.id),
-            run.call.id,
-            run.status,
-            run.content,
-            run.error is not None,
-            utcnow(),
-            run.duration_s,
-        )
+                    self.record.started(call, tool.category if tool else "action")
 
     async def _seed(self) -> None:
         """Turn-zero seeds: real tool calls (a memory recall, one read per attachment) run
         before the first model call; the call and its results are hidden ``read`` rows
         of the turn's working set."""
         now = utcnow()
-        starts = [StartToolCall(self._record(call, now)) for call in self.seeds]
+        starts = [self.record.start_op(call, now) for call in self.seeds]
         seed = Message("assistant", self.seeds, hidden=True, metadata={"seed": True})
-        await self._commit([seed], starts)
+        await self.record.commit([seed], starts)
+        self.record.opened(self.seeds, starts)
         for call in self.seeds:
-            self.open_calls[call.id] = call
-            self.unfinished.add(call.id)
-            self._started(call, "read")
-        runs = await self._run_tools(self.seeds, {})
-        await self._commit_results(runs, None, hidden=True)
-
-    async def _commit_results(
-        self, runs: list[ToolRun], note: str | None, *, hidden: bool = False
-    ) -> None:
-        blocks: list[Block] = [
-            ToolResultBlock(r.call.id, r.content, is_error=r.error is not None) for r in runs
-        ]
-        if note:
-            blocks.append(TextBlock(note))
-        unrecorded = [r for r in runs if r.status != "skipped" and not r.recorded]
-        await self._commit(
-            [Message(role="tool", blocks=tuple(blocks), hidden=hidden)],
-            [self._finish_op(r) for r in unrecorded],
-        )
-        for run in runs:
-            self.open_calls.pop(run.call.id, None)
-            self.unfinished.discard(run.call.id)
-        for run in unrecorded:
-            self._emit(run.finished_frame(self.turn.run_id, self.seq))
-
-    async def _answer(self, unanswered: dict[str, str], status: ToolCallStatus = "skipped") -> None:
-        """Give every still-open tool call a synthetic result, so the history stays valid
-        for every provider, and close the tool-call records still marked running."""
-        pending = {i: why for i, why in unanswered.items() if i in self.open_calls}
-        if not pending:
-            return
-        now = utcnow()
-        closes = [
-            FinishToolCall(self.record_turn.get(i, self.turn.id), i, status, why, True, now, 0.0)
-            for i, why in pending.items()
-            if i in self.unfinished
-        ]
-        blocks = tuple(ToolResultBlock(i, why, is_error=True) for i, why in pending.items())
-        await self._commit([Message(role="tool", blocks=blocks)], closes)
-        for tool_use_id in pending:
-            self.open_calls.pop(tool_use_id, None)
-            self.unfinished.discard(tool_use_id)
+            self.record.started(call, "read")
+        runs = await self.tools.run(self.seeds, {})
+        await self.record.commit_results(runs, None, hidden=True)
 
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
-        self.heartbeat.stop()
+        self.tools.stop()
         metrics = self.metrics.snapshot()
         if self.route is not None:
             metrics["route"] = self.route
-        if reason == "paused" and self.awaiting is not None:
-            self._emit(
-                InputRequested(
-                    run_id=self.turn.run_id,
-                    seq=self.seq,
-                    tool_use_id=self.awaiting.id,
-                    name=self.awaiting.name,
-                    input=self.awaiting.input,
-                )
-            )
-        await self.store.write(
-            FinishTurn(self.turn.id, self.turn.conversation_id, reason, utcnow(), metrics, error)
-        )
-        self._emit(
-            TurnFinished(
-                run_id=self.turn.run_id,
-                seq=self.seq,
-                turn_id=self.turn.id,
-                stop_reason=reason,
-                state=STATE_AFTER[reason],
-                metrics=metrics,
-                error=error,
-            )
-        )
-        return TurnResult(self.turn.id, self.turn.run_id, reason, metrics, self.written, error)
+        await self.record.finish(reason, metrics, error, self.awaiting)
+        turn = self.turn
+        return TurnResult(turn.id, turn.run_id, reason, metrics, self.written, error)

@@ -1,0 +1,199 @@
+"""A turn's record: every row it commits, committed before it is announced, and what it
+still owes (tool calls without a result, tool-call records still running), so that it
+always ends by answering them and recording a stop reason."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ostinato.bus import Bus
+from ostinato.frames import Frame, InputRequested, MessageCommitted, ToolStarted, TurnFinished
+from ostinato.loop.tools import ToolRun
+from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ostinato.store.base import (
+    STATE_AFTER,
+    AppendMessage,
+    FinishToolCall,
+    FinishTurn,
+    StartToolCall,
+    Store,
+    ToolCallRecord,
+    ToolCallStatus,
+    Turn,
+    TurnStopReason,
+    WriteOp,
+    utcnow,
+)
+
+
+class TurnRecord:
+    """The rows of one turn, as written. ``history`` is what the next request is built
+    from (the stored rows before the turn, then the turn's own); ``written`` holds only
+    the rows this driver committed."""
+
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus,
+        turn: Turn,
+        history: list[Message],
+        seq: int,
+        carried: Sequence[tuple[ToolUseBlock, str]] = (),
+    ) -> None:
+        self.store, self.bus, self.turn = store, bus, turn
+        self.history = history
+        self.seq = seq  # the seq of the turn's newest committed row
+        self.written: list[Message] = []
+        self.open_calls: dict[str, ToolUseBlock] = {}  # committed tool_use without result
+        self.unfinished: set[str] = set()  # tool-call records still marked running
+        # the turn that recorded each call (a carried call's record is its earlier turn's)
+        self.record_turn = {call.id: turn_id for call, turn_id in carried}
+        for call, _ in carried:
+            self.open_calls[call.id] = call
+            self.unfinished.add(call.id)
+
+    def emit(self, frame: Frame) -> None:
+        self.bus.publish(self.turn.conversation_id, frame)
+
+    async def commit(self, messages: Sequence[Message], extra: Sequence[WriteOp] = ()) -> None:
+        """Commit messages (and other ops) together, then announce the rows."""
+        cid, turn_id = self.turn.conversation_id, self.turn.id
+        ops: list[WriteOp] = [AppendMessage(cid, m, turn_id) for m in messages]
+        results = await self.store.write(*ops, *extra)
+        for stored in results[: len(messages)]:
+            self.seq = stored.seq
+            self.history.append(stored)
+            self.written.append(stored)
+            self.emit(MessageCommitted(run_id=self.turn.run_id, seq=stored.seq, message=stored))
+
+    # --- tool calls ------------------------------------------------------------------
+
+    def start_op(self, call: ToolUseBlock, now: Any, waiting: bool = False) -> StartToolCall:
+        """The op recording a call as it starts (``waiting`` for a person: a card)."""
+        return StartToolCall(
+            ToolCallRecord(
+                id=call.id,
+                conversation_id=self.turn.conversation_id,
+                turn_id=self.turn.id,
+                name=call.name,
+                input=call.input,
+                status="waiting" if waiting else "running",
+                started_at=now,
+            )
+        )
+
+    def opened(self, calls: Sequence[ToolUseBlock], starts: Sequence[StartToolCall]) -> None:
+        """The calls are committed (as tool_use blocks) and these records started."""
+        for call in calls:
+            self.open_calls[call.id] = call
+        self.unfinished.update(op.record.id for op in starts if op.record.status == "running")
+
+    def started(self, call: ToolUseBlock, category: str) -> None:
+        self.emit(
+            ToolStarted(
+                run_id=self.turn.run_id,
+                seq=self.seq,
+                tool_use_id=call.id,
+                name=call.name,
+                input=call.input,
+                category=category,
+            )
+        )
+
+    def finish_op(self, run: ToolRun) -> FinishToolCall:
+        return FinishToolCall(
+            self.record_turn.get(run.call.id, self.turn.id),
+            run.call.id,
+            run.status,
+            run.content,
+            run.error is not None,
+            utcnow(),
+            run.duration_s,
+        )
+
+    async def finish_one(self, run: ToolRun) -> None:
+        """Record one call's finish as it happens (its result comes with the others)."""
+        await self.store.write(self.finish_op(run))
+        run.recorded = True
+        self.unfinished.discard(run.call.id)
+        self.emit(run.finished_frame(self.turn.run_id, self.seq))
+
+    async def commit_results(
+        self, runs: Sequence[ToolRun], note: str | None, *, hidden: bool = False
+    ) -> None:
+        """One tool message with every run's result (and the decision's note, if any);
+        the finishes not yet recorded ride along."""
+        blocks: list[Block] = [
+            ToolResultBlock(r.call.id, r.content, is_error=r.error is not None) for r in runs
+        ]
+        if note:
+            blocks.append(TextBlock(note))
+        unrecorded = [r for r in runs if r.status != "skipped" and not r.recorded]
+        await self.commit(
+            [Message(role="tool", blocks=tuple(blocks), hidden=hidden)],
+            [self.finish_op(r) for r in unrecorded],
+        )
+        for run in runs:
+            self.open_calls.pop(run.call.id, None)
+            self.unfinished.discard(run.call.id)
+        for run in unrecorded:
+            self.emit(run.finished_frame(self.turn.run_id, self.seq))
+
+    async def answer(self, unanswered: dict[str, str], status: ToolCallStatus = "skipped") -> None:
+        """Give every still-open tool call a synthetic result, so the history stays valid
+        for every provider, and close the tool-call records still marked running."""
+        pending = {i: why for i, why in unanswered.items() if i in self.open_calls}
+        if not pending:
+            return
+        now = utcnow()
+        closes = [
+            FinishToolCall(self.record_turn.get(i, self.turn.id), i, status, why, True, now, 0.0)
+            for i, why in pending.items()
+            if i in self.unfinished
+        ]
+        blocks = tuple(ToolResultBlock(i, why, is_error=True) for i, why in pending.items())
+        await self.commit([Message(role="tool", blocks=blocks)], closes)
+        for tool_use_id in pending:
+            self.open_calls.pop(tool_use_id, None)
+            self.unfinished.discard(tool_use_id)
+
+    async def answer_all(self, why: str, status: ToolCallStatus = "skipped") -> None:
+        await self.answer(dict.fromkeys(self.open_calls, why), status)
+
+    # --- the end ---------------------------------------------------------------------
+
+    async def finish(
+        self,
+        reason: TurnStopReason,
+        metrics: dict[str, Any],
+        error: str | None = None,
+        awaiting: ToolUseBlock | None = None,
+    ) -> None:
+        """Record the stop reason (a paused turn first asks for its card's answer)."""
+        run_id, seq = self.turn.run_id, self.seq
+        if reason == "paused" and awaiting is not None:
+            self.emit(
+                InputRequested(
+                    run_id=run_id,
+                    seq=seq,
+                    tool_use_id=awaiting.id,
+                    name=awaiting.name,
+                    input=awaiting.input,
+                )
+            )
+        turn = self.turn
+        await self.store.write(
+            FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, error)
+        )
+        self.emit(
+            TurnFinished(
+                run_id=run_id,
+                seq=seq,
+                turn_id=turn.id,
+                stop_reason=reason,
+                state=STATE_AFTER[reason],
+                metrics=metrics,
+                error=error,
+            )
+        )

@@ -3,12 +3,14 @@ everything that is not a route's own error."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
 
 from ostinato.messages import Message, TextBlock
+from ostinato.models.choice import DefaultModel, Tiers, describe_models
 from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
@@ -118,3 +120,37 @@ async def test_lifespan_recovers_crashed_turns_and_closes_the_runtime() -> None:
     async with app.router.lifespan_context(app):
         recovered = await store.get_turn("t1")
         assert recovered is not None and recovered.stop_reason == "interrupted"
+
+
+async def test_models_lists_each_model_once_with_the_tiers_it_serves(runtime: Runtime) -> None:
+    listing = describe_models(
+        DefaultModel("offline:ostinato", "nothing else answers"),
+        Tiers(
+            {"minuet": "offline:ostinato", "allegro": "openai-chat:m", "forte": "offline:ostinato"}
+        ),
+    )
+    app = create_app(runtime, model_name="offline:ostinato", models=listing)
+    async with _client(app) as client:
+        models = (await client.get("/v1/models")).json()
+    assert [m["id"] for m in models["data"]] == ["offline:ostinato", "openai-chat:m"]
+    first, second = models["data"]
+    assert first["ostinato"] == {
+        "default": True,
+        "reason": "nothing else answers",
+        "tiers": ["minuet", "forte"],
+    }
+    assert second["ostinato"] == {"tiers": ["allegro"]} and second["owned_by"] == "openai-chat"
+
+
+async def test_the_docs_page_loads_nothing_from_another_host(client: httpx.AsyncClient) -> None:
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    html = page.text
+    assert "SwaggerUIBundle" in html and '"validatorUrl": null' in html
+    assert "http://" not in html and "https://" not in html and "//cdn" not in html
+    sources = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert sources and all(s.startswith("/docs/assets/") for s in sources), sources
+    for source in sources:
+        asset = await client.get(source)
+        assert asset.status_code == 200 and len(asset.content) > 500, source
+    assert (await client.get("/redoc")).status_code == 404  # ReDoc would need a CDN

@@ -39,7 +39,7 @@ from ostinato.models.choice import (
     describe_models,
     select_model,
 )
-from ostinato.server import ModelChooser, create_app, end_streams
+from ostinato.server import BodyLimits, ModelChooser, create_app, end_streams
 from ostinato.store import describe_url, open_store
 
 DATABASE_ENV = "OSTINATO_DATABASE_URL"
@@ -192,6 +192,7 @@ async def serve(
     skills = ", ".join(s.id for s in runtime.router.skills)
     print(f"  skills:   {skills}", file=out, flush=True)
     chooser: ModelChooser = setup.choose
+    limits = BodyLimits()
     app = create_app(
         runtime,
         model_name=setup.default.model_id,
@@ -199,6 +200,7 @@ async def serve(
         store_name=describe_url(url),
         choose_model=chooser,
         allowed_origins=config.server.allowed_origins or None,
+        limits=limits,
     )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     uvicorn_config = uvicorn.Config(
@@ -208,6 +210,7 @@ async def serve(
         lifespan="on",
         log_level="info",
         timeout_graceful_shutdown=GRACE_S,
+        ws_max_size=limits.message_bytes,  # a bigger WebSocket message closes with 1009
     )
     server = _Server(uvicorn_config, lambda: end_streams(app))
     try:

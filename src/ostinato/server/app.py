@@ -17,8 +17,10 @@ import ostinato
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
 from ostinato.server import page
+from ostinato.server.apidocs import install_docs
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.errors import install_error_handlers, log
+from ostinato.server.limits import BodyLimit, BodyLimits
 from ostinato.server.routes import ROUTERS
 from ostinato.server.sse import PING_INTERVAL
 
@@ -39,6 +41,7 @@ def create_app(
     choose_model: ModelChooser | None = None,
     ping_interval: float = PING_INTERVAL,
     allowed_origins: Iterable[str] | None = None,
+    limits: BodyLimits | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``.
 
@@ -47,8 +50,10 @@ def create_app(
     ``store_name`` is what ``/healthz`` reports; ``choose_model`` picks a model per request
     (``None``: always the runtime's default); ``allowed_origins`` are the browser origins
     that may open the WebSocket besides the server's own loopback ones (``None``: read
-    the comma-separated ``OSTINATO_ALLOWED_ORIGINS``; ``*`` allows any).
+    the comma-separated ``OSTINATO_ALLOWED_ORIGINS``; ``*`` allows any); ``limits`` bound
+    request bodies by kind (``ostinato.server.limits``; ``None``: the defaults).
     """
+    limits = limits or BodyLimits()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -65,6 +70,8 @@ def create_app(
         version=getattr(ostinato, "__version__", "0"),
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served by install_docs, from local files
+        redoc_url=None,
     )
     app.state.ostinato = ServerContext(
         runtime=runtime,
@@ -74,11 +81,14 @@ def create_app(
         choose_model=choose_model,
         ping_interval=ping_interval,
         allowed_origins=origins(allowed_origins),
+        limits=limits,
     )
+    app.add_middleware(BodyLimit, limits=limits)
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(page.router)  # the chat page at / and /c/<id>
+    install_docs(app, app.title)
     return app
 
 

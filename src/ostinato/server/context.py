@@ -16,6 +16,7 @@ from fastapi import Depends, Request
 from ostinato.messages import JSON
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
+from ostinato.server.limits import BodyLimits
 from ostinato.server.streams import Live
 
 ModelChooser = Callable[[Request], Model | None]
@@ -33,6 +34,7 @@ class ServerContext:
     ping_interval: float = 15.0
     closing: asyncio.Event = field(default_factory=asyncio.Event)  # set: end every stream
     allowed_origins: frozenset[str] = frozenset()  # WebSocket origins besides loopback
+    limits: BodyLimits = field(default_factory=BodyLimits)
 
     @property
     def live(self) -> Live:

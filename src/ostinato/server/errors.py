@@ -4,7 +4,12 @@
 - Request validation (malformed JSON, a missing or wrong field, a bad query parameter)
   -> 422 ``invalid_request``, the message naming each field and what is wrong, and
   ``details`` listing them for programs.
-- Starlette's HTTP errors (unknown route, wrong method) -> their status.
+- A body that cannot be parsed at all (not UTF-8, nested too deeply) -> 422
+  ``invalid_request`` too (FastAPI says 400; the API promises 422 for a bad body).
+- A body over its limit (``ostinato.server.limits``) -> 413 ``too_large``, saying the
+  limit in bytes and the kind of body.
+- Starlette's other HTTP errors (unknown route, wrong method) -> their status; a 405
+  lists in ``Allow`` every method the path has.
 - Anything else -> 500 ``internal_error`` with a generic message, and a log line.
 
 A WebSocket refused before its handshake completes gets the same JSON as an HTTP answer
@@ -14,7 +19,9 @@ query parameter 422 (or 1008).
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +31,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from ostinato.errors import ClientError
+from ostinato.server.limits import limit_of, too_large_response
 
 log = logging.getLogger("ostinato.server")
 
@@ -92,13 +100,51 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid_request", message, details)
 
 
+def _unparsable(cause: BaseException | None) -> str:
+    if isinstance(cause, UnicodeDecodeError):
+        where = f"{cause.reason} at byte {cause.start}"
+        return f"the body is not valid JSON (JSON must be UTF-8 text: {where})"
+    if isinstance(cause, RecursionError):
+        return "the body is not valid JSON (it nests too deeply)"
+    return "the body is not valid JSON"
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 413 and (over := limit_of(request.scope)) is not None:
+        return too_large_response(*over)
+    if exc.status_code == 400:  # FastAPI could not parse the body at all
+        message = _unparsable(exc.__cause__)
+        detail = {"loc": ["body"], "type": "json_invalid", "message": message}
+        return error_response(422, "invalid_request", message, [detail])
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     response = error_response(exc.status_code, code, str(exc.detail))
     if exc.headers:
         response.headers.update(exc.headers)
+    if exc.status_code == 405:
+        response.headers["allow"] = ", ".join(allowed_methods(request))
     return response
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods the API documents for the request's path (Starlette's own 405 names
+    only the first route that matched the path), and HEAD wherever GET is."""
+    methods: set[str] = set()
+    paths: dict[str, dict[str, Any]] = request.app.openapi().get("paths", {})
+    for template, operations in paths.items():
+        if _template(template).fullmatch(request.url.path):
+            methods.update(method.upper() for method in operations if method.upper() in _METHODS)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+@functools.cache
+def _template(path: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"\\{[^}/]+\\}", "[^/]+", re.escape(path)))
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

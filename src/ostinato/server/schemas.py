@@ -361,7 +361,9 @@ class ModelOut(BaseModel):
     object: Literal["model"] = "model"
     owned_by: str
     ostinato: dict[str, Any] = Field(
-        default_factory=dict, description="`default` and its `reason`, or the `tier` it serves."
+        default_factory=dict,
+        description="`default` and its `reason` for the default model; `tiers`: the tiers "
+        "it serves.",
     )
 
 
@@ -370,6 +372,20 @@ class ModelList(BaseModel):
 
     object: Literal["list"] = "list"
     data: list[ModelOut]
+
+    @classmethod
+    def merged(cls, listing: dict[str, Any]) -> ModelList:
+        """One entry per model id, in first-seen order: a model that is the default and
+        serves tiers (or serves several) is listed once, with every tier it serves."""
+        entries: dict[str, dict[str, Any]] = {}
+        for raw in listing.get("data", []):
+            extra = dict(raw.get("ostinato") or {})
+            tier = extra.pop("tier", None)
+            entry = entries.setdefault(raw["id"], {**raw, "ostinato": {}})
+            entry["ostinato"].update(extra)
+            if tier is not None:
+                entry["ostinato"].setdefault("tiers", []).append(tier)
+        return cls(data=[ModelOut.model_validate(e) for e in entries.values()])
 
     @classmethod
     def of_default(cls, model_id: str) -> ModelList:

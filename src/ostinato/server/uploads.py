@@ -15,12 +15,11 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 
 from ostinato.attachments import (
     MAX_FILE_BYTES,
     MAX_FILES,
-    MAX_TOTAL_BYTES,
-    AttachmentTooLarge,
     attachment_block,
     check_total,
 )
@@ -29,7 +28,6 @@ from ostinato.messages import FileBlock, ImageBlock
 from ostinato.server.schemas import TurnRequest
 
 FORM_FIELDS = ("text", "client_message_id", "policy", "cancel_on_disconnect")
-SLACK = 64 * 1024  # multipart framing and the text fields, beyond the files themselves
 
 
 async def read_turn_request(request: Request) -> tuple[TurnRequest, list[ImageBlock | FileBlock]]:
@@ -51,12 +49,13 @@ async def read_turn_request(request: Request) -> tuple[TurnRequest, list[ImageBl
 
 
 async def _read_form(request: Request) -> tuple[TurnRequest, list[ImageBlock | FileBlock]]:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_TOTAL_BYTES + SLACK:
-        raise AttachmentTooLarge(
-            f"the request is {declared} bytes; files may add up to {MAX_TOTAL_BYTES} bytes"
-        )
-    form = await request.form(max_files=MAX_FILES + 1, max_fields=len(FORM_FIELDS) + 4)
+    # The whole body is bounded before this by the upload limit (``server.limits``).
+    try:
+        form = await request.form(max_files=MAX_FILES + 1, max_fields=len(FORM_FIELDS) + 4)
+    except HTTPException as exc:
+        if exc.status_code != 400:
+            raise
+        raise InvalidRequest(f"the multipart form cannot be read: {exc.detail}") from None
     fields: dict[str, Any] = {}
     blocks: list[ImageBlock | FileBlock] = []
     for name, value in form.multi_items():

@@ -28,7 +28,8 @@ async def healthz(context: Context) -> Health | JSONResponse:
 
 @router.get("/v1/models", response_model=ModelList)
 async def list_models(context: Context) -> ModelList:
-    """The model that answers turns unless a request picks another, then the tiers."""
+    """The model that answers turns unless a request picks another, then the models the
+    tiers resolve to; each model once, with the tiers it serves."""
     if context.models is not None:
-        return ModelList.model_validate(context.models)
+        return ModelList.merged(context.models)
     return ModelList.of_default(context.model_name)

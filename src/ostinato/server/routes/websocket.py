@@ -108,7 +108,8 @@ async def conversation_socket(
             deltas=deltas,
         )
         pump = asyncio.ensure_future(_pump(websocket, frames, send))
-        listen = asyncio.ensure_future(_listen(websocket, runtime, conversation_id, send))
+        limit = context.limits.message_bytes
+        listen = asyncio.ensure_future(_listen(websocket, runtime, conversation_id, send, limit))
         try:
             await asyncio.wait((pump, listen), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -138,8 +139,12 @@ async def _pump(
         await websocket.close(code=code)
 
 
-async def _listen(websocket: WebSocket, runtime: Runtime, conversation_id: str, send: Send) -> None:
-    """Handle the client's messages in order, until it leaves."""
+async def _listen(
+    websocket: WebSocket, runtime: Runtime, conversation_id: str, send: Send, limit: int
+) -> None:
+    """Handle the client's messages in order, until it leaves. A message over ``limit``
+    bytes is refused unread (``too_large``); the ASGI server's own bound (uvicorn's
+    ``ws_max_size``) normally closes the socket before such a message is whole."""
     while True:
         try:
             received = await websocket.receive()
@@ -151,6 +156,8 @@ async def _listen(websocket: WebSocket, runtime: Runtime, conversation_id: str, 
         try:
             if text is None:
                 raise _Refused("invalid_request", "send JSON objects as text messages")
+            if len(text) > limit // 4 and len(text.encode("utf-8", "surrogatepass")) > limit:
+                raise _Refused("too_large", f"the message is over the {limit}-byte limit")
             message = _parse(text)
             # shielded: a request the runtime has begun finishes even if the socket goes
             await asyncio.shield(_handle(runtime, conversation_id, message))

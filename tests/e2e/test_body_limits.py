@@ -1,0 +1,85 @@
+"""Issue 10 item 1, black-box: ``ostinato serve`` refuses oversized bodies with 413
+before it has read them, chunked or not, on every kind of body; nothing is stored and
+the server's memory does not grow with the body (psutil reads its RSS)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import websockets
+
+from tests.e2e.hostile import post_chunked, serving
+
+BIG = 50 * 1024 * 1024  # what the issue sent
+GROWTH = 16 * 1024 * 1024  # an RSS rise well under the body's size: it was not buffered
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_fifty_megabyte_bodies_are_refused_unread(engine: str, tmp_path: Path) -> None:
+    with serving(engine, tmp_path) as server:
+        assert server.pid is not None
+        process = psutil.Process(server.pid)
+        cid = server.post("/v1/conversations").json()["id"]
+        turns = f"/v1/conversations/{cid}/turns"
+        before = process.memory_info().rss
+
+        message = post_chunked(
+            server.url, turns, "application/json", b'{"text": "', BIG, filler=b"spam "
+        )
+        assert message.status == 413, message.body
+        error = message.json()["error"]
+        assert error["code"] == "too_large" and error["kind"] == "message"
+        assert str(error["limit_bytes"]) in error["message"]
+        assert message.sent < BIG  # the server answered long before the end
+
+        metadata = post_chunked(
+            server.url, "/v1/conversations", "application/json", b'{"metadata": {"a": "', BIG
+        )
+        assert metadata.status == 413 and metadata.json()["error"]["kind"] == "metadata"
+
+        boundary = "b0undary"
+        form_head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="text"\r\n\r\nhi\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; '
+            'filename="big.txt"\r\nContent-Type: text/plain\r\n\r\n'
+        ).encode()
+        kind = f"multipart/form-data; boundary={boundary}"
+        upload = post_chunked(server.url, turns, kind, form_head, BIG)
+        assert upload.status == 413 and upload.json()["error"]["kind"] == "upload"
+
+        declared = httpx.post(
+            f"{server.url}{turns}",
+            content=b"x" * (2 * 1024 * 1024),
+            headers={"content-type": "application/json"},
+            timeout=60,
+        )
+        assert declared.status_code == 413 and declared.json()["error"]["kind"] == "message"
+
+        assert asyncio.run(_websocket_close_code(server.url, cid)) == 1009  # too big
+
+        grown = process.memory_info().rss - before
+        assert grown < GROWTH, f"RSS grew by {grown} bytes"
+        assert server.get(f"/v1/conversations/{cid}/messages").json()["messages"] == []
+        listed = server.get("/v1/conversations").json()["conversations"]
+        assert [c["id"] for c in listed] == [cid]  # the oversized one was never made
+        # and the server still serves ordinary requests
+        ok = server.post(turns, {"text": "hello"})
+        assert ok.status_code == 200 and ok.json()["stop_reason"] == "end_turn"
+        assert json.loads(ok.text)["messages"][0]["blocks"][0]["text"] == "hello"
+
+
+async def _websocket_close_code(url: str, cid: str) -> int | None:
+    """Send one 2 MiB message on the conversation's WebSocket; the close code it gets."""
+    ws_url = url.replace("http://", "ws://") + f"/v1/conversations/{cid}/ws?deltas=false"
+    async with websockets.connect(ws_url, max_size=None) as socket:
+        await socket.send(json.dumps({"type": "message", "text": "x" * (2 * 1024 * 1024)}))
+        try:
+            while True:
+                await asyncio.wait_for(socket.recv(), 30)
+        except websockets.ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd is not None else None

@@ -1,19 +1,18 @@
-"""``shell``: run a command in the workdir, and the family a remembered grant may cover.
+"""``shell``: run a command in the workdir.
 
 The command runs as ``/bin/sh -c`` in a session of its own (so its whole process group
 can be signalled), with stdin closed, a small explicit environment (nothing of the
 server's, such as API keys), a deadline and an output cap. Output is read as it comes,
 so a command that writes gigabytes never blocks; the first and last halves of the cap
 are kept. When the command ends, times out or is cancelled, its process group gets
-SIGTERM, a short grace, then SIGKILL: nothing it started outlives the call.
+SIGTERM, a short grace, then SIGKILL: nothing it started outlives the call. Which calls
+a remembered family grant covers is ``ostinato.tools.families``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
-import shlex
 import signal
 import time
 from collections.abc import Mapping
@@ -24,6 +23,8 @@ from typing import Any
 
 from ostinato.errors import ToolError
 from ostinato.tools.base import ToolContext
+from ostinato.tools.families import command_family as command_family
+from ostinato.tools.families import shell_family as shell_family
 from ostinato.tools.workdir import Jail
 
 DEFAULT_TIMEOUT = 30.0
@@ -235,70 +236,3 @@ class _Capture(asyncio.Protocol):
         head = self.head.decode("utf-8", errors="replace")
         tail = self.tail.decode("utf-8", errors="replace")
         return f"{head}\n[… {dropped} bytes of output omitted …]\n{tail}"
-
-
-# --- families: which calls a remembered "family" grant covers ---------------------------
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-# Characters that make a command compound, redirected or substituted, anywhere in it
-# (even inside quotes: being unsure means no family).
-_UNSAFE_CHARACTERS = frozenset(";&|<>()$`\\\n\r\x7f") | {chr(c) for c in range(32)} - {"\t"}
-_PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*|[A-Za-z0-9_.+-]*/[A-Za-z0-9_./+-]*")
-# Programs that run another command given as arguments: a grant for them would cover
-# anything at all.
-_WRAPPERS = _words(
-    """
-    sh bash dash zsh ksh mksh yash fish csh tcsh busybox
-    env sudo doas su runuser pkexec chroot nsenter unshare setsid systemd-run ssh
-    xargs parallel nohup timeout nice ionice chrt taskset stdbuf unbuffer script flock
-    watch time strace ltrace command builtin exec eval source . ..
-    """
-)
-_RESERVED_WORDS = _words(
-    "! { } [[ ]] case coproc do done elif else esac fi for function if in select then until while"
-)
-# Options with which an otherwise ordinary program runs other commands.
-_RUNS_COMMANDS = {"find": frozenset({"-exec", "-execdir", "-ok", "-okdir"})}
-
-
-def shell_family(arguments: Mapping[str, Any]) -> str | None:
-    """The family of a ``shell`` call: its program name as written (see ``command_family``)."""
-    command = arguments.get("command")
-    return command_family(command) if isinstance(command, str) else None
-
-
-def command_family(command: str) -> str | None:
-    """The program of a simple command exactly as written (``git status`` -> ``git``).
-
-    ``/usr/bin/git`` is its own family, not ``git``'s. None, a family no grant matches,
-    for anything compound or indirect: operators, substitutions, redirects, an
-    environment prefix, quotes or globs in the program word, shell keywords, or a
-    program that runs other commands (``sh``, ``env``, ``sudo``, ``xargs``, ...).
-    """
-    if not command.strip() or any(ch in _UNSAFE_CHARACTERS for ch in command):
-        return None
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        words = list(lexer)
-    except ValueError:  # an unclosed quote
-        return None
-    if not words or any(word.startswith("#") for word in words):
-        return None
-    program = words[0]
-    written = command.lstrip(" \t")
-    if written[len(program) : len(program) + 1] not in ("", " ", "\t"):
-        return None  # the program word was quoted or escaped: g'i't is not git
-    if not written.startswith(program) or not _PROGRAM.fullmatch(program):
-        return None
-    name = program.rsplit("/", 1)[-1]
-    if not name or name in _WRAPPERS or program in _RESERVED_WORDS:
-        return None
-    if _RUNS_COMMANDS.get(name, frozenset()).intersection(words[1:]):
-        return None
-    return program

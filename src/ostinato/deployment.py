@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ostinato.agents import AgentConfig
 from ostinato.approvals import ApprovalPolicy
-from ostinato.config import AgentSection, Config, ConfigError, guidelines_for
+from ostinato.config import AgentSection, Config, ConfigError, ModelsSection, guidelines_for
+from ostinato.context.catalog import ContextCatalog
 from ostinato.context.compaction import Compactor
 from ostinato.memory.extraction import FactExtractor
 from ostinato.memory.facts import Memory
@@ -23,32 +24,58 @@ from ostinato.memory.ranking import default_ranker
 from ostinato.memory.tools import memory_tools
 from ostinato.models.base import Model
 from ostinato.models.choice import Tiers, create_model
+from ostinato.models.providers import ProviderSettings, is_local
 from ostinato.runtime import Runtime
 from ostinato.skills import Router, Skill
 from ostinato.store.base import Store
 from ostinato.subagents import subagent_tools
 from ostinato.tools.base import Tool
 from ostinato.tools.builtins import default_registry
-from ostinato.tools.fetch import http_fetch_tool, parse_allow_hosts
+from ostinato.tools.fetch import http_fetch_tool
 from ostinato.tools.mcp import McpClients, McpServerConfig, McpToolCache, mcp_tools
 from ostinato.tools.mounting import Mount, Source, ToolLister
 from ostinato.tools.openapi import ApiKeyAuth, Auth, BasicAuth, BearerAuth, load_openapi
 from ostinato.tools.openapi import openapi_tools as build_openapi_tools
 
 
+def provider_settings(models: ModelsSection) -> ProviderSettings:
+    """The ``[models]`` settings the providers need."""
+    return ProviderSettings(
+        base_url=models.base_url,
+        api_key=models.api_key.get_secret_value() if models.api_key else None,
+        thinking_budget=models.thinking_budget,
+        reasoning_effort=models.reasoning_effort,
+    )
+
+
+def extracts_facts(config: Config, summarizer_id: str, env: Mapping[str, str]) -> bool:
+    """Whether the after-turn fact extraction runs: ``memory.extract_facts`` when set,
+    else only when the summarizer is a hosted model (not a local one, whose extra call
+    after every turn would cost the person's own machine)."""
+    if config.memory.extract_facts is not None:
+        return config.memory.extract_facts
+    return not is_local(summarizer_id, env)
+
+
 class Models:
     """Tier names and ``provider:model`` ids to models, each made once."""
 
-    def __init__(self, default_id: str, tiers: Tiers) -> None:
+    def __init__(
+        self, default_id: str, tiers: Tiers, settings: ProviderSettings | None = None
+    ) -> None:
         self.default_id = default_id
         self.tiers = tiers
+        self.settings = settings or ProviderSettings()
         self._made: dict[str, Model] = {}
 
+    def resolve(self, tier_or_id: str) -> str:
+        return tier_or_id if ":" in tier_or_id else self.tiers.resolve(tier_or_id)
+
     def __call__(self, tier_or_id: str) -> Model:
-        model_id = tier_or_id if ":" in tier_or_id else self.tiers.resolve(tier_or_id)
+        model_id = self.resolve(tier_or_id)
         model = self._made.get(model_id)
         if model is None:
-            model = self._made[model_id] = create_model(model_id)
+            model = self._made[model_id] = create_model(model_id, settings=self.settings)
         return model
 
 
@@ -94,10 +121,8 @@ async def build_runtime(
     env: Mapping[str, str] | None = None,
 ) -> Deployment:
     env = os.environ if env is None else env
-    tiers = Tiers.for_default(default_id, env=env)
-    if config.models.tiers:
-        tiers = Tiers({**tiers.mapping, **config.models.tiers})
-    models = Models(default_id, tiers)
+    tiers = Tiers.for_default(default_id, config.models.tiers)
+    models = Models(default_id, tiers, provider_settings(config.models))
     models._made[default_id] = default_model
     policy = ApprovalPolicy(
         frozenset(config.approvals.ask_for), approval_timeout or config.approvals.timeout
@@ -106,10 +131,12 @@ async def build_runtime(
     default_skill = next((s for s in skills if s.id == config.default_agent().id), skills[0])
     classifier = models(config.models.router) if len(skills) > 1 else None
     mcp = McpClients()
-    memory = Memory(store, default_ranker(), capacity=config.memory.capacity)
+    memory = Memory(
+        store, default_ranker(config.memory.embedding_model), capacity=config.memory.capacity
+    )
     mount = Mount(
         [
-            Source("builtins", _builtins(config, memory, env), builtin=True),
+            Source("builtins", _builtins(config, memory), builtin=True),
             *[Source(f"openapi:{s.name}", await _openapi(s, env)) for s in config.tools.openapi],
             *[Source(f"mcp:{s.name}", lister=_mcp(s, mcp)) for s in config.tools.mcp],
         ]
@@ -122,12 +149,15 @@ async def build_runtime(
         mount=mount,
         approvals=policy,
         data_dir=data_dir,
-        compactor=Compactor(models(config.models.summarizer)),
+        compactor=Compactor(
+            models(config.models.summarizer),
+            catalog=ContextCatalog(config.models.context_windows),
+        ),
         disabled_tools=frozenset(config.tools.disabled),
         protected_tools=frozenset(config.tools.protected),
         after_turn=(
             FactExtractor(models(config.models.summarizer), memory)
-            if config.memory.extract_facts
+            if extracts_facts(config, models.resolve(config.models.summarizer), env)
             else None
         ),
         memory=memory,
@@ -135,13 +165,10 @@ async def build_runtime(
     return Deployment(runtime, models, mcp)
 
 
-def _builtins(config: Config, memory: Memory, env: Mapping[str, str]) -> list[Tool]:
-    hosts = config.tools.fetch_allow_hosts or parse_allow_hosts(
-        env.get("OSTINATO_FETCH_ALLOW_HOSTS", "")
-    )
+def _builtins(config: Config, memory: Memory) -> list[Tool]:
     return [
         *default_registry(),
-        http_fetch_tool(allow_hosts=hosts or None),
+        http_fetch_tool(allow_hosts=config.tools.fetch_allow_hosts),
         *memory_tools(memory.store, memory.ranker, capacity=memory.capacity),
         *subagent_tools(),
     ]

@@ -9,8 +9,9 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from ostinato.cli.main import main
-from ostinato.cli.serve import ModelSetup, RuntimeSettings
+from ostinato.cli.main import build_parser, main, serve_overrides
+from ostinato.cli.serve import ModelSetup, data_dir_of
+from ostinato.config import ConfigError, load_config
 from ostinato.errors import InvalidRequest
 from ostinato.models.choice import DefaultModel, Tiers
 from ostinato.models.offline import OfflineModel
@@ -69,39 +70,48 @@ def test_serve_refuses_a_database_url_it_cannot_open(
     assert "ostinato serve:" in capsys.readouterr().err
 
 
-def test_runtime_settings_come_from_flags_then_environment_then_defaults(
+def _settings(argv: list[str], env: dict[str, str]) -> tuple[Path, float, int]:
+    config, _ = load_config(
+        None, env=env, overrides=serve_overrides(build_parser().parse_args(argv))
+    )
+    return data_dir_of(config), config.approvals.timeout, config.server.port
+
+
+def test_serve_settings_come_from_flags_then_environment_then_defaults(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv("OSTINATO_DATA_DIR", raising=False)
-    monkeypatch.delenv("OSTINATO_APPROVAL_TIMEOUT", raising=False)
     monkeypatch.chdir(tmp_path)
-    default = RuntimeSettings.resolve()
-    assert default.data_dir == tmp_path / "ostinato-data" and default.approval_timeout == 300
-    monkeypatch.setenv("OSTINATO_DATA_DIR", str(tmp_path / "env"))
-    monkeypatch.setenv("OSTINATO_APPROVAL_TIMEOUT", "12.5")
-    from_env = RuntimeSettings.resolve()
-    assert from_env.data_dir == tmp_path / "env" and from_env.approval_timeout == 12.5
-    flags = RuntimeSettings.resolve(str(tmp_path / "flag"), 7)
-    assert flags.data_dir == tmp_path / "flag" and flags.approval_timeout == 7
-    for bad in ("0", "-1", "soon", "inf", "nan"):
-        monkeypatch.setenv("OSTINATO_APPROVAL_TIMEOUT", bad)
-        with pytest.raises(ValueError, match="approval timeout"):
-            RuntimeSettings.resolve()
+    assert _settings(["serve"], {}) == (tmp_path / "ostinato-data", 300, 8000)
+    env = {
+        "OSTINATO_DATA_DIR": str(tmp_path / "env"),
+        "OSTINATO_APPROVAL_TIMEOUT": "12.5",
+        "OSTINATO_SERVER__PORT": "8123",
+    }
+    assert _settings(["serve"], env) == (tmp_path / "env", 12.5, 8123)
+    flags = ["serve", "--data-dir", str(tmp_path / "flag"), "--approval-timeout", "7"]
+    assert _settings([*flags, "--port", "9000"], env) == (tmp_path / "flag", 7, 9000)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_approval_timeout_from_the_environment_is_named(bad: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(None, env={"OSTINATO_APPROVAL_TIMEOUT": bad})
+    (problem,) = error.value.problems
+    assert problem.startswith("approvals.timeout: ")
+    assert problem.endswith("(from OSTINATO_APPROVAL_TIMEOUT)")
 
 
 async def test_the_runtime_gets_the_data_dir_and_the_approval_timeout(tmp_path: Path) -> None:
-    from ostinato.config import load_config
     from ostinato.deployment import build_runtime
 
-    settings = RuntimeSettings(tmp_path / "data", 42.0)
-    config, _ = load_config(None, env={})
+    overrides = {"approvals": {"timeout": 42.0}, "server": {"data_dir": str(tmp_path / "data")}}
+    config, _ = load_config(None, env={}, overrides=overrides)
     deployment = await build_runtime(
         config,
         MemoryStore(),
         default_model=OfflineModel(),
         default_id="offline:ostinato",
-        data_dir=settings.data_dir,
-        approval_timeout=settings.approval_timeout,
+        data_dir=data_dir_of(config),
     )
     runtime = deployment.runtime
     assert runtime.data_dir == tmp_path / "data"
@@ -112,4 +122,5 @@ async def test_the_runtime_gets_the_data_dir_and_the_approval_timeout(tmp_path: 
 
 def test_serve_refuses_a_bad_approval_timeout(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--port", "9", "--approval-timeout", "0"]) == 2
-    assert "approval timeout" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "approvals.timeout: Input should be greater than 0 (from the command line)" in err

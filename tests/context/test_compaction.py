@@ -12,9 +12,7 @@ from tests.loop.harness import Harness
 
 def compacting(h: Harness, window: int, summarizer: ScriptedModel) -> None:
     """Give the runtime a tiny context window and a scripted summariser."""
-    h.runtime.compactor = Compactor(
-        summarizer, catalog=ContextCatalog({"scripted": window}, env=False)
-    )
+    h.runtime.compactor = Compactor(summarizer, catalog=ContextCatalog({"scripted": window}))
 
 
 async def filled(h: Harness, turns: int) -> str:

@@ -70,7 +70,7 @@ def test_estimates_and_calibration() -> None:
 
 
 def test_catalog_defaults_overrides_and_bad_specs() -> None:
-    catalog = ContextCatalog({"tiny": 2_000}, env=False)
+    catalog = ContextCatalog({"tiny": 2_000})
     assert catalog.window("anthropic:claude-sonnet-4-5") == 200_000
     assert catalog.window("openai:gpt-4.1-mini") == 1_047_576
     assert catalog.window("ollama:tiny-model") == 2_000

@@ -132,17 +132,8 @@ async def test_recall_injection_safe(store: Store) -> None:
         assert isinstance(result["memories"], list)
 
 
-async def test_the_capacity_comes_from_the_environment(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OSTINATO_MEMORY_CAPACITY", "1")
-    tools = memory_tools(store)
+async def test_the_capacity_is_enforced(store: Store) -> None:
+    tools = memory_tools(store, capacity=1)  # the setting memory.capacity
     await call(tools, "remember", ANN, fact="one")
     with pytest.raises(ToolError, match="memory is full: 1 of 1 facts"):
         await call(tools, "remember", ANN, fact="two")
-    monkeypatch.setenv("OSTINATO_MEMORY_CAPACITY", "lots")
-    with pytest.raises(ValueError, match="whole number"):
-        memory_tools(store)
-    monkeypatch.setenv("OSTINATO_MEMORY_CAPACITY", "0")
-    with pytest.raises(ValueError, match="1 or more"):
-        memory_tools(store)

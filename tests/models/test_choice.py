@@ -13,6 +13,7 @@ from ostinato.models import (
     DefaultModel,
     ModelOverride,
     ModelRequest,
+    ProviderSettings,
     Tiers,
     autodetect_default,
     create_model,
@@ -74,17 +75,15 @@ async def test_clients_from_the_environment_are_shared_within_a_loop() -> None:
     assert own._client is not first._client  # type: ignore[attr-defined]
 
 
-def test_thinking_and_reasoning_options_from_the_environment() -> None:
-    env = {
-        "ANTHROPIC_API_KEY": "a",
-        "OPENAI_API_KEY": "o",
-        "OSTINATO_THINKING_BUDGET": "4000",
-        "OSTINATO_REASONING_EFFORT": "low",
-    }
+def test_thinking_and_reasoning_options_from_the_settings() -> None:
+    env = {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o", "OSTINATO_THINKING_BUDGET": "1"}
+    settings = ProviderSettings(thinking_budget=4000, reasoning_effort="low")
     request = ModelRequest("", [user_text("Hi")])
-    claude = create_model("anthropic:claude-x", env=env)
+    claude = create_model("anthropic:claude-x", env=env, settings=settings)
     assert claude._thinking_budget == 4000  # type: ignore[attr-defined]
-    gpt = create_model("openai:gpt-5", env=env)
+    unset = create_model("anthropic:claude-x", env=env)  # variables are read by the settings
+    assert unset._thinking_budget is None  # type: ignore[attr-defined]
+    gpt = create_model("openai:gpt-5", env=env, settings=settings)
     params = gpt.encode_request(request)  # type: ignore[attr-defined]
     assert params["reasoning"] == {"effort": "low", "summary": "auto"}
 
@@ -136,10 +135,10 @@ def test_overrides_come_from_headers_and_hide_the_key() -> None:
     assert ModelOverride.from_headers({"accept": "*/*"}) is None
 
 
-def test_tiers_follow_the_default_and_the_environment() -> None:
-    anthropic = Tiers.for_default("anthropic:claude-sonnet-4-5", env={})
+def test_tiers_follow_the_default_and_the_configured_tiers() -> None:
+    anthropic = Tiers.for_default("anthropic:claude-sonnet-4-5")
     assert anthropic.resolve("minuet").startswith("anthropic:claude-haiku")
-    local = Tiers.for_default("ollama:qwen3", env={"OSTINATO_TIER_FORTE": "openai:gpt-5"})
+    local = Tiers.for_default("ollama:qwen3", {"forte": "openai:gpt-5"})
     assert local.mapping == {
         "minuet": "ollama:qwen3",
         "allegro": "ollama:qwen3",
@@ -156,8 +155,6 @@ async def test_autodetect_order() -> None:
     offline = await autodetect_default(nothing, probe_timeout=0.2)
     assert offline.model_id == "offline:ostinato"
     assert "offline:ostinato (" in str(offline)
-    configured = await autodetect_default({**both, "OSTINATO_MODEL": "groq:llama"})
-    assert configured.reason == "set by OSTINATO_MODEL"
 
 
 async def test_autodetect_finds_a_local_server(fake_servers: dict[str, FakeProvider]) -> None:
@@ -166,7 +163,7 @@ async def test_autodetect_finds_a_local_server(fake_servers: dict[str, FakeProvi
     ollama = await autodetect_default({"OLLAMA_BASE_URL": f"{server.url}/v1"})
     assert ollama.model_id == "ollama:fake-model"
     custom = await autodetect_default(
-        {"OSTINATO_BASE_URL": f"{server.url}/v1", "OLLAMA_BASE_URL": dead}
+        {"OLLAMA_BASE_URL": dead}, settings=ProviderSettings(base_url=f"{server.url}/v1")
     )
     assert custom.model_id == "openai-compatible:fake-model"
     pointed = await autodetect_default(

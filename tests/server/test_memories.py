@@ -7,6 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ostinato.memory.facts import Memory
+from ostinato.runtime import Runtime
 from ostinato.store.base import MEMORY_CAPACITY
 
 
@@ -126,10 +128,8 @@ async def test_any_search_text_is_safe(client: httpx.AsyncClient, q: str) -> Non
     assert all(m["fact"] == "Ann drinks tea" for m in response.json()["memories"])
 
 
-async def test_a_full_memory_is_409(
-    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OSTINATO_MEMORY_CAPACITY", "2")
+async def test_a_full_memory_is_409(client: httpx.AsyncClient, runtime: Runtime) -> None:
+    runtime.memory = Memory(runtime.store, capacity=2)  # the setting memory.capacity
     for i in range(2):
         assert (await post(client, owner="ann", fact=f"fact {i}")).status_code == 201
     full = await post(client, owner="ann", fact="one too many")

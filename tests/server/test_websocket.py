@@ -207,11 +207,8 @@ async def test_the_origin_is_checked_before_accepting(
         assert refused.value.body["error"]["code"] == "forbidden"
 
 
-async def test_the_allowed_origins_come_from_the_environment(
-    runtime: Runtime, conversation_id: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OSTINATO_ALLOWED_ORIGINS", "https://a.example, https://b.example")
-    app = create_app(runtime)
+async def test_the_allowed_origins_are_allowed(runtime: Runtime, conversation_id: str) -> None:
+    app = create_app(runtime, allowed_origins=["https://a.example", " https://b.example/"])
     path = f"/v1/conversations/{conversation_id}/ws"
     async with open_websocket(app, path, headers={"origin": "https://b.example"}):
         pass

@@ -53,12 +53,12 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
 def test_environment_overrides_the_file(tmp_path: Path) -> None:
     env = {
         "OSTINATO_MODEL": "anthropic:claude-sonnet-4-5",
-        "OSTINATO_TIER_FORTE": "x:y",
+        "OSTINATO_TIER_FORTE": "openai:gpt-5",
         "OSTINATO_DATABASE_URL": "sqlite:///other.db",
     }
     config, _ = load_config(write(tmp_path, GOOD), env=env)
     assert config.models.default == "anthropic:claude-sonnet-4-5"
-    assert config.models.tiers == {"minuet": "openai:gpt-4.1-nano", "forte": "x:y"}
+    assert config.models.tiers == {"minuet": "openai:gpt-4.1-nano", "forte": "openai:gpt-5"}
     assert config.server.database_url == "sqlite:///other.db"
 
 

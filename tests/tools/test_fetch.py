@@ -303,11 +303,8 @@ def test_allow_list_patterns() -> None:
     assert host_allowed("anything.test", ())
 
 
-async def test_the_allow_list_comes_from_the_environment(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("OSTINATO_FETCH_ALLOW_HOSTS", "docs.example.com")
-    tool = http_fetch_tool(resolver=no_dns)
+async def test_a_host_off_the_allow_list_is_refused() -> None:
+    tool = http_fetch_tool(allow_hosts=["docs.example.com"], resolver=no_dns)
     with pytest.raises(AddressRefused, match="allow-list"):
         await call(tool, "https://other.example.com/")
 

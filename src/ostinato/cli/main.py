@@ -4,21 +4,24 @@
 
     ostinato serve [--host 127.0.0.1] [--port 8000] [--database-url URL]
                    [--data-dir DIR] [--approval-timeout SECONDS] [--config FILE]
-    ostinato check-config [FILE]
+    ostinato check-config [FILE] [--offline]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
     ostinato replay CONVERSATION_ID [--database-url URL] [--recorded-tools clock]
+
+A flag is the highest layer of the settings (``ostinato.config``): it wins over the
+environment and the file. Each command imports what it needs when it runs, so
+``ostinato --version`` and ``--help`` import nothing heavy.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ostinato import __version__
-from ostinato.cli.replay import RECORDED_BY_DEFAULT
 
 CONFIG_HELP = "the configuration file (default: $OSTINATO_CONFIG, else ./ostinato.toml if present)"
 DATABASE_HELP = (
@@ -35,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the HTTP API server")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    serve.add_argument("--host", help="address to bind (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: server.port, 8000)")
     serve.add_argument("--database-url", help=DATABASE_HELP)
     serve.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     serve.add_argument(
@@ -69,10 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--database-url", help=DATABASE_HELP)
     replay.add_argument(
         "--recorded-tools",
-        default=",".join(sorted(RECORDED_BY_DEFAULT)),
         metavar="NAMES",
         help="comma-separated tools whose stored results are played back instead of running "
-        "them (default %(default)s; '' runs every tool)",
+        "them (default: clock; '' runs every tool)",
     )
     return parser
 
@@ -98,33 +100,49 @@ def check_config(path: str | None) -> int:
     return 0
 
 
+def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags given, as settings (``server.port`` ...)."""
+    server = {
+        key: getattr(args, key)
+        for key in ("host", "port", "database_url", "data_dir")
+        if getattr(args, key) is not None
+    }
+    overrides: dict[str, Any] = {"server": server} if server else {}
+    if args.approval_timeout is not None:
+        overrides["approvals"] = {"timeout": args.approval_timeout}
+    return overrides
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":
             from ostinato.cli.serve import serve
 
-            return asyncio.run(
-                serve(
-                    args.host,
-                    args.port,
-                    args.database_url,
-                    data_dir=args.data_dir,
-                    approval_timeout=args.approval_timeout,
-                    config_path=args.config,
-                )
-            )
+            return asyncio.run(serve(args.config, overrides=serve_overrides(args)))
         if args.command == "check-config":
             return check_config(args.config)
         if args.command == "chat":
             from ostinato.cli.chat import chat
 
             return chat(args.url, args.conversation)
-        from ostinato.cli.replay import replay
-
-        url = args.database_url or os.environ.get("OSTINATO_DATABASE_URL") or None
-        tools = {name.strip() for name in args.recorded_tools.split(",") if name.strip()}
-        return asyncio.run(replay(args.conversation_id, url, tools))
+        return _replay(args)
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ostinato.cli.replay import RECORDED_BY_DEFAULT, replay
+    from ostinato.config import ConfigError, load_config
+
+    url = args.database_url
+    if url is None:
+        try:
+            url = load_config(None)[0].server.database_url
+        except ConfigError as exc:
+            print(f"ostinato replay: {exc}", file=sys.stderr)
+            return 2
+    names = RECORDED_BY_DEFAULT if args.recorded_tools is None else args.recorded_tools.split(",")
+    tools = {name.strip() for name in names if name.strip()}
+    return asyncio.run(replay(args.conversation_id, url, tools))

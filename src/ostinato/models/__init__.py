@@ -36,7 +36,13 @@ from ostinato.models.choice import (
     describe_models,
     select_model,
 )
-from ostinato.models.providers import PRESETS, Preset, create_model, parse_model_id
+from ostinato.models.providers import (
+    PRESETS,
+    Preset,
+    ProviderSettings,
+    create_model,
+    parse_model_id,
+)
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
 __all__ = [
@@ -56,6 +62,7 @@ __all__ = [
     "ModelRequest",
     "ModelSelection",
     "Preset",
+    "ProviderSettings",
     "RetryPolicy",
     "Retrying",
     "Stop",

@@ -1,7 +1,7 @@
 """Which model a call uses: tiers, precedence, and the start-up default.
 
-Model ids (``provider:model``), the presets and ``create_model`` live in
-``ostinato.models.providers`` and are re-exported here.
+Model ids (``provider:model``), the presets, ``ProviderSettings`` and ``create_model``
+live in ``ostinato.models.providers`` and are re-exported here.
 
 A **tier** (``minuet``, ``allegro``, ``forte``) names a model class; ``Tiers`` maps tiers
 to ids. Anywhere a model is chosen, a value with a colon is an id and one without is a tier.
@@ -19,12 +19,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import httpx
-
 from ostinato.errors import InvalidRequest
 from ostinato.messages import JSON
 from ostinato.models.base import Model
-from ostinato.models.providers import NO_KEY, PRESETS, Preset, create_model, parse_model_id
+from ostinato.models.providers import (
+    NO_KEY,
+    NO_SETTINGS,
+    PRESETS,
+    Preset,
+    ProviderSettings,
+    create_model,
+    parse_model_id,
+)
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "ModelOverride",
     "ModelSelection",
     "Preset",
+    "ProviderSettings",
     "Tiers",
     "autodetect_default",
     "create_model",
@@ -61,7 +68,7 @@ OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434/v1"
 
 @dataclass(frozen=True, slots=True)
 class Tiers:
-    """Tier name -> model id. ``OSTINATO_TIER_<NAME>`` variables override the defaults."""
+    """Tier name -> model id."""
 
     mapping: Mapping[str, str]
 
@@ -72,14 +79,12 @@ class Tiers:
         return model_id
 
     @classmethod
-    def for_default(cls, default_id: str, env: Mapping[str, str] | None = None) -> Tiers:
-        """Sensible tiers for a deployment whose default model is ``default_id``."""
-        env = os.environ if env is None else env
+    def for_default(cls, default_id: str, configured: Mapping[str, str] | None = None) -> Tiers:
+        """Sensible tiers for a deployment whose default model is ``default_id``, with the
+        ``configured`` ones (``models.tiers``) over them."""
         provider = default_id.partition(":")[0]
         mapping = dict(_DEFAULT_TIERS.get(provider) or dict.fromkeys(TIER_NAMES, default_id))
-        for name in TIER_NAMES:
-            if value := env.get(f"OSTINATO_TIER_{name.upper()}"):
-                mapping[name] = value
+        mapping.update({name.lower(): value for name, value in (configured or {}).items()})
         return cls(mapping)
 
 
@@ -126,9 +131,15 @@ class ModelSelection:
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
 
-    def create(self, *, retry: RetryPolicy = DEFAULT_RETRY_POLICY) -> Model:
+    def create(
+        self, *, retry: RetryPolicy = DEFAULT_RETRY_POLICY, settings: ProviderSettings = NO_SETTINGS
+    ) -> Model:
         return create_model(
-            self.model_id, api_key=self.api_key, base_url=self.base_url, retry=retry
+            self.model_id,
+            api_key=self.api_key,
+            base_url=self.base_url,
+            retry=retry,
+            settings=settings,
         )
 
 
@@ -146,13 +157,13 @@ def select_model(
     Each of ``request.model``, ``conversation``, ``agent_tier`` and ``default`` may be a
     model id or a tier name. A request's key and base URL apply to whichever model wins.
     A caller's base URL makes the server connect wherever the caller says, so it is
-    refused unless the deployment allows it (``allow_base_url``; the server maps
-    ``OSTINATO_ALLOW_CALLER_BASE_URL=1`` to it).
+    refused unless the deployment allows it (``allow_base_url``: the setting
+    ``models.allow_caller_base_url``, ``OSTINATO_ALLOW_CALLER_BASE_URL=1``).
     """
     if request and request.base_url and not allow_base_url:
         raise InvalidRequest(
             f"{HEADER_MODEL_BASE_URL} is not allowed on this server "
-            f"(set {ALLOW_BASE_URL_ENV}=1 to allow it)"
+            f"(the setting models.allow_caller_base_url, {ALLOW_BASE_URL_ENV}=1, allows it)"
         )
     choices = (
         ("request", request.model if request else None),
@@ -191,14 +202,15 @@ class DefaultModel:
 
 
 async def autodetect_default(
-    env: Mapping[str, str] | None = None, *, probe_timeout: float = 0.5
+    env: Mapping[str, str] | None = None,
+    *,
+    settings: ProviderSettings = NO_SETTINGS,
+    probe_timeout: float = 0.5,
 ) -> DefaultModel:
-    """The start-up order: OSTINATO_MODEL, ANTHROPIC_API_KEY, OPENAI_API_KEY, a server
-    at OSTINATO_BASE_URL, Ollama at its default address, the offline model."""
+    """The default when none is configured (``models.default``), in this order:
+    ANTHROPIC_API_KEY, OPENAI_API_KEY, a server at ``settings.base_url``
+    (``OSTINATO_BASE_URL``), Ollama at its default address, the offline model."""
     env = os.environ if env is None else env
-    if model_id := env.get("OSTINATO_MODEL"):
-        parse_model_id(model_id)
-        return DefaultModel(model_id, "set by OSTINATO_MODEL")
     if env.get("ANTHROPIC_API_KEY"):
         return DefaultModel("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY is set")
     if env.get("OPENAI_API_KEY"):
@@ -207,8 +219,8 @@ async def autodetect_default(
             reason = f"OPENAI_API_KEY is set; Chat Completions at OPENAI_BASE_URL {url}"
             return DefaultModel(f"openai-chat:{model or 'gpt-4.1-mini'}", reason)
         return DefaultModel("openai:gpt-4.1-mini", "OPENAI_API_KEY is set")
-    if url := env.get("OSTINATO_BASE_URL"):
-        key = env.get("OSTINATO_API_KEY") or NO_KEY
+    if url := settings.base_url:
+        key = settings.api_key or NO_KEY
         if model := await first_listed_model(url, key, probe_timeout):
             return DefaultModel(f"openai-compatible:{model}", f"a server answers at {url}")
     ollama_url = env.get("OLLAMA_BASE_URL") or OLLAMA_DEFAULT_URL
@@ -220,6 +232,8 @@ async def autodetect_default(
 async def first_listed_model(base_url: str, api_key: str, wait: float) -> str | None:
     """The first model an OpenAI-compatible server lists at ``GET {base_url}/models``,
     or ``None`` if it does not answer in time or lists none."""
+    import httpx
+
     url = base_url.rstrip("/") + "/models"
     try:
         async with httpx.AsyncClient(timeout=wait) as client:

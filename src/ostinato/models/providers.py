@@ -9,7 +9,7 @@ provider             protocol                                key / base URL vari
 anthropic            Anthropic Messages                      ANTHROPIC_API_KEY / _BASE_URL
 openai               OpenAI Responses                        OPENAI_API_KEY / _BASE_URL
 openai-chat          OpenAI Chat Completions                 OPENAI_API_KEY / _BASE_URL
-openai-compatible    Chat Completions at OSTINATO_BASE_URL   OSTINATO_API_KEY
+openai-compatible    Chat Completions at ``models.base_url``   ``models.api_key``
 ollama, vllm, ...    Chat Completions (see ``PRESETS``)      <NAME>_API_KEY / <NAME>_BASE_URL
 offline              ostinato's built-in offline model       none
 ===================  ======================================  ===========================
@@ -17,7 +17,13 @@ offline              ostinato's built-in offline model       none
 SDK clients configured from the environment are shared per event loop (each holds a
 connection pool, and a new one per call would pay a new TLS handshake); clients for a
 caller's own key or base URL are made for that call alone, so no caller's key outlives
-its request.
+its request. The SDKs are imported when a model of theirs is first made, so a
+deployment that uses neither does not pay for importing them.
+
+``ProviderSettings`` carries ostinato's own provider settings (the ``[models]`` section:
+``OSTINATO_BASE_URL``, ``OSTINATO_THINKING_BUDGET`` ...), given by whoever builds the
+models; the SDKs' own variables (``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL`` ...) are read
+from ``env`` where a client is made.
 """
 
 from __future__ import annotations
@@ -26,18 +32,19 @@ import asyncio
 import os
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TypeVar
-
-import anthropic
-import openai
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from ostinato.errors import AuthenticationFailed, InvalidRequest
 from ostinato.models.base import Model
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
 NO_KEY = "no-key"  # the SDKs insist on a key; local servers ignore it
-_Client = TypeVar("_Client", openai.AsyncOpenAI, anthropic.AsyncAnthropic)
+_Client = TypeVar("_Client", "openai.AsyncOpenAI", "anthropic.AsyncAnthropic")
 _SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, ...], object]] = (
     weakref.WeakKeyDictionary()
 )
@@ -78,6 +85,9 @@ PRESETS: Mapping[str, Preset] = {
         Preset("xai", "https://api.x.ai/v1", "XAI_API_KEY"),
     )
 }
+LOCAL_PROVIDERS = frozenset(
+    {"ollama", "vllm", "llamacpp", "lmstudio", "openai-compatible", "offline"}
+)
 PROVIDERS = frozenset({"anthropic", "openai", "openai-chat", "openai-compatible", "offline"})
 
 
@@ -93,6 +103,31 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
     return provider, model
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """ostinato's own provider settings: the OpenAI-compatible server for
+    ``openai-compatible:`` ids (``base_url``, ``api_key``), Anthropic's extended thinking
+    budget in tokens, the Responses API's reasoning effort."""
+
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
+
+
+NO_SETTINGS = ProviderSettings()
+
+
+def is_local(model_id: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``model_id`` runs on a server of the operator's own: a local preset, an
+    OpenAI-compatible server, the offline model, or OpenAI ids sent to ``OPENAI_BASE_URL``."""
+    env = os.environ if env is None else env
+    provider = model_id.partition(":")[0].lower()
+    if provider in LOCAL_PROVIDERS:
+        return True
+    return provider in ("openai", "openai-chat") and bool(env.get("OPENAI_BASE_URL"))
+
+
 # --- building a model --------------------------------------------------------------------
 
 
@@ -103,12 +138,12 @@ def create_model(
     base_url: str | None = None,
     retry: RetryPolicy = DEFAULT_RETRY_POLICY,
     env: Mapping[str, str] | None = None,
+    settings: ProviderSettings = NO_SETTINGS,
 ) -> Model:
-    """A ready ``Model`` for ``model_id``. Keys and base URLs not given come from ``env``
-    (default: the process environment), except that an explicit ``base_url`` is never
-    paired with a key from the environment. ``OSTINATO_THINKING_BUDGET`` (tokens) turns on
-    Anthropic's extended thinking; ``OSTINATO_REASONING_EFFORT`` (``low`` ...) sets the
-    Responses API's reasoning effort, with reasoning summaries."""
+    """A ready ``Model`` for ``model_id``. The SDKs' keys and base URLs not given come
+    from ``env`` (default: the process environment), except that an explicit ``base_url``
+    is never paired with a key from the environment. ``settings`` gives the
+    ``openai-compatible`` server and the thinking and reasoning options."""
     env = os.environ if env is None else env
     provider, model = parse_model_id(model_id)
     if provider == "offline":
@@ -116,6 +151,8 @@ def create_model(
 
         return OfflineModel()
     if provider == "anthropic":
+        import anthropic
+
         from ostinato.models.anthropic import AnthropicModel
 
         key = _key(api_key, base_url, env, "ANTHROPIC_API_KEY", required=True)
@@ -123,10 +160,9 @@ def create_model(
         client = _client(
             anthropic.AsyncAnthropic, key, url, shared=api_key is None and base_url is None
         )
-        budget = env.get("OSTINATO_THINKING_BUDGET")
-        thinking = int(budget) if budget and budget.isdigit() and int(budget) > 0 else None
-        return AnthropicModel(model, client, retry=retry, thinking_budget=thinking)
-    return _openai_model(provider, model, api_key, base_url, retry, env)
+        budget = settings.thinking_budget
+        return AnthropicModel(model, client, retry=retry, thinking_budget=budget)
+    return _openai_model(provider, model, api_key, base_url, retry, env, settings)
 
 
 def _openai_model(
@@ -136,7 +172,10 @@ def _openai_model(
     base_url: str | None,
     retry: RetryPolicy,
     env: Mapping[str, str],
+    settings: ProviderSettings,
 ) -> Model:
+    import openai
+
     from ostinato.models.openai_chat import OpenAIChatModel
     from ostinato.models.openai_responses import OpenAIResponsesModel
 
@@ -146,15 +185,17 @@ def _openai_model(
         key = _key(api_key, base_url, env, "OPENAI_API_KEY", required=True)
         client = _client(openai.AsyncOpenAI, key, base_url or env.get("OPENAI_BASE_URL"), shared)
         if provider == "openai":
-            effort = env.get("OSTINATO_REASONING_EFFORT") or None
+            effort = settings.reasoning_effort
             return OpenAIResponsesModel(name, model, client, retry=retry, reasoning_effort=effort)
         return OpenAIChatModel(name, model, client, retry=retry)
     stream_usage, send_reasoning = True, False
     if provider == "openai-compatible":
-        url = base_url or env.get("OSTINATO_BASE_URL")
+        url = base_url or settings.base_url
         if not url:
-            raise InvalidRequest("openai-compatible models need OSTINATO_BASE_URL or a base URL")
-        key = _key(api_key, base_url, env, "OSTINATO_API_KEY", required=False)
+            raise InvalidRequest(
+                "openai-compatible models need models.base_url (OSTINATO_BASE_URL) or a base URL"
+            )
+        key = api_key or (settings.api_key if base_url is None else None) or NO_KEY
     else:
         preset = PRESETS[provider]
         url = base_url or (preset.base_url_env and env.get(preset.base_url_env)) or preset.base_url

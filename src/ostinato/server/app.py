@@ -7,7 +7,6 @@ closes the runtime (cancelling running turns, closing the store) at shutdown.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
@@ -23,8 +22,6 @@ from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.limits import BodyLimit, BodyLimits
 from ostinato.server.routes import ROUTERS
 from ostinato.server.sse import PING_INTERVAL
-
-ALLOWED_ORIGINS_ENV = "OSTINATO_ALLOWED_ORIGINS"
 
 DESCRIPTION = (
     "Run LLM agents as chat conversations. A user message starts a turn; its frames stream "
@@ -49,8 +46,8 @@ def create_app(
     ``/v1/models`` (OpenAI's list shape; by default the default model alone);
     ``store_name`` is what ``/healthz`` reports; ``choose_model`` picks a model per request
     (``None``: always the runtime's default); ``allowed_origins`` are the browser origins
-    that may open the WebSocket besides the server's own loopback ones (``None``: read
-    the comma-separated ``OSTINATO_ALLOWED_ORIGINS``; ``*`` allows any); ``limits`` bound
+    that may open the WebSocket besides the server's own loopback ones (``*`` allows
+    any; ``serve`` passes the setting ``server.allowed_origins``); ``limits`` bound
     request bodies by kind (``ostinato.server.limits``; ``None``: the defaults).
     """
     limits = limits or BodyLimits()
@@ -104,6 +101,5 @@ def end_streams(app: FastAPI) -> None:
 
 def origins(allowed: Iterable[str] | None) -> frozenset[str]:
     """Origins as the WebSocket compares them: trimmed, lower case, no trailing slash."""
-    if allowed is None:
-        allowed = os.environ.get(ALLOWED_ORIGINS_ENV, "").split(",")
+    allowed = allowed or ()
     return frozenset(o.strip().rstrip("/").lower() for o in allowed if o.strip())

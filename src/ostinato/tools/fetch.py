@@ -4,8 +4,8 @@ Every hop of a fetch is vetted the same way before a byte is sent:
 
 1. the URL is http or https, carries no user name or password, and names an allowed port
    (80, 443, 8080 and 8443 unless configured otherwise);
-2. when the deployment has an allow-list (``OSTINATO_FETCH_ALLOW_HOSTS``: host names,
-   exact or ``*.suffix``, comma-separated), the host is on it;
+2. when the deployment has an allow-list (``allow_hosts``, the setting
+   ``tools.fetch_allow_hosts``: host names, exact or ``*.suffix``), the host is on it;
 3. the host is resolved once (a numeric host, however it is spelled, is read as the
    address it is) and every address must be public (``netguard.refusal``);
 4. the connection goes to that vetted address, not to the name again: the URL is
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import os
 import ssl
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -45,7 +44,6 @@ from ostinato.tools.netguard import (
     vet_host,
 )
 
-ALLOW_HOSTS_ENV = "OSTINATO_FETCH_ALLOW_HOSTS"
 DEFAULT_PORTS = frozenset({80, 443, 8080, 8443})
 MAX_BYTES = 1_000_000
 MAX_REDIRECTS = 5
@@ -298,14 +296,12 @@ def http_fetch_tool(
 ) -> Tool:
     """The ``http_fetch`` tool (risk ``network``, category ``read``, idempotent).
 
-    ``allow_hosts`` ``None`` reads ``OSTINATO_FETCH_ALLOW_HOSTS``; unset or empty, every
+    ``allow_hosts`` (host names, or one comma-separated string); ``None`` or empty, every
     public host may be fetched. ``allow_private`` turns the address checks off: only for
     tests against a local server. ``address_policy`` replaces ``netguard.refusal``;
     ``resolver`` replaces the system resolver; ``verify`` is httpx's TLS verification
     (a context trusting a test CA in tests).
     """
-    if allow_hosts is None:
-        allow_hosts = os.environ.get(ALLOW_HOSTS_ENV)
     policy = FetchPolicy(
         allow_hosts=parse_allow_hosts(allow_hosts),
         ports=None if ports is None else frozenset(ports),

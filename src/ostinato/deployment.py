@@ -45,6 +45,7 @@ def provider_settings(models: ModelsSection) -> ProviderSettings:
         api_key=models.api_key.get_secret_value() if models.api_key else None,
         thinking_budget=models.thinking_budget,
         reasoning_effort=models.reasoning_effort,
+        idle_timeout=models.idle_timeout,
     )
 
 

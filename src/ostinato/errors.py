@@ -13,7 +13,8 @@
     │   ├── RetryableModelError     worth another attempt after a pause
     │   │   ├── RateLimited         429
     │   │   ├── Overloaded          Anthropic 529 / ``overloaded_error``
-    │   │   └── ProviderUnavailable 5xx, connection reset
+    │   │   ├── ProviderUnavailable 5xx, connection reset
+    │   │   └── StreamIdle          the provider sent nothing for the idle timeout
     │   ├── QuotaExhausted          credit or spend limit reached (not retried)
     │   ├── AuthenticationFailed    bad key, no permission (not retried)
     │   └── ContextTooLong          the request is larger than the model's window
@@ -96,6 +97,12 @@ class Overloaded(RetryableModelError):
 
 class ProviderUnavailable(RetryableModelError):
     code = "provider_unavailable"
+
+
+class StreamIdle(RetryableModelError):
+    """The provider accepted the call, then sent nothing for longer than the idle timeout."""
+
+    code = "stream_idle"
 
 
 class QuotaExhausted(ModelError):

@@ -10,7 +10,7 @@ from typing import Any
 from fakes import anthropic as fa
 from fakes import openai_chat as fc
 from fakes import openai_responses as fr
-from fakes.server import FakeProvider, Reply, Stream
+from fakes.server import FakeProvider, Reply, Respond, Stream
 from ostinato.messages import Message, ToolResultBlock, user_text
 from ostinato.models import (
     MessageBuilder,
@@ -22,6 +22,7 @@ from ostinato.models import (
     ToolDefinition,
     create_model,
 )
+from ostinato.models.providers import DEFAULT_IDLE_TIMEOUT, ProviderSettings
 
 WEATHER = ToolDefinition(
     "get_weather",
@@ -39,7 +40,7 @@ def ask(*messages: Message, tools: tuple[ToolDefinition, ...] = (WEATHER, TIME))
 
 async def run(model: Model, request: ModelRequest) -> tuple[list[ModelEvent], ModelReply]:
     events: list[ModelEvent] = []
-    builder = MessageBuilder()
+    builder = MessageBuilder(request)
     async for event in model.stream(request):
         events.append(event)
         builder.feed(event)
@@ -59,14 +60,18 @@ class Harness:
     protocol: str
     fake: FakeProvider
 
-    def model(self, retry: RetryPolicy = FAST) -> Model:
+    def model(
+        self, retry: RetryPolicy = FAST, *, api_key: str = "k", idle_timeout: float | None = None
+    ) -> Model:
         if self.protocol == "anthropic":
-            return create_model(
-                "anthropic:claude-fake", api_key="k", base_url=self.fake.url, retry=retry
-            )
-        provider = "openai-chat" if self.protocol == "chat" else "openai"
-        base_url = f"{self.fake.url}/v1"
-        return create_model(f"{provider}:fake-model", api_key="k", base_url=base_url, retry=retry)
+            model_id, base_url = "anthropic:claude-fake", self.fake.url
+        else:
+            provider = "openai-chat" if self.protocol == "chat" else "openai"
+            model_id, base_url = f"{provider}:fake-model", f"{self.fake.url}/v1"
+        settings = ProviderSettings(idle_timeout=idle_timeout or DEFAULT_IDLE_TIMEOUT)
+        return create_model(
+            model_id, api_key=api_key, base_url=base_url, retry=retry, settings=settings
+        )
 
     # --- replies every protocol can send --------------------------------------------------
 
@@ -148,6 +153,25 @@ class Harness:
             "You exceeded your current quota, please check your plan and billing details.",
             code="insufficient_quota",
         )
+
+    def echoing_key(self) -> Respond:
+        """A gateway's 401 that repeats the key it was sent."""
+
+        def respond(body: dict[str, Any], headers: dict[str, str]) -> Reply:
+            key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix(
+                "Bearer "
+            )
+            if self.protocol == "anthropic":
+                return fa.error(401, "authentication_error", f"invalid x-api-key: {key}")
+            return fc.error(
+                401, "invalid_request_error", f"Incorrect API key: {key}", code="invalid_api_key"
+            )
+
+        return respond
+
+    def silent(self) -> Stream:
+        """Headers, then nothing at all until the client goes away."""
+        return Stream([], hang=True)
 
     def auth(self) -> Reply:
         if self.protocol == "anthropic":

@@ -3,9 +3,11 @@
 Each protocol subclasses ``FakeProvider`` with its path, its history rules (``check``) and
 builders for the replies its tests script. A test queues replies with ``script(...)``;
 every request is recorded, checked against the provider's rules, and answered with the
-next reply. A request that breaks a rule is answered with a 400 (as the provider would)
-and recorded in ``violations``; ``assert_clean()`` fails the test on any violation or any
-reply left unconsumed. ``disconnects`` counts streams the client closed before the end.
+next reply (a reply may also be a function of the request's body and headers, e.g. an
+error that echoes the key it was sent). A request that breaks a rule is answered with a
+400 (as the provider would) and recorded in ``violations``; ``assert_clean()`` fails the
+test on any violation or any reply left unconsumed. ``disconnects`` counts streams the
+client closed before the end.
 
 The server runs in its own thread and event loop, so code under test may block on it.
 """
@@ -17,7 +19,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -34,7 +36,8 @@ Event = tuple[str | None, Any]  # (SSE event name or None, data)
 @dataclass
 class Stream:
     """An SSE reply. ``events`` are ``(event name or None, data)``; data that is not a
-    string is sent as JSON."""
+    string is sent as JSON; the name ``":"`` sends ``data`` as a comment line (a
+    keep-alive, which SSE clients skip)."""
 
     events: list[Event]
     delay: float = 0.0  # pause before each event
@@ -52,6 +55,7 @@ class Failure:
 
 
 Reply = Stream | Failure
+Respond = Callable[[JSON, dict[str, str]], Reply]  # (body, headers) -> the reply
 
 
 class FakeProvider:
@@ -68,7 +72,7 @@ class FakeProvider:
 
     def reset(self) -> None:
         """Forget the script and what was seen (a server is shared by many tests)."""
-        self._replies: deque[Reply] = deque()
+        self._replies: deque[Reply | Respond] = deque()
         self.requests: list[JSON] = []
         self.headers: list[dict[str, str]] = []
         self.violations: list[str] = []
@@ -85,7 +89,7 @@ class FakeProvider:
 
     # --- scripting -----------------------------------------------------------------------
 
-    def script(self, *replies: Reply) -> None:
+    def script(self, *replies: Reply | Respond) -> None:
         self._replies.extend(replies)
 
     def assert_clean(self) -> None:
@@ -143,7 +147,12 @@ class FakeProvider:
             self.violations += problems
             reply: Reply = self.violation_reply(problems)
         elif self._replies:
-            reply = self._replies.popleft()
+            scripted = self._replies.popleft()
+            reply = (
+                scripted
+                if isinstance(scripted, Stream | Failure)
+                else scripted(body, dict(request.headers))
+            )
         else:
             self.violations.append("a request arrived with no reply scripted")
             reply = Failure(500, {"error": {"type": "test_error", "message": "nothing scripted"}})
@@ -172,6 +181,8 @@ class FakeProvider:
 
 
 def _frame(name: str | None, data: Any) -> bytes:
+    if name == ":":
+        return f": {data}\n\n".encode()
     text = data if isinstance(data, str) else json.dumps(data)
     head = f"event: {name}\n" if name else ""
     return f"{head}data: {text}\n\n".encode()

@@ -18,7 +18,8 @@ from ostinato.errors import (
     RateLimited,
 )
 from ostinato.models import ModelEvent, Retrying, RetryPolicy, Stop, TextDelta
-from ostinato.models.retry import classify_failure, retry_after_seconds, with_retries
+from ostinato.models.failures import Endpoint, classify_failure, retry_after_seconds
+from ostinato.models.retry import with_retries
 
 
 def test_backoff_is_full_jitter_under_a_capped_exponential() -> None:
@@ -62,7 +63,7 @@ def test_retry_after_headers() -> None:
 def test_classification(
     status: int | None, kind: str | None, message: str, expected: type[ModelError]
 ) -> None:
-    error = classify_failure(provider="p", status=status, kind=kind, message=message)
+    error = classify_failure(Endpoint("p"), status=status, kind=kind, message=message)
     assert type(error) is expected
 
 

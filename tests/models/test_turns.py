@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fakes.harness import Harness
 from ostinato.agents import AgentConfig
-from ostinato.frames import ModelRetrying
+from ostinato.frames import ErrorFrame, ModelRetrying, TurnFinished
 from ostinato.runtime import Runtime
 from ostinato.store.base import Store
 from ostinato.tools.registry import ToolRegistry
@@ -129,3 +129,28 @@ async def test_a_too_long_request_is_compacted_and_retried(harness: Harness, sto
     assert result.stop_reason == "end_turn", result.error
     window = await store.window(conversation.id, limit=40)
     assert window.summary is not None and "summary" in window.summary.text.lower()
+
+
+async def test_a_key_the_provider_echoes_stays_out_of_the_turn(
+    harness: Harness, store: Store
+) -> None:
+    key = "caller-key-0123456789"
+    harness.fake.script(harness.echoing_key())
+    rt = Runtime(store, model=harness.model(api_key=key), tools=weather_tools())
+    conversation = await rt.create_conversation()
+    watcher = rt.bus.subscribe(conversation.id)
+    result = await rt.run_turn(conversation.id, "Hi")
+    assert result.stop_reason == "failed" and result.error is not None
+    assert result.error.startswith("authentication_failed: ") and "[redacted]" in result.error
+    frames = []
+    while True:
+        try:
+            frames.append(await watcher.get(within=0.01))
+        except TimeoutError:
+            break
+    said = [f for f in frames if isinstance(f, ErrorFrame | TurnFinished)]
+    assert {type(f) for f in said} == {ErrorFrame, TurnFinished}
+    stored = await store.get_turn(result.turn_id)
+    assert stored is not None and stored.error == result.error
+    for text in (result.error, stored.error, *(str(f) for f in said)):
+        assert key not in text

@@ -137,6 +137,11 @@ class ModelsSection(Section):
         "summaries): `low`, `medium`, `high`...; unset: the model's default.",
         json_schema_extra=short_env("OSTINATO_REASONING_EFFORT"),
     )
+    idle_timeout: Seconds = Field(
+        default=30.0,
+        description="Seconds a provider may send nothing (no headers, no event, no "
+        "keep-alive) before the call's attempt fails as `stream_idle` and is retried.",
+    )
     context_windows: NumberTable = Field(
         default_factory=dict,
         description="Context window sizes by model-name prefix, over the built-in ones "

@@ -98,8 +98,8 @@ class ContextKeeper:
         return estimate > self.compactor.budget(host.model, self.reserve)
 
     def observe(self, host: Host, request: ModelRequest, usage: Usage) -> None:
-        """Calibrate the estimate by what the provider counted."""
-        if usage.input_tokens:
+        """Calibrate the estimate by what the provider counted (never by an estimate)."""
+        if usage.input_tokens and usage.source == "provider":
             raw = self.raw(host, request)
             self.compactor.estimator.calibrate(host.model.name, raw, usage.input_tokens)
 

@@ -21,7 +21,7 @@ from ostinato.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from ostinato.models.base import ModelRequest, ToolDefinition
+from ostinato.models.base import ModelRequest, ToolDefinition, Usage
 
 CHARS_PER_TOKEN = 4.0
 _ENCODER = json.JSONEncoder(ensure_ascii=False)
@@ -82,6 +82,18 @@ def estimate_message(message: Message) -> int:
 
 def estimate_messages(messages: Iterable[Message]) -> int:
     return sum(estimate_message(m) for m in messages)
+
+
+def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
+    """A call's token counts by estimate, for a provider that sent none: the request's
+    (uncalibrated) estimate in, the reply's out."""
+    tokens_in = (
+        int(len(request.system) / CHARS_PER_TOKEN)
+        + estimate_tools(request.tools)
+        + estimate_messages(request.messages)
+    )
+    chars, flat = _chars(reply)
+    return Usage(tokens_in, int(chars / CHARS_PER_TOKEN) + flat, source="estimate")
 
 
 def estimate_tools(tools: Iterable[ToolDefinition]) -> int:

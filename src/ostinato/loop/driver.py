@@ -41,6 +41,7 @@ from ostinato.loop.tools import Consent
 from ostinato.messages import Message, TextBlock, ToolUseBlock
 from ostinato.models.assembly import MessageBuilder, ModelReply
 from ostinato.models.base import Model, ModelRequest
+from ostinato.redaction import redact
 from ostinato.store.base import StartToolCall, Store, Turn, TurnStopReason, utcnow
 from ostinato.tools.registry import ToolCatalog
 
@@ -163,7 +164,10 @@ class TurnDriver:
         except ModelError as exc:
             self.record.emit(
                 ErrorFrame(
-                    run_id=self.turn.run_id, seq=self.seq, code=exc.code, message=exc.message
+                    run_id=self.turn.run_id,
+                    seq=self.seq,
+                    code=exc.code,
+                    message=redact(exc.message),
                 )
             )
             await self.record.answer_all(FAILED)
@@ -179,7 +183,7 @@ class TurnDriver:
         conversation does not stay ``running``; if even that cannot be written (the store
         is down), the error goes up and recovery closes the turn at the next start."""
         log.exception("turn %s failed unexpectedly", self.turn.id)
-        message = f"{type(exc).__name__}: {exc}"[:500]
+        message = redact(f"{type(exc).__name__}: {exc}")[:500]
         self.record.emit(
             ErrorFrame(
                 run_id=self.turn.run_id, seq=self.seq, code="internal_error", message=message
@@ -230,7 +234,7 @@ class TurnDriver:
         return reply
 
     async def _stream(self, request: ModelRequest) -> ModelReply:
-        builder = MessageBuilder()
+        builder = MessageBuilder(request)
         await stream_reply(
             self.model,
             request,
@@ -290,6 +294,7 @@ class TurnDriver:
 
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
         self.tools.stop()
+        error = redact(error) if error else error  # stored, sent and returned: no secrets
         metrics = self.metrics.snapshot()
         if self.route is not None:
             metrics["route"] = self.route

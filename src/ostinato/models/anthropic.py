@@ -23,7 +23,7 @@ from typing import Any
 
 import anthropic
 
-from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
+from ostinato.errors import ModelError, StreamIncomplete
 from ostinato.messages import (
     JSON,
     Block,
@@ -47,17 +47,16 @@ from ostinato.models.base import (
     ToolCallStart,
     Usage,
 )
-from ostinato.models.retry import (
-    DEFAULT_RETRY_POLICY,
-    RetryPolicy,
+from ostinato.models.failures import (
+    Endpoint,
     classify_failure,
     connection_failure,
     retry_after_seconds,
-    run_attempt,
-    with_retries,
 )
+from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy, run_attempt, with_retries
 
 PROVIDER_KEY = "anthropic"  # the key of this adapter's entry in a block's provider_data
+ANTHROPIC = Endpoint("anthropic")  # what a decoder made without its model calls itself
 DEFAULT_MAX_TOKENS = 8192
 OPENING = "(The conversation begins.)"  # a user turn before a history that opens with one
 
@@ -88,6 +87,7 @@ class AnthropicModel:
         self._client = client
         self._retry = retry
         self._thinking_budget = thinking_budget
+        self._endpoint = Endpoint.of("anthropic", client)
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
@@ -97,20 +97,19 @@ class AnthropicModel:
         return with_retries(lambda: self._attempt(params), self._retry)
 
     def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
+        endpoint = self._endpoint
         return run_attempt(
-            "anthropic",
+            endpoint,
             lambda: self._client.messages.create(**params, stream=True),
-            StreamDecoder(),
-            lambda exc: failure(exc) if isinstance(exc, anthropic.APIError) else None,
+            StreamDecoder(endpoint),
+            lambda exc: failure(exc, endpoint) if isinstance(exc, anthropic.APIError) else None,
         )
 
 
-def failure(exc: anthropic.APIError) -> ModelError:
+def failure(exc: anthropic.APIError, endpoint: Endpoint) -> ModelError:
     """The typed error for an SDK exception (HTTP status or an ``error`` event in a stream)."""
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ModelTimeout(f"anthropic: {exc.message}")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return connection_failure("anthropic", exc)
+    if isinstance(exc, anthropic.APIConnectionError):  # a timeout too
+        return connection_failure(endpoint, exc)
     body = exc.body if isinstance(exc.body, dict) else {}
     nested = body.get("error")
     error: JSON = nested if isinstance(nested, dict) else body
@@ -123,7 +122,7 @@ def failure(exc: anthropic.APIError) -> ModelError:
         status = exc.status_code if exc.status_code >= 400 else None
         retry_after = retry_after_seconds(exc.response.headers)
     return classify_failure(
-        provider="anthropic",
+        endpoint,
         status=status,
         kind=str(kind) if kind else None,
         message=message,
@@ -245,12 +244,13 @@ def _encode_file(block: FileBlock) -> JSON:
 class StreamDecoder:
     """Folds raw Messages stream events into model events. Pure: no I/O."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: Endpoint = ANTHROPIC) -> None:
+        self._endpoint = endpoint
         self._kinds: dict[int, str] = {}  # content index -> block type
         self._arguments: dict[int, list[str]] = {}
         self._unended: list[int] = []  # tool blocks stopped, ToolCallEnd not yet sent
         self._stop: StopReason | None = None
-        self._usage = Usage()
+        self._usage: Usage | None = None  # None: the stream reported none
         self._finished = False
 
     def feed(self, event: Any) -> list[ModelEvent]:
@@ -276,13 +276,15 @@ class StreamDecoder:
     def finish(self) -> list[ModelEvent]:
         """The closing events; raises ``StreamIncomplete`` if the stream was cut short."""
         if not self._finished or self._stop is None:
-            raise StreamIncomplete("anthropic: the stream ended before message_stop")
+            raise StreamIncomplete(self._endpoint.say("the stream ended before message_stop"))
         out: list[ModelEvent] = []
         for index in self._unended:
             cut_off = self._stop == "max_tokens" and index == max(self._kinds)
             if not cut_off or _is_json_object("".join(self._arguments[index])):
                 out.append(ToolCallEnd(index))
-        out += [self._usage, Stop(self._stop)]
+        if self._usage is not None:
+            out.append(self._usage)
+        out.append(Stop(self._stop))
         return out
 
     def _block_start(self, index: int, block: Any) -> list[ModelEvent]:
@@ -313,8 +315,11 @@ class StreamDecoder:
         return []
 
 
-def _usage(raw: Any, seen: Usage) -> Usage:
+def _usage(raw: Any, seen: Usage | None) -> Usage | None:
     """Anthropic reports cumulative counts: the latest non-empty value wins."""
+    if raw is None:
+        return seen
+    seen = seen or Usage()
     return Usage(
         input_tokens=getattr(raw, "input_tokens", None) or seen.input_tokens,
         output_tokens=getattr(raw, "output_tokens", None) or seen.output_tokens,

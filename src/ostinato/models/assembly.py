@@ -1,4 +1,10 @@
-"""Fold a stream of model events into one assistant message. Pure, no I/O."""
+"""Fold a stream of model events into one assistant message. Pure, no I/O.
+
+Token counts: the ``Usage`` events of a stream are added up. A stream that sends none (as
+llama.cpp's servers do) leaves the counts unknown; given the request, ``finish`` then
+estimates them (``ostinato.context.tokens.estimate_usage``) and marks them
+``source="estimate"``, so nobody takes zero for a count.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,11 @@ import json
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
+from ostinato.context.tokens import estimate_usage
 from ostinato.errors import ModelTimeout, StreamIncomplete
 from ostinato.messages import JSON, Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
 from ostinato.models.base import (
+    UNKNOWN_USAGE,
     Model,
     ModelEvent,
     ModelRequest,
@@ -55,18 +63,20 @@ class ModelReply:
 
 
 class MessageBuilder:
-    """Accumulates events; ``finish()`` returns the ``ModelReply``."""
+    """Accumulates events; ``finish()`` returns the ``ModelReply``. ``request`` (the call's
+    request) lets it estimate the token counts a provider did not send."""
 
-    __slots__ = ("_order", "_parts", "stop_reason", "usage")
+    __slots__ = ("_order", "_parts", "_request", "stop_reason", "usage")
 
-    def __init__(self) -> None:
+    def __init__(self, request: ModelRequest | None = None) -> None:
+        self._request = request
         self._reset()
 
     def _reset(self) -> None:
         self._parts: dict[tuple[str, int], _Part] = {}
         self._order: list[_Part] = []
         self.stop_reason: StopReason | None = None
-        self.usage = Usage()
+        self.usage = UNKNOWN_USAGE
 
     def _part(self, kind: str, index: int) -> _Part:
         key = (kind, index)
@@ -104,12 +114,8 @@ class MessageBuilder:
                 else:
                     part.tool_input, part.malformed = _parse_arguments("".join(part.text))
             case Usage():
-                self.usage = Usage(
-                    self.usage.input_tokens + event.input_tokens,
-                    self.usage.output_tokens + event.output_tokens,
-                    self.usage.cache_read_tokens + event.cache_read_tokens,
-                    self.usage.cache_write_tokens + event.cache_write_tokens,
-                )
+                seen = self.usage
+                self.usage = event if seen.source == "unknown" else _add(seen, event)
             case Stop(reason=reason):
                 self.stop_reason = reason
             case Retrying():
@@ -152,7 +158,21 @@ class MessageBuilder:
         stop: StopReason = self.stop_reason
         if stop == "end_turn" and any(isinstance(b, ToolUseBlock) for b in blocks):
             stop = "tool_use"
-        return ModelReply(Message(role="assistant", blocks=tuple(blocks)), stop, self.usage, broken)
+        message = Message(role="assistant", blocks=tuple(blocks))
+        usage = self.usage
+        if usage.source == "unknown" and self._request is not None:
+            usage = estimate_usage(self._request, message)
+        return ModelReply(message, stop, usage, broken)
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        a.cache_read_tokens + b.cache_read_tokens,
+        a.cache_write_tokens + b.cache_write_tokens,
+        a.source if a.source == b.source else "estimate",
+    )
 
 
 def _parse_arguments(raw: str) -> tuple[JSON, str | None]:
@@ -174,7 +194,7 @@ async def complete(
     side calls that need no streaming (routing, summaries, fact extraction). Raises
     ``ModelTimeout`` past the deadline and ``StreamIncomplete`` when the stream ends
     without its final event; ``what`` names the call in those errors."""
-    builder = MessageBuilder()
+    builder = MessageBuilder(request)
     try:
         async with asyncio.timeout(deadline), aclosing(model.stream(request)) as events:
             async for event in events:

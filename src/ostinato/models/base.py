@@ -19,6 +19,9 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 from ostinato.messages import JSON, Message
 
 StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence"]
+# Who counted a call's tokens: the provider; ostinato's estimate, because the provider
+# sent no counts (llama.cpp's servers send none in streams); or nobody yet.
+UsageSource: TypeAlias = Literal["provider", "estimate", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,10 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    source: UsageSource = "provider"
+
+
+UNKNOWN_USAGE = Usage(source="unknown")  # no counts from the provider (yet)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,14 @@ OpenRouter, Groq, DeepSeek, Mistral, Together, xAI); ``ostinato.models.choice`` 
 their presets.
 
 Canonical -> wire (``encode_messages``): an assistant message's tool_use blocks become its
-``tool_calls``; a canonical ``tool`` message becomes one ``tool`` message per result, in
-the order of the calls they answer, and any text or images it carries (tool messages take
-text only) follow in one ``user`` message. Thinking is not sent back: most compatible
-servers reject or ignore it.
+``tool_calls``, and its ``content`` is always a string (``""`` beside tool calls, where
+OpenAI allows null but llama.cpp's Python server, LM Studio and older Ollama refuse it); a
+canonical ``tool`` message becomes one ``tool`` message per result, in the order of the
+calls they answer, and any text or images it carries (tool messages take text only)
+follow in one ``user`` message. Thinking is not sent back: most compatible servers reject
+or ignore it. ``WireRules`` holds what some servers need beyond that (a preset sets it):
+reasoning sent back (DeepSeek), files as a note for servers that read no ``file`` parts,
+and Mistral's nine-character tool call ids and non-empty assistant text.
 
 Wire -> canonical (``ChunkDecoder``): content and the compatible servers' reasoning fields
 (``reasoning_content``, ``reasoning``) become text and thinking deltas; tool call deltas are
@@ -18,13 +22,16 @@ limit cuts the last tool call short, that call gets no ``ToolCallEnd`` and is ne
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import AsyncGenerator, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import openai
 
-from ostinato.errors import ModelError, ModelTimeout, StreamIncomplete
+from ostinato.errors import ModelError, StreamIncomplete
 from ostinato.messages import (
     JSON,
     Block,
@@ -47,15 +54,13 @@ from ostinato.models.base import (
     ToolCallStart,
     Usage,
 )
-from ostinato.models.retry import (
-    DEFAULT_RETRY_POLICY,
-    RetryPolicy,
+from ostinato.models.failures import (
+    Endpoint,
     classify_failure,
     connection_failure,
     retry_after_seconds,
-    run_attempt,
-    with_retries,
 )
+from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy, run_attempt, with_retries
 
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -66,6 +71,31 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 _TOOL_INDEX_BASE = 1  # tool calls are indexed after the text block (index 0)
 PROVIDER_KEY = "openai_chat"  # the key of this adapter's entry in provider_data
+EMPTY_REPLY = "(empty reply)"  # an empty assistant message, where "" is refused
+_SHORT_ID = re.compile(r"[A-Za-z0-9]{9}")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True, slots=True)
+class WireRules:
+    """What a server needs beyond OpenAI's own rules (the presets set these)."""
+
+    send_reasoning: bool = False  # thinking back as it came (DeepSeek, during tool use)
+    file_parts: bool = True  # "file" parts (OpenAI, OpenRouter); others get a text note
+    short_tool_ids: bool = False  # tool call ids of nine letters and digits (Mistral)
+    # an assistant message needs text or tool calls (Mistral): an empty reply says so
+    nonempty_replies: bool = False
+
+    def call_id(self, tool_use_id: str) -> str:
+        """The id a tool call goes by on the wire: as stored, or (``short_tool_ids``) the
+        same nine characters for the same id every time."""
+        if not self.short_tool_ids or _SHORT_ID.fullmatch(tool_use_id):
+            return tool_use_id
+        number = int.from_bytes(hashlib.sha256(tool_use_id.encode()).digest()[:8], "big")
+        return "".join(_BASE62[(number >> (6 * i)) % 62] for i in range(9))
+
+
+OPENAI = Endpoint("openai")  # what a decoder made without its model calls itself
 
 
 class OpenAIChatModel:
@@ -80,7 +110,7 @@ class OpenAIChatModel:
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         max_tokens_field: str = "max_completion_tokens",
         include_usage: bool = True,
-        send_reasoning: bool = False,
+        rules: WireRules = WireRules(),
     ) -> None:
         self.name = name
         self.model = model
@@ -88,7 +118,8 @@ class OpenAIChatModel:
         self._retry = retry
         self._max_tokens_field = max_tokens_field
         self._include_usage = include_usage
-        self._send_reasoning = send_reasoning
+        self._rules = rules
+        self._endpoint = Endpoint.of(name.partition(":")[0], client)
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.name!r})"
@@ -98,7 +129,7 @@ class OpenAIChatModel:
         return with_retries(lambda: self._attempt(params), self._retry)
 
     def encode_request(self, request: ModelRequest) -> JSON:
-        messages = encode_messages(request, send_reasoning=self._send_reasoning)
+        messages = encode_messages(request, self._rules)
         params: JSON = {"model": self.model, "messages": messages}
         if request.tools:
             params["tools"] = [
@@ -122,77 +153,73 @@ class OpenAIChatModel:
         return params
 
     def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
+        endpoint = self._endpoint
         return run_attempt(
-            "openai",
+            endpoint,
             lambda: self._client.chat.completions.create(**params, stream=True),
-            ChunkDecoder(),
-            lambda exc: openai_failure(exc) if isinstance(exc, openai.APIError) else None,
+            ChunkDecoder(endpoint),
+            lambda exc: openai_failure(exc, endpoint) if isinstance(exc, openai.APIError) else None,
         )
 
 
-def openai_failure(exc: openai.APIError) -> ModelError:
+def openai_failure(exc: openai.APIError, endpoint: Endpoint) -> ModelError:
     """The typed error for an ``openai`` SDK exception (also used by the Responses adapter)."""
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeout(f"openai: {exc.message}")
-    if isinstance(exc, openai.APIConnectionError):
-        return connection_failure("openai", exc)
+    if isinstance(exc, openai.APIConnectionError):  # a timeout too
+        return connection_failure(endpoint, exc)
     body = exc.body if isinstance(exc.body, dict) else {}
     message = str(body.get("message") or exc.message)
     kind = exc.code or exc.type
     if isinstance(exc, openai.APIStatusError):
         return classify_failure(
-            provider="openai",
+            endpoint,
             status=exc.status_code,
             kind=kind,
             message=message,
             retry_after=retry_after_seconds(exc.response.headers),
         )
     # an error object inside the stream: classified by its code alone
-    return classify_failure(provider="openai", status=None, kind=kind, message=message)
+    return classify_failure(endpoint, status=None, kind=kind, message=message)
 
 
 # --- canonical -> wire -------------------------------------------------------------------
 
 
-def encode_messages(request: ModelRequest, *, send_reasoning: bool = False) -> list[JSON]:
-    """The wire history. ``send_reasoning`` sends this protocol's thinking back in the field
-    it came in (DeepSeek requires ``reasoning_content`` back during tool use; most other
-    servers refuse unknown message fields)."""
+def encode_messages(request: ModelRequest, rules: WireRules = WireRules()) -> list[JSON]:
+    """The wire history of ``request`` for a server with ``rules``."""
     out: list[JSON] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     call_order: dict[str, int] = {}
     for message in request.messages:
         if message.role == "assistant":
-            out.append(_encode_assistant(message, send_reasoning))
+            out.append(_encode_assistant(message, rules))
             call_order = {u.id: i for i, u in enumerate(message.tool_uses)}
         elif message.role == "tool":
-            out.extend(_encode_tool_message(message, call_order))
+            out.extend(_encode_tool_message(message, call_order, rules))
         elif message.role == "system":
             out.append({"role": "system", "content": message.text})
         else:
-            parts = _encode_parts(message.blocks)
+            parts = _encode_parts(message.blocks, rules)
             if parts:
                 out.append({"role": "user", "content": _compact(parts)})
     return out
 
 
-def _encode_assistant(message: Message, send_reasoning: bool) -> JSON:
-    text = message.text
-    wire: JSON = {"role": "assistant", "content": text or None}
-    if send_reasoning:
+def _encode_assistant(message: Message, rules: WireRules) -> JSON:
+    wire: JSON = {"role": "assistant", "content": message.text}  # never null (see above)
+    if rules.nonempty_replies and not message.text and not message.tool_uses:
+        wire["content"] = EMPTY_REPLY
+    if rules.send_reasoning:
         wire |= _reasoning_fields(message)
     if message.tool_uses:
         wire["tool_calls"] = [
             {
-                "id": use.id,
+                "id": rules.call_id(use.id),
                 "type": "function",
                 "function": {"name": use.name, "arguments": json.dumps(use.input)},
             }
             for use in message.tool_uses
         ]
-    elif not text:
-        wire["content"] = ""
     return wire
 
 
@@ -208,7 +235,9 @@ def _reasoning_fields(message: Message) -> JSON:
     return fields
 
 
-def _encode_tool_message(message: Message, call_order: dict[str, int]) -> list[JSON]:
+def _encode_tool_message(
+    message: Message, call_order: dict[str, int], rules: WireRules
+) -> list[JSON]:
     results = sorted(message.tool_results, key=lambda r: call_order.get(r.tool_use_id, 1 << 30))
     out: list[JSON] = []
     extra: list[Block] = []
@@ -216,17 +245,18 @@ def _encode_tool_message(message: Message, call_order: dict[str, int]) -> list[J
         text = result.text
         if result.is_error and not text.startswith("Error"):
             text = f"Error: {text}"
-        out.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": text})
+        call_id = rules.call_id(result.tool_use_id)
+        out.append({"role": "tool", "tool_call_id": call_id, "content": text})
         if not isinstance(result.content, str):
             extra += [p for p in result.content if isinstance(p, ImageBlock)]
     extra += [b for b in message.blocks if not isinstance(b, ToolResultBlock)]
-    parts = _encode_parts(extra)
+    parts = _encode_parts(extra, rules)
     if parts:
         out.append({"role": "user", "content": _compact(parts)})
     return out
 
 
-def _encode_parts(blocks: Iterable[Block]) -> list[JSON]:
+def _encode_parts(blocks: Iterable[Block], rules: WireRules) -> list[JSON]:
     parts: list[JSON] = []
     for block in blocks:
         match block:
@@ -234,6 +264,9 @@ def _encode_parts(blocks: Iterable[Block]) -> list[JSON]:
                 parts.append({"type": "text", "text": text})
             case ImageBlock(media_type=mt, data=data, url=url):
                 parts.append({"type": "image_url", "image_url": {"url": _data_url(mt, data, url)}})
+            case FileBlock(media_type=mt, name=name) if not rules.file_parts:
+                note = f"[{name or 'a file'} ({mt}) cannot be shown to this model]"
+                parts.append({"type": "text", "text": note})
             case FileBlock(media_type=mt, data=data, url=url, name=name) if data is not None:
                 file: JSON = {"file_data": _data_url(mt, data, url)}
                 if name:
@@ -261,7 +294,8 @@ def _data_url(media_type: str, data: str | None, url: str | None) -> str:
 class ChunkDecoder:
     """Folds ``ChatCompletionChunk`` objects into model events. Pure: no I/O."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: Endpoint = OPENAI) -> None:
+        self._endpoint = endpoint
         self._arguments: dict[int, list[str]] = {}  # event index -> argument pieces
         self._ids: dict[int, str] = {}  # event index -> tool call id
         self._finish: str | None = None
@@ -321,7 +355,7 @@ class ChunkDecoder:
 
     def finish(self) -> list[ModelEvent]:
         if self._finish is None:
-            raise StreamIncomplete("openai: the stream ended without a finish_reason")
+            raise StreamIncomplete(self._endpoint.say("the stream ended without a finish_reason"))
         stop = _STOP_REASONS.get(self._finish, "end_turn")
         out: list[ModelEvent] = []
         last = max(self._arguments, default=None)

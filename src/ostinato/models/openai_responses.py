@@ -50,16 +50,12 @@ from ostinato.models.base import (
     ToolCallStart,
     Usage,
 )
+from ostinato.models.failures import Endpoint, classify_failure
 from ostinato.models.openai_chat import openai_failure
-from ostinato.models.retry import (
-    DEFAULT_RETRY_POLICY,
-    RetryPolicy,
-    classify_failure,
-    run_attempt,
-    with_retries,
-)
+from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy, run_attempt, with_retries
 
 PROVIDER_KEY = "openai_responses"  # the key of this adapter's entry in provider_data
+OPENAI = Endpoint("openai")  # what a decoder made without its model calls itself
 
 
 class OpenAIResponsesModel:
@@ -81,6 +77,7 @@ class OpenAIResponsesModel:
         self._retry = retry
         self._store = store
         self._reasoning_effort = reasoning_effort
+        self._endpoint = Endpoint.of(name.partition(":")[0], client)
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel({self.name!r})"
@@ -120,11 +117,12 @@ class OpenAIResponsesModel:
         return params
 
     def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
+        endpoint = self._endpoint
         return run_attempt(
-            "openai",
+            endpoint,
             lambda: self._client.responses.create(**params, stream=True),
-            EventDecoder(),
-            lambda exc: openai_failure(exc) if isinstance(exc, openai.APIError) else None,
+            EventDecoder(endpoint),
+            lambda exc: openai_failure(exc, endpoint) if isinstance(exc, openai.APIError) else None,
         )
 
 
@@ -226,11 +224,12 @@ def _mine(provider_data: Any) -> JSON:
 class EventDecoder:
     """Folds Responses stream events into model events. Pure: no I/O."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: Endpoint = OPENAI) -> None:
+        self._endpoint = endpoint
         self._calls: dict[int, list[str]] = {}  # output index -> argument pieces
         self._summary_parts: dict[int, int] = {}
         self._stop: StopReason | None = None
-        self._usage = Usage()
+        self._usage: Usage | None = None  # None: the response reported none
 
     def feed(self, event: Any) -> list[ModelEvent]:
         kind = getattr(event, "type", None)
@@ -254,15 +253,16 @@ class EventDecoder:
             return self._finished(event.response)
         if kind == "response.failed":
             error = getattr(event.response, "error", None)
-            raise _stream_error(getattr(error, "code", None), getattr(error, "message", ""))
+            raise self._stream_error(getattr(error, "code", None), getattr(error, "message", ""))
         if kind == "error":
-            raise _stream_error(event.code, event.message)
+            raise self._stream_error(event.code, event.message)
         return []  # lifecycle events and event types this adapter does not know
 
     def finish(self) -> list[ModelEvent]:
         if self._stop is None:
-            raise StreamIncomplete("openai: the stream ended before response.completed")
-        return [self._usage, Stop(self._stop)]
+            raise StreamIncomplete(self._endpoint.say("the stream ended before response.completed"))
+        usage: list[ModelEvent] = [self._usage] if self._usage is not None else []
+        return [*usage, Stop(self._stop)]
 
     def _item_added(self, index: int, item: Any) -> list[ModelEvent]:
         if getattr(item, "type", None) != "function_call":
@@ -305,6 +305,5 @@ class EventDecoder:
             self._stop = "tool_use" if self._calls else "end_turn"
         return []
 
-
-def _stream_error(code: str | None, message: str | None) -> Exception:
-    return classify_failure(provider="openai", status=None, kind=code, message=message or "")
+    def _stream_error(self, code: str | None, message: str | None) -> Exception:
+        return classify_failure(self._endpoint, status=None, kind=code, message=message or "")

@@ -23,7 +23,14 @@ deployment that uses neither does not pay for importing them.
 ``ProviderSettings`` carries ostinato's own provider settings (the ``[models]`` section:
 ``OSTINATO_BASE_URL``, ``OSTINATO_THINKING_BUDGET`` ...), given by whoever builds the
 models; the SDKs' own variables (``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL`` ...) are read
-from ``env`` where a client is made.
+from ``env`` where a client is made. The deployment's keys (from ``env`` or the settings)
+are registered with ``ostinato.redaction``, so no error can show them; a caller's key is
+redacted by its model alone.
+
+Every client's read timeout is the idle timeout (``ProviderSettings.idle_timeout``, default
+``DEFAULT_IDLE_TIMEOUT`` seconds): a provider that sends no byte for that long, before its
+first event or between two, fails the attempt as ``StreamIdle``, which is retried
+(``ostinato.models.failures``).
 """
 
 from __future__ import annotations
@@ -35,15 +42,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+import httpx2
+
 from ostinato.errors import AuthenticationFailed, InvalidRequest
 from ostinato.models.base import Model
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from ostinato.redaction import register_secret
 
 if TYPE_CHECKING:
     import anthropic
     import openai
 
 NO_KEY = "no-key"  # the SDKs insist on a key; local servers ignore it
+DEFAULT_IDLE_TIMEOUT = 30.0  # seconds without a byte from the provider
+CONNECT_TIMEOUT = 10.0  # seconds to open a connection (at most the idle timeout)
 _Client = TypeVar("_Client", "openai.AsyncOpenAI", "anthropic.AsyncAnthropic")
 _SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, ...], object]] = (
     weakref.WeakKeyDictionary()
@@ -64,6 +76,12 @@ class Preset:
     # send thinking back as ``reasoning_content``: DeepSeek requires it during tool use,
     # stricter servers refuse the unknown field
     send_reasoning: bool = False
+    # "file" content parts: OpenRouter reads them; llama.cpp, Ollama and vLLM refuse them,
+    # so their files go as a note saying the model cannot see them
+    file_parts: bool = False
+    # Mistral takes only tool call ids of nine letters and digits, and refuses an
+    # assistant message with neither text nor tool calls
+    mistral_rules: bool = False
 
 
 def _local(name: str, port: int, env: str) -> Preset:
@@ -77,10 +95,16 @@ PRESETS: Mapping[str, Preset] = {
         _local("vllm", 8000, "VLLM"),
         _local("llamacpp", 8080, "LLAMACPP"),
         _local("lmstudio", 1234, "LMSTUDIO"),
-        Preset("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+        Preset("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", file_parts=True),
         Preset("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
         Preset("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", send_reasoning=True),
-        Preset("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", stream_usage=False),
+        Preset(
+            "mistral",
+            "https://api.mistral.ai/v1",
+            "MISTRAL_API_KEY",
+            stream_usage=False,
+            mistral_rules=True,
+        ),
         Preset("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
         Preset("xai", "https://api.x.ai/v1", "XAI_API_KEY"),
     )
@@ -107,12 +131,14 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
 class ProviderSettings:
     """ostinato's own provider settings: the OpenAI-compatible server for
     ``openai-compatible:`` ids (``base_url``, ``api_key``), Anthropic's extended thinking
-    budget in tokens, the Responses API's reasoning effort."""
+    budget in tokens, the Responses API's reasoning effort, and the idle timeout (seconds
+    the provider may send nothing before the attempt fails and is retried)."""
 
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
 NO_SETTINGS = ProviderSettings()
@@ -157,9 +183,8 @@ def create_model(
 
         key = _key(api_key, base_url, env, "ANTHROPIC_API_KEY", required=True)
         url = base_url or env.get("ANTHROPIC_BASE_URL")
-        client = _client(
-            anthropic.AsyncAnthropic, key, url, shared=api_key is None and base_url is None
-        )
+        shared = api_key is None and base_url is None
+        client = _client(anthropic.AsyncAnthropic, key, url, settings.idle_timeout, shared)
         budget = settings.thinking_budget
         return AnthropicModel(model, client, retry=retry, thinking_budget=budget)
     return _openai_model(provider, model, api_key, base_url, retry, env, settings)
@@ -176,47 +201,61 @@ def _openai_model(
 ) -> Model:
     import openai
 
-    from ostinato.models.openai_chat import OpenAIChatModel
+    from ostinato.models.openai_chat import OpenAIChatModel, WireRules
     from ostinato.models.openai_responses import OpenAIResponsesModel
 
     name = f"{provider}:{model}"
     shared = api_key is None and base_url is None
+    idle = settings.idle_timeout
     if provider in ("openai", "openai-chat"):
         key = _key(api_key, base_url, env, "OPENAI_API_KEY", required=True)
-        client = _client(openai.AsyncOpenAI, key, base_url or env.get("OPENAI_BASE_URL"), shared)
+        url = base_url or env.get("OPENAI_BASE_URL")
+        client = _client(openai.AsyncOpenAI, key, url, idle, shared)
         if provider == "openai":
             effort = settings.reasoning_effort
             return OpenAIResponsesModel(name, model, client, retry=retry, reasoning_effort=effort)
         return OpenAIChatModel(name, model, client, retry=retry)
-    stream_usage, send_reasoning = True, False
+    stream_usage, rules = True, WireRules(file_parts=False)  # what every server accepts
     if provider == "openai-compatible":
         url = base_url or settings.base_url
         if not url:
             raise InvalidRequest(
                 "openai-compatible models need models.base_url (OSTINATO_BASE_URL) or a base URL"
             )
+        if base_url is None:
+            register_secret(settings.api_key)  # the deployment's key: no error may show it
         key = api_key or (settings.api_key if base_url is None else None) or NO_KEY
     else:
         preset = PRESETS[provider]
         url = base_url or (preset.base_url_env and env.get(preset.base_url_env)) or preset.base_url
         key = _key(api_key, base_url, env, preset.key_env, required=preset.needs_key)
-        stream_usage, send_reasoning = preset.stream_usage, preset.send_reasoning
+        stream_usage = preset.stream_usage
+        rules = WireRules(
+            send_reasoning=preset.send_reasoning,
+            file_parts=preset.file_parts,
+            short_tool_ids=preset.mistral_rules,
+            nonempty_replies=preset.mistral_rules,
+        )
     return OpenAIChatModel(
         name,
         model,
-        _client(openai.AsyncOpenAI, key, url, shared),
+        _client(openai.AsyncOpenAI, key, url, idle, shared),
         retry=retry,
         max_tokens_field="max_tokens",
         include_usage=stream_usage,
-        send_reasoning=send_reasoning,
+        rules=rules,
     )
 
 
-def _client(kind: type[_Client], api_key: str, base_url: str | None, shared: bool) -> _Client:
-    """An SDK client with the SDK's own retries off (``ostinato.models.retry`` retries)."""
+def _client(
+    kind: type[_Client], api_key: str, base_url: str | None, idle: float, shared: bool
+) -> _Client:
+    """An SDK client with the SDK's own retries off (``ostinato.models.retry`` retries) and
+    the idle timeout as its read timeout."""
 
     def make() -> _Client:
-        return kind(api_key=api_key, base_url=base_url or None, max_retries=0)
+        timeout = httpx2.Timeout(idle, connect=min(idle, CONNECT_TIMEOUT))
+        return kind(api_key=api_key, base_url=base_url or None, max_retries=0, timeout=timeout)
 
     if not shared:
         return make()
@@ -225,7 +264,7 @@ def _client(kind: type[_Client], api_key: str, base_url: str | None, shared: boo
     except RuntimeError:
         return make()
     clients = _SHARED.setdefault(loop, {})
-    cache_key = (kind.__name__, api_key, base_url or "")
+    cache_key = (kind.__name__, api_key, base_url or "", str(idle))
     client = clients.get(cache_key)
     if not isinstance(client, kind):
         client = clients[cache_key] = make()
@@ -238,6 +277,7 @@ def _key(
     if given:
         return given
     if base_url is None and env.get(var):
+        register_secret(env[var])  # the deployment's key: no error may show it
         return env[var]
     if required and base_url is None:
         raise AuthenticationFailed(f"{var} is not set, and no API key was given")

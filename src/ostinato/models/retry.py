@@ -1,9 +1,10 @@
-"""Attempts, retries, and the classification of provider failures.
+"""Attempts and retries.
 
 ``run_attempt`` is one model call for any adapter: open the SDK's stream, fold its events
 through the adapter's pure decoder, always close the HTTP response (also when the caller
 closes the generator or is cancelled, so the provider stops generating), and turn every
-failure into an error from ``ostinato.errors``.
+failure into an error from ``ostinato.errors`` (``ostinato.models.failures`` classifies
+them and names the server).
 
 Every adapter runs its attempts through ``with_retries``: a failed attempt that raised a
 ``RetryableModelError`` (429, overloaded, 5xx, a dropped connection) is retried after a
@@ -16,37 +17,22 @@ capped exponential), the scheme described in the AWS Architecture Blog post "Exp
 Backoff And Jitter" (2015). A provider's ``retry-after`` wins over the computed pause; one
 asking for more than ``max_retry_after`` seconds ends the call instead, since nothing in
 ostinato waits that long.
-
-``classify_failure`` maps what a provider said (HTTP status, error type and code, message)
-onto the error tree in ``ostinato.errors``; each adapter pulls those fields out of its SDK's
-exception and calls it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
-from time import time
 from typing import Any, Protocol
 
 import httpx2
 
-from ostinato.errors import (
-    AuthenticationFailed,
-    ContextTooLong,
-    ModelError,
-    ModelTimeout,
-    Overloaded,
-    ProviderUnavailable,
-    QuotaExhausted,
-    RateLimited,
-    RetryableModelError,
-)
+from ostinato.errors import ModelError, RetryableModelError
 from ostinato.models.base import ModelEvent, Retrying
+from ostinato.models.failures import Endpoint, connection_failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +100,7 @@ class SDKStream(Protocol):
 
 
 async def run_attempt(
-    provider: str,
+    endpoint: Endpoint,
     open_stream: Callable[[], Awaitable[SDKStream]],
     decoder: Decoder,
     sdk_failure: Callable[[Exception], ModelError | None],
@@ -133,99 +119,14 @@ async def run_attempt(
             for out in decoder.feed(event):
                 yield out
     except httpx2.TransportError as exc:
-        raise connection_failure(provider, exc) from exc
+        raise connection_failure(endpoint, exc) from exc
     except ModelError:
         raise
     except ValueError as exc:  # a data line that is not JSON
-        raise ModelError(f"{provider}: the stream was malformed ({exc})") from exc
+        raise ModelError(endpoint.say(f"the stream was malformed ({exc})")) from exc
     except Exception as exc:
         raise (sdk_failure(exc) or exc) from exc
     finally:
         await stream.close()  # on cancellation too: the provider stops generating
     for out in decoder.finish():
         yield out
-
-
-# --- classification ----------------------------------------------------------------------
-
-_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_error"})
-_QUOTA_WORDS = ("credit balance", "spend limit", "usage limit", "exceeded your current quota")
-_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
-_CONTEXT_WORDS = (
-    "prompt is too long",
-    "context length",
-    "context_length_exceeded",
-    "maximum context",
-    "context window",
-    "too many tokens",
-)
-_RATE_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "rate_limited"})
-_OVERLOAD_CODES = frozenset({"overloaded_error", "overloaded", "server_overloaded"})
-_SERVER_CODES = frozenset({"server_error", "api_error", "internal_error", "service_unavailable"})
-_AUTH_CODES = frozenset(
-    {"authentication_error", "permission_error", "invalid_api_key", "permission_denied"}
-)
-
-
-def classify_failure(
-    *,
-    provider: str,
-    status: int | None,
-    kind: str | None,
-    message: str,
-    retry_after: float | None = None,
-) -> ModelError:
-    """The typed error for one provider failure.
-
-    ``status`` is the HTTP status (``None`` for an error event inside a stream),
-    ``kind`` the error's ``type`` or ``code`` from its body, ``message`` its text.
-    """
-    kind = (kind or "").lower()
-    lowered = message.lower()
-    text = f"{provider}: {message}" if message else f"{provider}: HTTP {status}"
-    if kind in _QUOTA_CODES or status == 402 or any(w in lowered for w in _QUOTA_WORDS):
-        return QuotaExhausted(text)
-    if kind in _CONTEXT_CODES or status == 413 or any(w in lowered for w in _CONTEXT_WORDS):
-        return ContextTooLong(text)
-    if kind in _AUTH_CODES or status in (401, 403):
-        return AuthenticationFailed(text)
-    if kind in _RATE_CODES or status == 429:
-        return RateLimited(text, retry_after=retry_after)
-    if kind in _OVERLOAD_CODES or status == 529:
-        return Overloaded(text, retry_after=retry_after)
-    if kind in _SERVER_CODES or (status is not None and status >= 500) or status == 408:
-        return ProviderUnavailable(text, retry_after=retry_after)
-    return ModelError(text)
-
-
-def connection_failure(provider: str, exc: BaseException) -> ModelError:
-    """A connection that failed, dropped or timed out (an SDK's connection error, or the
-    transport error some SDKs let escape mid-stream): a timeout is ``ModelTimeout``, any
-    other failure is worth a retry."""
-    detail = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx2.TimeoutException):
-        return ModelTimeout(f"{provider}: {detail}")
-    return ProviderUnavailable(f"{provider}: connection failed ({detail})")
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    if not headers:
-        return None
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            return max(0.0, float(raw_ms) / 1000.0)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(raw).timestamp() - time())
-    except (TypeError, ValueError):
-        return None

@@ -12,6 +12,8 @@
   lists in ``Allow`` every method the path has.
 - Anything else -> 500 ``internal_error`` with a generic message, and a log line.
 
+Every message is passed through ``ostinato.redaction.redact`` first: no key goes out.
+
 A WebSocket refused before its handshake completes gets the same JSON as an HTTP answer
 (the ASGI denial-response extension, which uvicorn offers), or else a close code: a bad
 query parameter 422 (or 1008).
@@ -31,6 +33,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from ostinato.errors import ClientError
+from ostinato.redaction import redact
 from ostinato.server.limits import limit_of, too_large_response
 
 log = logging.getLogger("ostinato.server")
@@ -48,7 +51,7 @@ _HTTP_CODES = {
 def error_response(
     status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
 ) -> JSONResponse:
-    error: dict[str, Any] = {"code": code, "message": message}
+    error: dict[str, Any] = {"code": code, "message": redact(message)}
     if details is not None:
         error["details"] = details
     return JSONResponse({"error": error}, status_code=status)

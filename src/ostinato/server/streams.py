@@ -38,6 +38,7 @@ from ostinato.frames import (
     TurnStarted,
 )
 from ostinato.messages import Message
+from ostinato.redaction import redact
 from ostinato.store.base import Store
 from ostinato.turns import TurnHandle
 
@@ -51,7 +52,7 @@ EPHEMERAL = (TextDeltaFrame, ThinkingDeltaFrame, ToolProgress)
 def _not_begun(error: BaseException | None, seq: int) -> ErrorFrame:
     code = getattr(error, "code", "not_started")
     message = getattr(error, "message", None) or "the turn could not begin"
-    return ErrorFrame(run_id="", seq=seq, code=str(code), message=str(message))
+    return ErrorFrame(run_id="", seq=seq, code=str(code), message=redact(str(message)))
 
 
 class _Closing(Exception):

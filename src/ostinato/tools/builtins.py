@@ -85,8 +85,9 @@ def builtin_tools() -> list[Tool]:
 
 
 def default_registry(*, workdir: bool = True) -> ToolRegistry:
-    """The built-in tools, and (``workdir``) the file and shell tools jailed to each
-    conversation's working directory."""
+    """The built-in tools, the rich cards (``ostinato.tools.cards``), and (``workdir``) the
+    file and shell tools jailed to each conversation's working directory."""
+    from ostinato.tools.cards import card_tools
     from ostinato.tools.system import workdir_tools
 
-    return ToolRegistry([*builtin_tools(), *(workdir_tools() if workdir else [])])
+    return ToolRegistry([*builtin_tools(), *card_tools(), *(workdir_tools() if workdir else [])])

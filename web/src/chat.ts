@@ -201,17 +201,7 @@ export class Chat {
     for (const [aid, a] of this.approvals) if (this.requestedSince.has(aid)) fresh.set(aid, a);
     this.approvals = new Map([...fresh].filter(([aid]) => !this.decided.has(aid)));
     for (const turn of turns.turns) this.turns.set(turn.id, turn);
-    for (const call of calls.tool_calls) {
-      const live = this.tools.get(call.id);
-      if (live && live.status === "running" && call.status === "running") continue;
-      this.tools.set(call.id, {
-        status: call.status,
-        duration_s: call.duration_s,
-        progress: null,
-        category: live?.category ?? null,
-        agents: live?.agents ?? new Map(),
-      });
-    }
+    this.setToolCalls(calls.tool_calls);
     for (const q of queue.queued) {
       if (q.client_message_id && this.pendingSends.some((p) => p.client_message_id === q.client_message_id)) continue;
       this.queuedElsewhere.set(q.id, q.position);
@@ -255,9 +245,7 @@ export class Chat {
       case "approval.requested":
         return this.onApprovalRequested(f);
       case "approval.decided":
-        this.decided.add(String(f.approval_id));
-        this.approvals.delete(String(f.approval_id));
-        return this.changed();
+        return this.markDecided(String(f.approval_id));
       case "input.queued":
         if (!this.pendingSends.some((p) => p.client_message_id === f.client_message_id)) {
           this.queuedElsewhere.set(String(f.queued_id), Number(f.position));
@@ -375,8 +363,22 @@ export class Chat {
       this.draft = null;
       this.draftChanged();
     }
-    for (const live of this.tools.values()) {
-      if (live.status === "running" && this.state !== "running") live.status = "interrupted";
+    this.changed();
+    // the calls' endings as stored (a cancelled call is `interrupted`, whatever its row says)
+    api.toolCalls(this.id).then((r) => this.setToolCalls(r.tool_calls), () => undefined);
+  }
+
+  private setToolCalls(calls: ToolCallRecord[]): void {
+    for (const call of calls) {
+      const live = this.tools.get(call.id);
+      if (live && (live.status === "running" || live.status === "waiting") && call.status === "running") continue;
+      this.tools.set(call.id, {
+        status: call.status,
+        duration_s: call.duration_s,
+        progress: null,
+        category: live?.category ?? null,
+        agents: live?.agents ?? new Map(),
+      });
     }
     this.changed();
   }
@@ -396,7 +398,10 @@ export class Chat {
 
   markDecided(approvalId: string): void {
     this.decided.add(approvalId);
+    const approval = this.approvals.get(approvalId);
     this.approvals.delete(approvalId);
+    const live = approval ? this.tools.get(approval.tool_use_id) : undefined;
+    if (live && live.status === "waiting") live.status = "running"; // runs, or ends soon
     this.changed();
   }
 }

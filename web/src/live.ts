@@ -35,7 +35,8 @@ export class Live {
     const source = new EventSource(url);
     this.source = source;
     const onFrame = (event: MessageEvent) => {
-      if (this.source !== source) return;
+      // an `error` frame and the EventSource's own error event share a name
+      if (this.source !== source || typeof event.data !== "string") return;
       chat.apply(JSON.parse(event.data) as Frame);
     };
     for (const type of FRAME_TYPES) source.addEventListener(type, onFrame as EventListener);

@@ -1,0 +1,149 @@
+"""The chat page in Chromium: time to the first usable screen (an empty conversation and
+a 2,000-message one), how late a streamed delta is painted while 1,000 deltas arrive per
+second, and the bytes shipped.
+
+    python bench/web.py
+
+Needs Debian's Chromium (/usr/bin/chromium) and the playwright package (dev extras).
+"Usable" is the moment the message box is enabled and the conversation's newest row is
+on screen, read as ``performance.now()`` (milliseconds since the navigation began).
+A delta's delay is from its arrival on the EventSource to the end of the next animation
+frame after it (a task posted from that frame's callback). Targets (issue 12): first
+screen < 300 ms, long conversation < 500 ms, no delta painted later than 50 ms, < 150 KB
+of script compressed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.e2e import fake_model
+from tests.web.provider import PageChat
+from tests.web.site import CHROMIUM, CHROMIUM_ARGS, Site, fill
+
+RUNS = 5
+LAST = "message 1999:"
+DELTAS = 3_000  # at 1,000 a second
+
+PROBE = """
+window.__late = [];
+const Original = window.EventSource;
+window.EventSource = class extends Original {
+  constructor(...args) {
+    super(...args);
+    super.addEventListener("text.delta", () => {
+      const arrived = performance.now();
+      requestAnimationFrame(() => {
+        const channel = new MessageChannel();
+        channel.port1.onmessage = () => window.__late.push(performance.now() - arrived);
+        channel.port2.postMessage(0);
+      });
+    });
+  }
+};
+"""
+
+USABLE = """(text) => {
+  const box = document.querySelector('textarea[aria-label="Message"]');
+  if (!box || box.disabled) return false;
+  return text ? document.body.innerText.includes(text) : !!document.querySelector('.empty');
+}"""
+
+
+def first_screen(browser: object, url: str, text: str | None) -> list[float]:
+    samples = []
+    for _ in range(RUNS):
+        context = browser.new_context()  # type: ignore[attr-defined]
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_function(USABLE, arg=text, polling="raf", timeout=30_000)
+        samples.append(page.evaluate("performance.now()"))
+        context.close()
+    return samples
+
+
+def shipped(browser: object, url: str) -> tuple[int, int]:
+    context = browser.new_context()  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function(USABLE, arg=None, timeout=30_000)
+    entries = page.evaluate(
+        "performance.getEntriesByType('navigation').concat(performance.getEntriesByType"
+        "('resource')).map(e => [e.name, e.transferSize, e.encodedBodySize])"
+    )
+    context.close()
+    total = sum(int(e[1]) for e in entries)
+    script = sum(int(e[2]) for e in entries if str(e[0]).endswith(".js"))
+    return total, script
+
+
+def streaming(browser: object, site: Site) -> list[float]:
+    cid = site.conversation("stream")
+    context = browser.new_context()  # type: ignore[attr-defined]
+    context.add_init_script(PROBE)
+    page = context.new_page()
+    page.goto(f"{site.url}/c/{cid}")
+    page.wait_for_function(USABLE, arg=None, timeout=30_000)
+    box = page.get_by_role("textbox", name="Message")
+    box.fill(f"/slow {DELTAS}")
+    box.press("Enter")
+    page.wait_for_function(
+        f"() => document.body.innerText.includes('w{DELTAS - 1}')", timeout=120_000
+    )
+    late: list[float] = page.evaluate("window.__late")
+    context.close()
+    return late
+
+
+def line(name: str, samples: list[float], unit: str = "ms") -> str:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return (
+        f"{name:<44} median {statistics.median(samples):7.1f} {unit}   p95 {p95:7.1f} {unit}"
+        f"   max {max(samples):7.1f} {unit}   (n={len(samples)})"
+    )
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    fake_model.SLOW_DELAY = 0.001  # /slow N: one word a millisecond
+    with tempfile.TemporaryDirectory() as root, PageChat() as fake:
+        env = {
+            "OSTINATO_MODEL": "openai-chat:fake-model",
+            "OPENAI_BASE_URL": f"{fake.url}/v1",
+            "OPENAI_API_KEY": "k",
+        }
+        site = Site(Path(root), env)
+        long_id = fill(site.db, 2_000, "Long")
+        site.start()
+        try:
+            empty_id = site.conversation("Empty")
+            with sync_playwright() as playwright:
+                chromium = playwright.chromium
+                browser = chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                empty = f"{site.url}/c/{empty_id}"
+                long = f"{site.url}/c/{long_id}"
+                print(line("first usable screen, empty", first_screen(browser, empty, None)))
+                print(
+                    line("first usable screen, 2,000 messages", first_screen(browser, long, LAST))
+                )
+                print(
+                    line(f"delta arrival to paint, {DELTAS:,} at 1,000/s", streaming(browser, site))
+                )
+                total, script = shipped(browser, empty)
+                print(
+                    f"{'bytes shipped (compressed)':<44} {total:,} B, of which script {script:,} B"
+                )
+                browser.close()
+        finally:
+            site.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from ostinato.store.sql.ops import dump_json
+from ostinato.store.sql.executor import dump_json
 from ostinato.store.sql.rows import MessageCache, sqlite_time, time_from_sqlite
 
 

@@ -4,7 +4,8 @@ Modules, by what they hold:
 
 - ``tables``: the schema (one ``MetaData``), which the Alembic migrations follow.
 - ``statements``: every statement, built once as SQLAlchemy Core.
-- ``ops``: how each write op becomes statements, written once over an ``Executor``.
+- ``ops`` (and ``fact_ops`` for memory facts): how each write op becomes statements,
+  written once over an ``Executor`` (``executor``).
 - ``rows``: rows back into ``Conversation``, ``Turn``, ``Message``, ``ToolCallRecord``,
   ``Approval``, ``Grant`` and ``QueuedInput``.
 - ``reads``: the read methods, shared by both stores.

@@ -106,13 +106,19 @@ def _insert_for_conversation(
 @cache
 def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
     """The write statements for ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
+    return {
+        **_history_statements(dialect),
+        **_people_statements(dialect),
+        **_memory_statements(dialect),
+    }
+
+
+def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
+    """Conversations, turns, messages and tool calls."""
     conv_cols = [c.name for c in conversations.columns]
     turn_cols = [c.name for c in turns.columns]
     call_cols = [c.name for c in tool_calls.columns]
     msg_cols = [c.name for c in messages.columns if c.name != "seq"]
-    grant_cols = [c.name for c in grants.columns]
-    queued_cols = [c.name for c in queued_inputs.columns if c.name != "position"]
-
     next_seq = sa.func.coalesce(
         sa.func.max(messages.c.seq), sa.literal_column("0")
     ) + sa.literal_column("1")
@@ -128,22 +134,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         .on_conflict_do_nothing(index_elements=["conversation_id", "seq"])
         .returning(messages.c.seq)
     )
-
-    # PostgreSQL draws the position from the column's identity sequence. SQLite has no
-    # sequence for a column that is not the rowid: it takes the next position in the
-    # insert itself, which is safe because every SQLite write holds the write lock.
-    position: dict[str, Any] = {}
-    if dialect != "postgresql":
-        position["position"] = sa.select(
-            sa.func.coalesce(sa.func.max(queued_inputs.c.position), sa.literal_column("0"))
-            + sa.literal_column("1")
-        ).scalar_subquery()
-    insert_queued = _insert_for_conversation(
-        dialect, queued_inputs, queued_cols, position
-    ).returning(queued_inputs.c.position)
-
     return {
-        **_memory_statements(dialect),
         "insert_conversation": _insert(dialect, conversations)
         .values(_bind(conversations, *conv_cols))
         .on_conflict_do_nothing(index_elements=["id"]),
@@ -164,6 +155,27 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         "finish_tool_call": sa.update(tool_calls)
         .where(_where_id(tool_calls, "turn_id", "b_turn_id"), _where_id(tool_calls))
         .values(_bind(tool_calls, "status", "result", "is_error", "finished_at", "duration_s")),
+        "find_conversation": sa.select(conversations.c.id).where(_where_id(conversations)),
+    }
+
+
+def _people_statements(dialect: str) -> dict[WriteName, sa.Executable]:
+    """Approvals, grants and queued inputs."""
+    grant_cols = [c.name for c in grants.columns]
+    queued_cols = [c.name for c in queued_inputs.columns if c.name != "position"]
+    # PostgreSQL draws the position from the column's identity sequence. SQLite has no
+    # sequence for a column that is not the rowid: it takes the next position in the
+    # insert itself, which is safe because every SQLite write holds the write lock.
+    position: dict[str, Any] = {}
+    if dialect != "postgresql":
+        position["position"] = sa.select(
+            sa.func.coalesce(sa.func.max(queued_inputs.c.position), sa.literal_column("0"))
+            + sa.literal_column("1")
+        ).scalar_subquery()
+    insert_queued = _insert_for_conversation(
+        dialect, queued_inputs, queued_cols, position
+    ).returning(queued_inputs.c.position)
+    return {
         "insert_approval": _insert_for_conversation(
             dialect, approvals, [c.name for c in approvals.columns]
         ),
@@ -187,7 +199,6 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         "take_queued": sa.update(queued_inputs)
         .where(_where_id(queued_inputs), _where_id(queued_inputs, "status", "b_status"))
         .values(_bind(queued_inputs, "status")),
-        "find_conversation": sa.select(conversations.c.id).where(_where_id(conversations)),
         "find_approval": sa.select(approvals.c.status, approvals.c.ending).where(
             _where_id(approvals)
         ),

@@ -180,24 +180,28 @@ def block_from_json(raw: Any) -> Block:
             raise ValueError("tool_use.input must be an object")
         return ToolUseBlock(_str(raw, "id"), _str(raw, "name"), tool_input, provider_data=pd)
     if kind == "tool_result":
-        content = raw.get("content", "")
-        parsed: str | tuple[TextBlock | ImageBlock, ...]
-        if isinstance(content, str):
-            parsed = content
-        elif isinstance(content, list):
-            parts = tuple(block_from_json(p) for p in content)
-            for part in parts:
-                if not isinstance(part, TextBlock | ImageBlock):
-                    raise ValueError("tool_result.content may hold only text and image blocks")
-            parsed = parts  # type: ignore[assignment]
-        else:
-            raise ValueError("tool_result.content must be a string or a list of blocks")
-        return ToolResultBlock(
-            _str(raw, "tool_use_id"), parsed, is_error=bool(raw.get("is_error", False))
-        )
+        return _tool_result_block(raw)
     if kind in ("image", "file"):
         return _media_block(raw)
     raise ValueError(f"unknown block type {kind!r}")
+
+
+def _tool_result_block(raw: Mapping[str, Any]) -> ToolResultBlock:
+    content = raw.get("content", "")
+    parsed: str | tuple[TextBlock | ImageBlock, ...]
+    if isinstance(content, str):
+        parsed = content
+    elif isinstance(content, list):
+        parts = tuple(block_from_json(p) for p in content)
+        for part in parts:
+            if not isinstance(part, TextBlock | ImageBlock):
+                raise ValueError("tool_result.content may hold only text and image blocks")
+        parsed = parts  # type: ignore[assignment]
+    else:
+        raise ValueError("tool_result.content must be a string or a list of blocks")
+    return ToolResultBlock(
+        _str(raw, "tool_use_id"), parsed, is_error=bool(raw.get("is_error", False))
+    )
 
 
 def _media_block(raw: Mapping[str, Any]) -> ImageBlock | FileBlock:

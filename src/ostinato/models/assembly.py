@@ -45,6 +45,14 @@ class _Part:
     complete: bool = False
     malformed: str | None = None
 
+    def end(self, tool_input: JSON | None) -> None:
+        """The tool call's arguments are complete: given whole, or parsed from deltas."""
+        self.complete = True
+        if tool_input is not None:
+            self.tool_input = tool_input
+        else:
+            self.tool_input, self.malformed = _parse_arguments("".join(self.text))
+
 
 @dataclass(frozen=True, slots=True)
 class ModelReply:
@@ -107,12 +115,7 @@ class MessageBuilder:
             case ToolCallDelta(index=index, arguments=args):
                 self._part("tool", index).text.append(args)
             case ToolCallEnd(index=index, input=tool_input):
-                part = self._part("tool", index)
-                part.complete = True
-                if tool_input is not None:
-                    part.tool_input = tool_input
-                else:
-                    part.tool_input, part.malformed = _parse_arguments("".join(part.text))
+                self._part("tool", index).end(tool_input)
             case Usage():
                 seen = self.usage
                 self.usage = event if seen.source == "unknown" else _add(seen, event)

@@ -73,27 +73,9 @@ def function_tool(
     A parameter annotated ``ToolContext`` receives the running tool's context and is left
     out of the schema. Sync functions run in a worker thread so they never block the loop.
     """
-    hints = get_type_hints(fn)
     summary, arg_docs = parse_docstring(fn.__doc__)
-    fields: dict[str, Any] = {}
-    context_param: str | None = None
-    for pname, param in inspect.signature(fn).parameters.items():
-        annotation = hints.get(pname, Any)
-        if annotation is ToolContext:
-            context_param = pname
-            continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"tool {fn.__name__!r}: *args and **kwargs are not supported")
-        default = ... if param.default is param.empty else param.default
-        fields[pname] = (
-            annotation,
-            pydantic.Field(default, description=arg_docs.get(pname)),
-        )
-    model = pydantic.create_model(
-        f"{fn.__name__}_arguments",
-        __config__=pydantic.ConfigDict(extra="forbid"),
-        **fields,
-    )
+    model, context_param = _arguments_model(fn, arg_docs)
+    fields = [k for k in model.model_fields]
     schema = model.model_json_schema()
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
@@ -129,6 +111,34 @@ def function_tool(
         available=available,
         family=family,
     )
+
+
+def _arguments_model(
+    fn: Callable[..., Any], arg_docs: dict[str, str]
+) -> tuple[type[pydantic.BaseModel], str | None]:
+    """A pydantic model of ``fn``'s arguments, and the name of its ``ToolContext``
+    parameter (left out of the model), if it has one."""
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for pname, param in inspect.signature(fn).parameters.items():
+        annotation = hints.get(pname, Any)
+        if annotation is ToolContext:
+            context_param = pname
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {fn.__name__!r}: *args and **kwargs are not supported")
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (
+            annotation,
+            pydantic.Field(default, description=arg_docs.get(pname)),
+        )
+    model = pydantic.create_model(
+        f"{fn.__name__}_arguments",
+        __config__=pydantic.ConfigDict(extra="forbid"),
+        **fields,
+    )
+    return model, context_param
 
 
 def _explain(exc: pydantic.ValidationError) -> str:

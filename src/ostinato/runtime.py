@@ -140,10 +140,25 @@ class Runtime:
         if self.models is not None:
             choice = conversation.metadata.get("model") or (skill.tier if skill else None)
             if isinstance(choice, str) and choice:
-                return self.models(choice)
+                return self._build(choice, conversation)
         if callable(self._model) and not hasattr(self._model, "stream"):
             return self._model(conversation)
         return self._model  # type: ignore[return-value]
+
+    def _build(self, choice: str, conversation: Conversation) -> Model:
+        """The model ``choice`` names; ``InvalidRequest`` naming it and the fix when it
+        cannot be built (an unknown tier, a provider without a key)."""
+        assert self.models is not None
+        try:
+            return self.models(choice)
+        except Exception as exc:
+            reason = getattr(exc, "message", None) or str(exc)
+            fix = (
+                f"set another model for conversation {conversation.id} (its 'model' setting)"
+                if conversation.metadata.get("model") == choice
+                else "fix the agent's tier in the configuration"
+            )
+            raise InvalidRequest(f"the model {choice!r} cannot be used: {reason}; {fix}") from None
 
     # --- conversations ---------------------------------------------------------------
 

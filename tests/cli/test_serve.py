@@ -13,6 +13,8 @@ from ostinato.cli.main import build_parser, main, serve_overrides
 from ostinato.cli.serve import ModelSetup, data_dir_of
 from ostinato.config import ConfigError, load_config
 from ostinato.errors import InvalidRequest
+from ostinato.identity.binding import LOOPBACK_NAMES, allowed_hosts, refuse_bind
+from ostinato.identity.settings import AuthSettings
 from ostinato.models.choice import DefaultModel, Tiers
 from ostinato.models.offline import OfflineModel
 from ostinato.runtime import Runtime
@@ -124,3 +126,26 @@ def test_serve_refuses_a_bad_approval_timeout(capsys: pytest.CaptureFixture[str]
     assert main(["serve", "--port", "9", "--approval-timeout", "0"]) == 2
     err = capsys.readouterr().err
     assert "approvals.timeout: Input should be greater than 0 (from the command line)" in err
+
+
+def test_serve_refuses_a_public_address_without_auth(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("OSTINATO_AUTH_MODE", "OSTINATO_AUTH__MODE"):
+        monkeypatch.delenv(name, raising=False)
+    for host in ("0.0.0.0", "192.0.2.7", "::"):
+        assert main(["serve", "--host", host, "--port", "9"]) == 2
+        error = capsys.readouterr().err
+        assert f"refusing to listen on {host}" in error
+        assert "--dangerously-serve-without-auth" in error and "docs/auth.md" in error
+
+
+def test_which_hosts_a_server_answers_to() -> None:
+    none, keys = AuthSettings(), AuthSettings(mode="keys")
+    assert refuse_bind(none, "127.0.0.1", dangerously_public=False) is None
+    assert refuse_bind(none, "localhost", dangerously_public=False) is None
+    assert refuse_bind(none, "0.0.0.0", dangerously_public=True) is None
+    assert refuse_bind(keys, "0.0.0.0", dangerously_public=False) is None
+    assert allowed_hosts(none, "127.0.0.1", dangerously_public=False) == LOOPBACK_NAMES
+    assert allowed_hosts(none, "0.0.0.0", dangerously_public=True) is None
+    assert allowed_hosts(keys, "127.0.0.1", dangerously_public=False) is None

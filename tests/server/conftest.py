@@ -4,13 +4,17 @@ serving it, and an httpx client that talks to the app in memory."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
+from ostinato.identity.keys import create_key
+from ostinato.identity.settings import AuthSettings
 from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
@@ -65,3 +69,41 @@ async def conversation_id(client: httpx.AsyncClient) -> str:
     assert response.status_code == 201
     cid: str = response.json()["id"]
     return cid
+
+
+@dataclass
+class Callers:
+    """A keys-mode app and a client for each of its owners (``ann``, ``bob``) plus one
+    without credentials."""
+
+    app: FastAPI
+    ann: httpx.AsyncClient
+    bob: httpx.AsyncClient
+    nobody: httpx.AsyncClient
+    keys: dict[str, str]
+
+
+@pytest.fixture
+async def callers(runtime: Runtime) -> AsyncIterator[Callers]:
+    app = create_app(
+        runtime,
+        model_name="scripted:model",
+        store_name="test",
+        ping_interval=0.2,
+        auth=AuthSettings(mode="keys", stream_recheck_s=0.05, key_cache_s=0),
+    )
+    keys = {who: (await create_key(runtime.store, who, "test"))[1] for who in ("ann", "bob")}
+    transport = httpx.ASGITransport(app=app)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {
+            who: await stack.enter_async_context(
+                httpx.AsyncClient(
+                    transport=transport,
+                    base_url="http://test",
+                    headers={"authorization": f"Bearer {keys[who]}"} if who in keys else {},
+                )
+            )
+            for who in ("ann", "bob", "nobody")
+        }
+        yield Callers(app, clients["ann"], clients["bob"], clients["nobody"], keys)
+    await app.state.ostinato.aclose()

@@ -1,4 +1,5 @@
-"""``/v1/memories`` through the ASGI app, on every store engine."""
+"""``/v1/memories`` through the ASGI app, on every store engine: each caller (a key of
+ann's, a key of bob's) sees and changes only their own facts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from ostinato.memory.facts import Memory
 from ostinato.runtime import Runtime
 from ostinato.store.base import MEMORY_CAPACITY
+from tests.server.conftest import Callers
 
 
 async def post(client: httpx.AsyncClient, **body: Any) -> httpx.Response:
@@ -21,56 +23,58 @@ def error(response: httpx.Response) -> dict[str, Any]:
     return body
 
 
-async def test_remember_list_search_forget(client: httpx.AsyncClient) -> None:
-    created = await post(client, owner="ann", fact="Ann drinks green tea", subject=" Drinks ")
+async def test_remember_list_search_forget(callers: Callers) -> None:
+    created = await post(callers.ann, fact="Ann drinks green tea", subject=" Drinks ")
     assert created.status_code == 201
     tea = created.json()
     assert tea["owner"] == "ann" and tea["fact"] == "Ann drinks green tea"
     assert tea["subject"] == "drinks" and tea["current"] and tea["valid_to"] is None
     assert tea["score"] is None
-    other = (await post(client, owner="ann", fact="Ann's cat is called Miso")).json()
-    await post(client, owner="bob", fact="Bob drinks tea")
+    other = (await post(callers.ann, fact="Ann's cat is called Miso")).json()
+    await post(callers.bob, fact="Bob drinks tea")
 
-    listed = await client.get("/v1/memories", params={"owner": "ann"})
+    listed = await callers.ann.get("/v1/memories")
     assert listed.status_code == 200
     assert [m["id"] for m in listed.json()["memories"]] == [other["id"], tea["id"]]
 
-    found = await client.get("/v1/memories", params={"owner": "ann", "q": "tea"})
+    found = await callers.ann.get("/v1/memories", params={"q": "tea"})
     (hit,) = found.json()["memories"]
     assert hit["id"] == tea["id"] and hit["score"] is not None
 
-    forgotten = await client.delete(f"/v1/memories/{tea['id']}", params={"owner": "ann"})
+    forgotten = await callers.ann.delete(f"/v1/memories/{tea['id']}")
     assert forgotten.status_code == 200
     closed = forgotten.json()
     assert closed["id"] == tea["id"] and not closed["current"] and closed["valid_to"]
-    assert (await client.get("/v1/memories", params={"owner": "ann", "q": "tea"})).json() == {
-        "memories": []
-    }
-    history = await client.get("/v1/memories", params={"owner": "ann", "include_closed": "true"})
+    assert (await callers.ann.get("/v1/memories", params={"q": "tea"})).json() == {"memories": []}
+    history = await callers.ann.get("/v1/memories", params={"include_closed": "true"})
     assert {m["id"] for m in history.json()["memories"]} == {tea["id"], other["id"]}
-    again = await client.delete(f"/v1/memories/{tea['id']}", params={"owner": "ann"})
+    again = await callers.ann.delete(f"/v1/memories/{tea['id']}")
     assert again.status_code == 200 and again.json() == closed
 
 
-async def test_supersede(client: httpx.AsyncClient) -> None:
-    old = (await post(client, owner="ann", fact="Ann lives in Porto")).json()
-    new = await post(client, owner="ann", fact="Ann lives in Lisbon", supersedes=old["id"])
+async def test_supersede(callers: Callers) -> None:
+    old = (await post(callers.ann, fact="Ann lives in Porto")).json()
+    new = await post(callers.ann, fact="Ann lives in Lisbon", supersedes=old["id"])
     assert new.status_code == 201 and new.json()["supersedes"] == old["id"]
-    history = (
-        await client.get("/v1/memories", params={"owner": "ann", "include_closed": True})
-    ).json()["memories"]
+    history = (await callers.ann.get("/v1/memories", params={"include_closed": True})).json()[
+        "memories"
+    ]
     closed = next(m for m in history if m["id"] == old["id"])
     assert closed["superseded_by"] == new.json()["id"] and not closed["current"]
-    again = await post(client, owner="ann", fact="Ann lives in Faro", supersedes=old["id"])
+    again = await post(callers.ann, fact="Ann lives in Faro", supersedes=old["id"])
     assert again.status_code == 409 and error(again)["code"] == "conflict"
-    unknown = await post(client, owner="ann", fact="x", supersedes="nope")
+    unknown = await post(callers.ann, fact="x", supersedes="nope")
     assert unknown.status_code == 404 and error(unknown)["code"] == "not_found"
 
 
-async def test_unknown_and_other_owners_memories_are_404(client: httpx.AsyncClient) -> None:
-    bobs = (await post(client, owner="bob", fact="Bob drinks tea")).json()
-    for owner, memory_id in (("ann", bobs["id"]), ("bob", "missing"), ("bob", "x" * 500)):
-        response = await client.delete(f"/v1/memories/{memory_id}", params={"owner": owner})
+async def test_unknown_and_other_owners_memories_are_404(callers: Callers) -> None:
+    bobs = (await post(callers.bob, fact="Bob drinks tea")).json()
+    for client, memory_id in (
+        (callers.ann, bobs["id"]),
+        (callers.bob, "missing"),
+        (callers.bob, "x" * 500),
+    ):
+        response = await client.delete(f"/v1/memories/{memory_id}")
         assert response.status_code == 404, memory_id
         assert error(response)["code"] == "not_found"
         assert "no memory" in error(response)["message"]
@@ -79,14 +83,13 @@ async def test_unknown_and_other_owners_memories_are_404(client: httpx.AsyncClie
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"fact": "x"}, "owner"),
-        ({"owner": "ann"}, "fact"),
-        ({"owner": "ann", "fact": ""}, "fact"),
-        ({"owner": "ann", "fact": "x" * 2_001}, "fact"),
-        ({"owner": "", "fact": "x"}, "owner"),
-        ({"owner": "ann", "fact": "x", "extra": 1}, "extra"),
-        ({"owner": "ann", "fact": 5}, "fact"),
-        ({"owner": "ann", "fact": "x", "subject": "s" * 201}, "subject"),
+        ({}, "fact"),
+        ({"fact": ""}, "fact"),
+        ({"fact": "x" * 2_001}, "fact"),
+        ({"owner": "ann", "fact": "x"}, "owner"),  # the owner is the caller, never named
+        ({"fact": "x", "extra": 1}, "extra"),
+        ({"fact": 5}, "fact"),
+        ({"fact": "x", "subject": "s" * 201}, "subject"),
     ],
 )
 async def test_bad_bodies_are_422(
@@ -99,46 +102,43 @@ async def test_bad_bodies_are_422(
 
 
 async def test_blank_fact_bad_json_and_bad_queries_are_422(client: httpx.AsyncClient) -> None:
-    blank = await post(client, owner="ann", fact="   ")
+    blank = await post(client, fact="   ")
     assert blank.status_code == 422 and "needs some text" in error(blank)["message"]
     broken = await client.post(
         "/v1/memories", content=b"{", headers={"content-type": "application/json"}
     )
     assert broken.status_code == 422 and "not valid JSON" in error(broken)["message"]
     bad_queries: list[dict[str, str | int]] = [
-        {},
-        {"owner": ""},
-        {"owner": "ann", "limit": 0},
-        {"owner": "ann", "limit": "many"},
-        {"owner": "ann", "include_closed": "perhaps"},
-        {"owner": "ann", "q": "tea", "include_closed": "true"},
+        {"limit": 0},
+        {"limit": "many"},
+        {"include_closed": "perhaps"},
+        {"q": "tea", "include_closed": "true"},
     ]
     for params in bad_queries:
         response = await client.get("/v1/memories", params=params)
         assert response.status_code == 422, params
         assert error(response)["code"] == "invalid_request"
-    assert (await client.delete("/v1/memories/x")).status_code == 422  # owner is required
 
 
 @pytest.mark.parametrize("q", ['"', "NEAR(", "tea*", "-tea", ":", "", "   ", "' OR 1=1 --"])
 async def test_any_search_text_is_safe(client: httpx.AsyncClient, q: str) -> None:
-    await post(client, owner="ann", fact="Ann drinks tea")
-    response = await client.get("/v1/memories", params={"owner": "ann", "q": q})
+    await post(client, fact="Ann drinks tea")
+    response = await client.get("/v1/memories", params={"q": q})
     assert response.status_code == 200
     assert all(m["fact"] == "Ann drinks tea" for m in response.json()["memories"])
 
 
-async def test_a_full_memory_is_409(client: httpx.AsyncClient, runtime: Runtime) -> None:
+async def test_a_full_memory_is_409(callers: Callers, runtime: Runtime) -> None:
     runtime.memory = Memory(runtime.store, capacity=2)  # the setting memory.capacity
     for i in range(2):
-        assert (await post(client, owner="ann", fact=f"fact {i}")).status_code == 201
-    full = await post(client, owner="ann", fact="one too many")
+        assert (await post(callers.ann, fact=f"fact {i}")).status_code == 201
+    full = await post(callers.ann, fact="one too many")
     assert full.status_code == 409
     assert error(full) == {
         "code": "memory_full",
         "message": "memory is full: 2 of 2 facts; forget some first",
     }
-    assert (await post(client, owner="bob", fact="fits")).status_code == 201
+    assert (await post(callers.bob, fact="fits")).status_code == 201
     assert MEMORY_CAPACITY == 5_000
 
 
@@ -150,19 +150,14 @@ async def test_the_routes_are_in_the_openapi_document(client: httpx.AsyncClient)
 
 
 async def test_nul_characters_are_refused_not_a_500(client: httpx.AsyncClient) -> None:
-    for body in ({"owner": "ann", "fact": "a\x00b"}, {"owner": "a\x00nn", "fact": "ab"}):
-        response = await client.post("/v1/memories", json=body)
-        assert response.status_code == 422, body
+    response = await client.post("/v1/memories", json={"fact": "a\x00b"})
+    assert response.status_code == 422
     # a subject's control characters are spaces; an id with a NUL names no memory
-    made = await client.post("/v1/memories", json={"owner": "ann", "fact": "x", "subject": "s\x00"})
+    made = await client.post("/v1/memories", json={"fact": "x", "subject": "s\x00"})
     assert made.status_code == 201 and made.json()["subject"] == "s"
-    unknown = await client.post(
-        "/v1/memories", json={"owner": "ann", "fact": "y", "supersedes": "a\x00"}
-    )
+    unknown = await client.post("/v1/memories", json={"fact": "y", "supersedes": "a\x00"})
     assert unknown.status_code == 404
-    listed = await client.get("/v1/memories", params={"owner": "a\x00"})
-    assert listed.status_code == 422
-    found = await client.get("/v1/memories", params={"owner": "ann", "q": "tea\x00"})
+    found = await client.get("/v1/memories", params={"q": "tea\x00"})
     assert found.status_code == 200
-    forgotten = await client.delete("/v1/memories/a%00b", params={"owner": "ann"})
+    forgotten = await client.delete("/v1/memories/a%00b")
     assert forgotten.status_code == 404

@@ -6,6 +6,7 @@ import httpx
 
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
+from tests.server.conftest import Callers
 
 
 async def test_a_user_switches_a_tool_off_and_the_model_is_told(
@@ -26,10 +27,8 @@ async def test_a_user_switches_a_tool_off_and_the_model_is_told(
     assert protected.status_code == 409 and "protected" in protected.json()["error"]["message"]
     unknown = await client.put("/v1/tools/ghost", json={"conversation_id": cid, "enabled": False})
     assert unknown.status_code == 404
-    both = await client.put(
-        "/v1/tools/clock", json={"owner": "a", "conversation_id": cid, "enabled": False}
-    )
-    assert both.status_code == 422
+    named = await client.put("/v1/tools/clock", json={"owner": "a", "enabled": False})
+    assert named.status_code == 422  # the owner is the caller, never named
 
     model.add(tool_step(("calculator", {"expression": "1+1"})), text_step("it is off"))
     response = await client.post(f"/v1/conversations/{cid}/turns", json={"text": "add"})
@@ -46,12 +45,21 @@ async def test_a_user_switches_a_tool_off_and_the_model_is_told(
     assert {t["name"]: t["enabled"] for t in again.json()["tools"]}["calculator"] is True
 
 
-async def test_owner_scope_and_bad_queries(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/v1/tools")).status_code == 422
-    assert (await client.get("/v1/tools", params={"conversation_id": "nope"})).status_code == 404
-    off = await client.put("/v1/tools/clock", json={"owner": "ann", "enabled": False})
+async def test_switches_are_the_callers_own(callers: Callers) -> None:
+    ann, bob = callers.ann, callers.bob
+    assert (await ann.get("/v1/tools", params={"conversation_id": "nope"})).status_code == 404
+    off = await ann.put("/v1/tools/clock", json={"enabled": False})
     assert off.status_code == 200
-    mine = await client.get("/v1/tools", params={"owner": "ann"})
-    theirs = await client.get("/v1/tools", params={"owner": "bob"})
+    mine = await ann.get("/v1/tools")
+    theirs = await bob.get("/v1/tools")
     assert {t["name"]: t["enabled"] for t in mine.json()["tools"]}["clock"] is False
     assert {t["name"]: t["enabled"] for t in theirs.json()["tools"]}["clock"] is True
+    anns = (await ann.post("/v1/conversations")).json()["id"]
+    for response in (
+        await bob.get("/v1/tools", params={"conversation_id": anns}),
+        await bob.put("/v1/tools/clock", json={"conversation_id": anns, "enabled": False}),
+    ):
+        assert response.status_code == 404
+    assert {t["name"]: t["enabled"] for t in (await ann.get("/v1/tools")).json()["tools"]}[
+        "clock"
+    ] is False

@@ -29,8 +29,18 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0004"
-PEOPLE_TABLES = {"approvals", "grants", "queued_inputs", "summaries", "memories", "tool_switches"}
+HEAD = "0005"
+PEOPLE_TABLES = {
+    "approvals",
+    "grants",
+    "queued_inputs",
+    "summaries",
+    "memories",
+    "tool_switches",
+    "api_keys",
+    "limit_slots",
+    "limit_events",
+}
 T = TypeVar("T")
 
 

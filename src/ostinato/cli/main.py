@@ -7,6 +7,7 @@
     ostinato check-config [FILE] [--offline]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
     ostinato replay CONVERSATION_ID [--database-url URL] [--recorded-tools clock]
+    ostinato keys create --owner ann --name laptop [--expires-in 90d] | list | revoke ID
 
 A flag is the highest layer of the settings (``ostinato.config``): it wins over the
 environment and the file. Each command imports what it needs when it runs, so
@@ -22,6 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ostinato import __version__
+from ostinato.cli import keys as keys_command
+from ostinato.identity.binding import DANGER_FLAG
 
 CONFIG_HELP = "the configuration file (default: $OSTINATO_CONFIG, else ./ostinato.toml if present)"
 DATABASE_HELP = (
@@ -42,6 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default: server.port, 8000)")
     serve.add_argument("--database-url", help=DATABASE_HELP)
     serve.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    serve.add_argument(
+        DANGER_FLAG,
+        dest="dangerously_public",
+        action="store_true",
+        help="with auth mode 'none', listen on a non-loopback address anyway: anyone who "
+        "can reach it acts as you (see docs/auth.md)",
+    )
     serve.add_argument(
         "--data-dir",
         metavar="DIR",
@@ -76,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated tools whose stored results are played back instead of running "
         "them (default: clock; '' runs every tool)",
     )
+    keys_command.add_parser(commands, DATABASE_HELP, CONFIG_HELP)
     return parser
 
 
@@ -119,9 +130,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from ostinato.cli.serve import serve
 
-            return asyncio.run(serve(args.config, overrides=serve_overrides(args)))
+            return asyncio.run(
+                serve(
+                    args.config,
+                    overrides=serve_overrides(args),
+                    dangerously_public=args.dangerously_public,
+                )
+            )
         if args.command == "check-config":
             return check_config(args.config)
+        if args.command == "keys":
+            return asyncio.run(keys_command.run(args))
         if args.command == "chat":
             from ostinato.cli.chat import chat
 

@@ -27,6 +27,7 @@ from ostinato import __version__
 from ostinato.config import Config, ConfigError, load_config
 from ostinato.deployment import Deployment, build_runtime, provider_settings
 from ostinato.errors import InvalidRequest, ModelError
+from ostinato.identity.binding import allowed_hosts, refuse_bind
 from ostinato.models.base import Model
 from ostinato.models.choice import (
     DefaultModel,
@@ -152,6 +153,8 @@ def banner(
     print(f"  data dir: {runtime.data_dir}  (conversation workdirs)", file=out)
     print(f"  approval: waits {config.approvals.timeout:g} s for a person", file=out)
     print(f"  skills:   {', '.join(s.id for s in runtime.router.skills)}", file=out)
+    anonymous = " + anonymous callers" if config.auth.allow_anonymous else ""
+    print(f"  auth:     mode {config.auth.mode}{anonymous}  (docs/auth.md)", file=out)
     print(f"  api:      http://{server.host}:{server.port}/v1  (docs at /docs)", file=out)
     out.flush()
 
@@ -161,10 +164,18 @@ async def serve(
     *,
     overrides: Mapping[str, Any] | None = None,
     out: TextIO | None = None,
+    dangerously_public: bool = False,
 ) -> int:
-    """Run the server until it is stopped; ``overrides`` are the command line's settings."""
+    """Run the server until it is stopped; ``overrides`` are the command line's settings.
+    In auth mode ``none`` it listens only on a loopback address, unless
+    ``dangerously_public`` (``--dangerously-serve-without-auth``)."""
     try:
         config, source = load_config(config_path, overrides=overrides)
+        refused = refuse_bind(
+            config.auth, config.server.host, dangerously_public=dangerously_public
+        )
+        if refused:
+            raise _Refused(refused)
         setup, deployment = await start(config)
     except ConfigError as exc:
         print(f"ostinato serve: {exc.source}:", file=sys.stderr)
@@ -186,6 +197,8 @@ async def serve(
         choose_model=chooser,
         allowed_origins=config.server.allowed_origins,
         limits=limits,
+        auth=config.auth,
+        hosts=allowed_hosts(config.auth, config.server.host, dangerously_public=dangerously_public),
     )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     uvicorn_config = uvicorn.Config(

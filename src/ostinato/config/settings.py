@@ -66,6 +66,7 @@ from ostinato.config.sections import (
     ServerSection,
 )
 from ostinato.config.tools import ToolsSection
+from ostinato.identity.settings import AuthSettings
 
 CONFIG_ENV = "OSTINATO_CONFIG"
 DEFAULT_PATH = Path("ostinato.toml")
@@ -97,6 +98,7 @@ class Config(BaseSettings):
     memory: MemorySection = Field(default_factory=MemorySection)
     agents: list[AgentSection] = Field(default_factory=list)
     tools: ToolsSection = Field(default_factory=ToolsSection)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -165,7 +165,7 @@ async def open_with_message(
     """A user message: routed to a skill; what the conversation waited on is answered
     (the user moved on); the turn-zero seed calls are worked out."""
     route = await parts.router.route(
-        message.text, sticky_persona=sticky_persona(history) or conversation.persona
+        message.text, sticky_persona=conversation.persona or sticky_persona(history)
     )
     files = files_of(message)
     seeds = seed_calls(message, files, recall=parts.seed_recall)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from ostinato.approvals import Ending, refusal
 from ostinato.errors import ToolError
 from ostinato.frames import ToolFinished
+from ostinato.identity.owners import is_anonymous
 from ostinato.messages import ToolUseBlock, tool_result_content
 from ostinato.store.base import ToolCallStatus, Turn
 from ostinato.tools.base import Tool, ToolContext
@@ -71,6 +72,8 @@ async def run_tool(
     if isinstance(found, str):
         return failed(found)
     tool = found
+    if tool.account_only and is_anonymous(owner):  # it stays offered: the model can say so
+        return failed(f"sign in to use {tool.name}")
     try:
         arguments = tool.validate(call.input)
     except ToolError as exc:

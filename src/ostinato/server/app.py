@@ -1,8 +1,10 @@
 """The HTTP app: ``create_app(runtime)`` builds the FastAPI application.
 
 The app only translates HTTP to runtime calls and back; what a turn does lives in the
-runtime. Its lifespan recovers turns a crash left running before the first request and
-closes the runtime (cancelling running turns, closing the store) at shutdown.
+runtime. Every request is first resolved to a caller (``server.auth``: the ``[auth]``
+mode), and browsers are let in only from allowed origins (CORS is off unless origins
+are listed). Its lifespan recovers turns a crash left running before the first request
+and closes the runtime (cancelling running turns, closing the store) at shutdown.
 """
 
 from __future__ import annotations
@@ -11,12 +13,18 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 import ostinato
+from ostinato.identity.limits import Limiter
+from ostinato.identity.settings import AuthSettings
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
 from ostinato.server import page
 from ostinato.server.apidocs import install_docs
+from ostinato.server.auth.authenticator import Authenticator
+from ostinato.server.auth.guard import StreamGuard
+from ostinato.server.auth.middleware import AuthMiddleware
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.limits import BodyLimit, BodyLimits
@@ -39,6 +47,8 @@ def create_app(
     ping_interval: float = PING_INTERVAL,
     allowed_origins: Iterable[str] | None = None,
     limits: BodyLimits | None = None,
+    auth: AuthSettings | Authenticator | None = None,
+    hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``.
 
@@ -48,9 +58,17 @@ def create_app(
     (``None``: always the runtime's default); ``allowed_origins`` are the browser origins
     that may open the WebSocket besides the server's own loopback ones (``*`` allows
     any; ``serve`` passes the setting ``server.allowed_origins``); ``limits`` bound
-    request bodies by kind (``ostinato.server.limits``; ``None``: the defaults).
+    request bodies by kind (``ostinato.server.limits``; ``None``: the defaults). The
+    allowed origins are also the ones CORS lets in (CORS is off without any). ``auth``
+    says who may call (``server.auth``; default: mode ``none``); ``hosts``, when given,
+    are the only ``Host`` names the server answers to.
     """
     limits = limits or BodyLimits()
+    if not isinstance(auth, Authenticator):
+        auth = Authenticator(auth or AuthSettings(), runtime.store)
+    settings = auth.settings
+    owner_limits = Limiter(runtime.store, settings.limits, enabled=settings.limits_on)
+    browsers = origins(allowed_origins)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,6 +78,7 @@ def create_app(
         try:
             yield
         finally:
+            await app.state.ostinato.aclose()
             await runtime.close()
 
     app = FastAPI(
@@ -77,8 +96,11 @@ def create_app(
         store_name=store_name,
         choose_model=choose_model,
         ping_interval=ping_interval,
-        allowed_origins=origins(allowed_origins),
+        allowed_origins=browsers,
         limits=limits,
+        auth=auth,
+        owner_limits=owner_limits,
+        streams=StreamGuard(auth, owner_limits, settings.stream_recheck_s),
     )
     app.add_middleware(BodyLimit, limits=limits)
     install_error_handlers(app)
@@ -86,6 +108,17 @@ def create_app(
         app.include_router(router)
     app.include_router(page.router)  # the chat page at / and /c/<id>
     install_docs(app, app.title)
+    # added last, so it runs first: the caller is known before bodies are read
+    app.add_middleware(AuthMiddleware, authenticator=auth, allowed_origins=browsers, hosts=hosts)
+    if browsers:  # outermost: a preflight carries no credentials
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=sorted(browsers),
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["authorization", "content-type", "last-event-id", "x-csrf-token"],
+            expose_headers=["retry-after", "x-ostinato-anonymous-token"],
+        )
     return app
 
 

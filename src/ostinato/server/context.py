@@ -1,4 +1,5 @@
-"""What the routes need from the app: the runtime and how models are chosen.
+"""What the routes need from the app: the runtime, how models are chosen, and who may
+call (the authenticator, per-owner limits, the guard of open streams).
 
 ``create_app`` puts one ``ServerContext`` on ``app.state``; routes receive it through the
 ``Context`` dependency, so they never import globals and a test builds its own.
@@ -13,9 +14,12 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from ostinato.identity.limits import Limiter
 from ostinato.messages import JSON
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
+from ostinato.server.auth.authenticator import Authenticator
+from ostinato.server.auth.guard import StreamGuard, StreamTicket
 from ostinato.server.limits import BodyLimits
 from ostinato.server.streams import Live
 
@@ -35,10 +39,23 @@ class ServerContext:
     closing: asyncio.Event = field(default_factory=asyncio.Event)  # set: end every stream
     allowed_origins: frozenset[str] = frozenset()  # WebSocket origins besides loopback
     limits: BodyLimits = field(default_factory=BodyLimits)
+    auth: Authenticator = field(kw_only=True)  # who may call (server.auth)
+    owner_limits: Limiter = field(kw_only=True)  # what each owner may do
+    streams: StreamGuard = field(kw_only=True)  # open streams, closed when revoked
 
     @property
     def live(self) -> Live:
         return Live(self.ping_interval, self.closing)
+
+    def live_for(self, ticket: StreamTicket) -> Live:
+        """The ``Live`` of one stream: it also ends when the stream's credential does."""
+        return Live(self.ping_interval, self.closing, ticket.revoked)
+
+    async def aclose(self) -> None:
+        """Stop the background work of limits and streams; close the authenticator."""
+        await self.streams.aclose()
+        await self.owner_limits.close()
+        await self.auth.aclose()
 
     def model_for(self, request: Request) -> Model | None:
         return self.choose_model(request) if self.choose_model is not None else None

@@ -1,6 +1,7 @@
 """Errors as JSON: every failure answers ``{"error": {"code": ..., "message": ...}}``.
 
-- ``ClientError`` (``NotFound``, ``Conflict``, ``InvalidRequest``) -> its ``status``.
+- ``ClientError`` (``NotFound``, ``Conflict``, ``InvalidRequest``) -> its ``status``
+  (with ``Retry-After`` when it carries a ``retry_after``, as a limit's 429 does).
 - Request validation (malformed JSON, a missing or wrong field, a bad query parameter)
   -> 422 ``invalid_request``, the message naming each field and what is wrong, and
   ``details`` listing them for programs.
@@ -94,7 +95,11 @@ def _sentence(kind: str, loc: list[str], msg: str, ctx: Any) -> str:
 
 async def _client_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ClientError)
-    return error_response(exc.status, exc.code, exc.message)
+    response = error_response(exc.status, exc.code, exc.message)
+    retry_after = getattr(exc, "retry_after", None)  # a limit (429) says when to retry
+    if retry_after is not None:
+        response.headers["retry-after"] = str(retry_after)
+    return response
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -54,6 +54,24 @@ class CreateConversationRequest(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+class UpdateConversationRequest(BaseModel):
+    """The settings to change; a field left out stays as it is, `null` clears it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: PlainText | None = Field(default=None, max_length=500)
+    metadata: dict[str, Any] | None = None
+    persona: PlainText | None = Field(
+        default=None, max_length=64, description="The persona its turns are routed to."
+    )
+    model: PlainText | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="A tier or a `provider:model` id that answers its turns.",
+    )
+
+
 Policy = Literal["queue", "supersede", "reject"]
 Remember = Literal["none", "exact", "family"]
 

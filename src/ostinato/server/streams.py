@@ -4,7 +4,8 @@ Every stream reads frames from a bus subscription opened *before* anything it sh
 happens (the turn starts, the store is read), so no frame can fall between setting up and
 streaming. A stream yields ``None`` for each ``ping_interval`` of silence (SSE sends a
 ``: ping`` comment for it) and ends with an ``error`` frame when it must stop early:
-``overflow`` (it fell too far behind) or ``closing`` (the server is shutting down). The
+``overflow`` (it fell too far behind), ``closing`` (the server is shutting down) or
+``unauthorized`` (the credential it was opened with was revoked or expired). The
 wire formats are elsewhere: ``sse.frame_events`` for Server-Sent Events, the WebSocket
 route for JSON messages; both serve the same frames.
 
@@ -45,6 +46,7 @@ from ostinato.turns import TurnHandle
 REPLAY_PAGE = 500
 OVERFLOW = "this stream fell too far behind and was closed; reconnect with Last-Event-ID"
 CLOSING = "the server is shutting down; reconnect with Last-Event-ID"
+REVOKED = "the credential this stream was opened with was revoked or has expired; sign in again"
 EPHEMERAL = (TextDeltaFrame, ThinkingDeltaFrame, ToolProgress)
 """Progress frames that carry nothing durable: ``deltas=false`` leaves them out."""
 
@@ -58,13 +60,23 @@ def _not_begun(error: BaseException | None, seq: int) -> ErrorFrame:
 class _Closing(Exception):
     """The server is shutting down: the stream ends so the connection can close."""
 
+    code, message = "closing", CLOSING
+
+
+class _Revoked(_Closing):
+    """The stream's credential no longer holds: it ends."""
+
+    code, message = "unauthorized", REVOKED
+
 
 @dataclass(frozen=True, slots=True)
 class Live:
-    """What every live stream needs: how often to ping, and when to stop."""
+    """What every live stream needs: how often to ping, and when to stop (the server
+    closes, or the stream's credential is revoked)."""
 
     ping_interval: float
     closing: asyncio.Event
+    revoked: asyncio.Event | None = None
 
 
 async def _frames(
@@ -74,12 +86,15 @@ async def _frames(
     once when ``wake`` completes; raises ``_Closing`` once ``closing`` is set and no
     frame is waiting."""
     closed = asyncio.ensure_future(live.closing.wait())
+    revoked = asyncio.ensure_future(live.revoked.wait()) if live.revoked is not None else None
     getter: asyncio.Future[Frame] | None = None
     try:
         while True:
             if getter is None:
                 getter = asyncio.ensure_future(subscription.__anext__())
             waiting: set[asyncio.Future[object]] = {getter, closed}  # type: ignore[arg-type]
+            if revoked is not None:
+                waiting.add(revoked)  # type: ignore[arg-type]
             if wake is not None:
                 waiting.add(wake)  # type: ignore[arg-type]
             done, _ = await asyncio.wait(
@@ -92,6 +107,8 @@ async def _frames(
                 except StopAsyncIteration:
                     return
                 yield frame
+            elif revoked is not None and revoked in done:
+                raise _Revoked
             elif closed in done:
                 raise _Closing
             else:
@@ -100,6 +117,8 @@ async def _frames(
                 yield None
     finally:
         closed.cancel()
+        if revoked is not None:
+            revoked.cancel()
         if getter is not None:
             getter.cancel()
 
@@ -133,8 +152,8 @@ async def turn_frames(
         yield failed.frame
     except BacklogOverflow:
         yield ErrorFrame(run_id=run_id or "", seq=seq, code="overflow", message=OVERFLOW)
-    except _Closing:
-        yield ErrorFrame(run_id=run_id or "", seq=seq, code="closing", message=CLOSING)
+    except _Closing as ended:
+        yield ErrorFrame(run_id=run_id or "", seq=seq, code=ended.code, message=ended.message)
 
 
 class _NotBegun(Exception):
@@ -206,8 +225,8 @@ async def conversation_frames(
                     yield frame
     except BacklogOverflow:
         yield ErrorFrame(run_id="", seq=last, code="overflow", message=OVERFLOW)
-    except _Closing:
-        yield ErrorFrame(run_id="", seq=last, code="closing", message=CLOSING)
+    except _Closing as ended:
+        yield ErrorFrame(run_id="", seq=last, code=ended.code, message=ended.message)
 
 
 async def _stored_rows(

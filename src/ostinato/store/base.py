@@ -1,8 +1,7 @@
 """The store: rows with a per-conversation sequence, the source of truth.
 
-Reads are plain async methods. Every write is a small op dataclass handed to
-``Store.write``; the ops of one ``write`` call commit together or not at all, and the call
-returns what each op produced (the stored ``Message`` for ``AppendMessage``, else None).
+Reads are plain async methods. Every write is a small op dataclass handed to ``Store.write``;
+the ops of one call commit together or not at all, and it returns what each op produced.
 Writing through one method keeps a single insert path for messages (where ``seq`` is
 allocated) and lets an engine batch concurrent writers into one commit.
 """
@@ -16,6 +15,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 from ostinato.approvals import Approval, Ending, Grant, Remember
 from ostinato.errors import Conflict, InvalidRequest
 from ostinato.messages import JSON, Message
+from ostinato.store.accounts import AccountOp, AccountReads
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
@@ -393,10 +393,11 @@ WriteOp: TypeAlias = (
     | RememberFact
     | ForgetFact
     | SetToolSwitch
+    | AccountOp  # keys, limits, conversation settings (``store.accounts``)
 )
 
 
-class Store(Protocol):
+class Store(AccountReads, Protocol):
     """What the loop, the turn manager and the server need from storage."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:

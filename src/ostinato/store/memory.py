@@ -11,6 +11,7 @@ from typing import Any
 
 from ostinato.approvals import Approval, Grant
 from ostinato.messages import Message
+from ostinato.store.accounts import ApiKey
 from ostinato.store.base import (
     Conversation,
     HistoryWindow,
@@ -22,6 +23,7 @@ from ostinato.store.base import (
     Turn,
     WriteOp,
 )
+from ostinato.store.memory_accounts import api_key, api_keys
 from ostinato.store.memory_writes import MemoryTables, apply
 from ostinato.store.search import overlap_score, search_terms
 
@@ -31,6 +33,12 @@ class MemoryStore(MemoryTables):
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         return apply(self, ops)
+
+    async def get_api_key(self, key_id: str) -> ApiKey | None:
+        return api_key(self, key_id)
+
+    async def list_api_keys(self, owner: str | None = None) -> list[ApiKey]:
+        return api_keys(self, owner)
 
     async def get_memory(self, memory_id: str) -> MemoryFact | None:
         return self._memories.get(memory_id)

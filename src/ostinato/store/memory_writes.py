@@ -19,6 +19,7 @@ from ostinato.approvals import Approval, Grant
 from ostinato.errors import Conflict, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.messages import Message
+from ostinato.store.accounts import ApiKey
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
@@ -50,6 +51,7 @@ from ostinato.store.base import (
     normalize_subject,
     utcnow,
 )
+from ostinato.store.memory_accounts import ACCOUNT_WRITES
 
 Undo = list[Callable[[], None]]
 
@@ -72,6 +74,9 @@ class MemoryTables:
     _summaries: dict[str, tuple[Message, int]] = field(default_factory=dict)
     _switches: dict[tuple[str, str], bool] = field(default_factory=dict)  # (scope, tool)
     _memories: dict[str, MemoryFact] = field(default_factory=dict)  # current and closed
+    _keys: dict[str, ApiKey] = field(default_factory=dict)  # store.accounts: API keys,
+    _slots: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)  # limit slots,
+    _events: list[tuple[str, str, datetime]] = field(default_factory=list)  # limit events
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:
@@ -368,5 +373,6 @@ WRITES: dict[type, Write] = {
     RememberFact: _remember,
     ForgetFact: _forget,
     SetToolSwitch: _set_tool_switch,
+    **ACCOUNT_WRITES,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

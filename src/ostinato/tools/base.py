@@ -60,6 +60,13 @@ class Tool:
     # The tool's notion of a family of calls, for remembered approvals (e.g. a shell
     # command's program name); None when a call belongs to no family a grant may cover.
     family: Callable[[JSON], str | None] | None = None
+    # Whether an anonymous caller's turn may run it (``identity.owners.is_anonymous``):
+    # None decides by risk (only ``safe`` tools run without an account).
+    needs_account: bool | None = None
+
+    @property
+    def account_only(self) -> bool:
+        return self.needs_account if self.needs_account is not None else self.risk != "safe"
 
     @property
     def definition(self) -> ToolDefinition:

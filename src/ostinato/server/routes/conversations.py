@@ -1,18 +1,26 @@
-"""``/v1/conversations``: create, list (newest first, keyset-paged), read one."""
+"""``/v1/conversations``: create, list (newest first, keyset-paged), read one, change its
+settings. Each is the caller's own: a conversation is created for the caller, listed for
+the caller, and another owner's answers like a missing one."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query
 
+from ostinato.errors import InvalidRequest
+from ostinato.runtime import Runtime
+from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import (
     ERROR_RESPONSES,
     ConversationOut,
     ConversationPage,
     CreateConversationRequest,
+    UpdateConversationRequest,
 )
+from ostinato.store.accounts import UpdateConversation
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -22,12 +30,13 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 )
 async def create_conversation(
     context: Context,
+    caller: CurrentCaller,
     body: Annotated[CreateConversationRequest | None, Body()] = None,
 ) -> ConversationOut:
-    """Open a conversation. The body is optional."""
+    """Open a conversation, owned by the caller. The body is optional."""
     body = body or CreateConversationRequest()
     conversation = await context.runtime.create_conversation(
-        title=body.title, metadata=body.metadata
+        owner=caller.owner, title=body.title, metadata=body.metadata
     )
     return ConversationOut.of(conversation)
 
@@ -35,14 +44,18 @@ async def create_conversation(
 @router.get("", response_model=ConversationPage, responses={422: ERROR_RESPONSES[422]})
 async def list_conversations(
     context: Context,
+    caller: CurrentCaller,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     before: Annotated[
         str | None,
         Query(max_length=100, description="The `next` cursor of the previous page."),
     ] = None,
 ) -> ConversationPage:
-    """Conversations, newest first."""
-    found = await context.runtime.store.list_conversations(limit=limit + 1, before=before)
+    """The caller's conversations, newest first."""
+    owner = None if caller.sees_everything else caller.owner
+    found = await context.runtime.store.list_conversations(
+        owner=owner, limit=limit + 1, before=before
+    )
     page = found[:limit]
     return ConversationPage(
         conversations=[ConversationOut.of(c) for c in page],
@@ -51,6 +64,60 @@ async def list_conversations(
 
 
 @router.get("/{conversation_id}", response_model=ConversationOut, responses=ERROR_RESPONSES)
-async def get_conversation(context: Context, conversation_id: str) -> ConversationOut:
+async def get_conversation(
+    context: Context, caller: CurrentCaller, conversation_id: str
+) -> ConversationOut:
     """One conversation, with its current state."""
-    return ConversationOut.of(await context.runtime.conversation(conversation_id))
+    return ConversationOut.of(await owned(context.runtime, caller, conversation_id))
+
+
+@router.patch("/{conversation_id}", response_model=ConversationOut, responses=ERROR_RESPONSES)
+async def update_conversation(
+    context: Context, caller: CurrentCaller, conversation_id: str, body: UpdateConversationRequest
+) -> ConversationOut:
+    """Change the title, metadata, persona or model; a field left out stays as it is,
+    and `null` clears it. `model` (a tier or a `provider:model` id) is checked before
+    it is kept: one that cannot be used is a 422 saying why. `metadata` replaces the
+    metadata whole, except `model`, which only the `model` field sets."""
+    runtime = context.runtime
+    current = await owned(runtime, caller, conversation_id)
+    fields = body.model_fields_set
+    if "persona" in fields and body.persona is not None:
+        _check_persona(runtime, body.persona)
+    metadata = dict(body.metadata or {}) if "metadata" in fields else dict(current.metadata)
+    metadata.pop("model", None)
+    model = body.model if "model" in fields else current.metadata.get("model")
+    if "model" in fields and body.model is not None:
+        _check_model(runtime, body.model)
+    if model is not None:
+        metadata["model"] = model
+    op = UpdateConversation(conversation_id, metadata=metadata)
+    if "title" in fields:
+        op = dataclasses.replace(op, title=body.title)
+    if "persona" in fields:
+        op = dataclasses.replace(op, persona=body.persona)
+    (updated,) = await runtime.store.write(op)
+    return ConversationOut.of(updated)
+
+
+def _check_persona(runtime: Runtime, persona: str) -> None:
+    known = sorted({s.persona for s in runtime.router.skills if s.persona})
+    if persona.lower() not in {p.lower() for p in known}:
+        offered = ", ".join(known) if known else "none: this server's agents have no persona"
+        raise InvalidRequest(f"unknown persona {persona!r} (known: {offered})")
+
+
+def _check_model(runtime: Runtime, model: str) -> None:
+    if runtime.models is None:
+        raise InvalidRequest(
+            "this server answers every conversation with its one model; "
+            "a conversation cannot choose another"
+        )
+    try:
+        runtime.models(model)
+    except Exception as exc:  # unknown tier or provider, no key for it, ...
+        reason = getattr(exc, "message", None) or str(exc)
+        raise InvalidRequest(
+            f"the model {model!r} cannot be used: {reason}. Name a tier (e.g. allegro) or a "
+            "provider:model id whose provider this server has a key for"
+        ) from None

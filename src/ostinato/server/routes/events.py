@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 
 from ostinato.errors import InvalidRequest
+from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES, SSE_RESPONSE
 from ostinato.server.sse import FrameStream, frame_events
@@ -55,6 +56,7 @@ def _position(after_seq: int, last_event_id: str | None) -> int:
 )
 async def watch_conversation(
     context: Context,
+    caller: CurrentCaller,
     conversation_id: str,
     after_seq: AfterSeq = 0,
     deltas: Deltas = True,
@@ -65,14 +67,20 @@ async def watch_conversation(
     wins over `after_seq`."""
     runtime = context.runtime
     position = _position(after_seq, last_event_id)
-    await runtime.conversation(conversation_id)
+    await owned(runtime, caller, conversation_id)
+    ticket = await context.streams.open(caller)
     subscription = runtime.bus.subscribe(conversation_id)
     frames = conversation_frames(
         subscription,
         runtime.store,
         conversation_id,
-        context.live,
+        context.live_for(ticket),
         after_seq=position,
         deltas=deltas,
     )
-    return FrameStream(frame_events(frames), on_close=subscription.close)
+
+    def close() -> None:
+        subscription.close()
+        context.streams.close(ticket)
+
+    return FrameStream(frame_events(frames), on_close=close)

@@ -1,7 +1,8 @@
-"""``/v1/memories``: an owner's long-term facts: list or search, remember, forget.
+"""``/v1/memories``: the caller's long-term facts: list or search, remember, forget.
 
-The owner is named in every request (``owner``): the facts of one owner are the scope
-the memory tools use in that owner's conversations. Forgetting closes a fact (it leaves
+The owner is the caller (``server.auth``): the facts of one owner are the scope the
+memory tools use in that owner's conversations, so what is remembered here is recalled
+there and the other way round. Forgetting closes a fact (it leaves
 listings and search, and is kept as history: ``include_closed=true`` lists it).
 A full scope refuses a new fact with 409 ``memory_full``; nothing is evicted.
 """
@@ -16,14 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ostinato.errors import InvalidRequest, NotFound
 from ostinato.memory.facts import Memory
+from ostinato.server.auth import CurrentCaller
 from ostinato.server.context import Context
 from ostinato.server.schemas import ErrorBody
 from ostinato.store.base import MEMORY_SUBJECT_LIMIT, MEMORY_TEXT_LIMIT, MemoryFact
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
-_OWNER_LIMIT = 200
-_NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "The request is malformed."},
 }
@@ -37,11 +37,6 @@ _FULL: dict[int | str, dict[str, Any]] = {
         " a fact already closed (`conflict`).",
     },
 }
-
-Owner = Annotated[
-    str,
-    Query(min_length=1, max_length=_OWNER_LIMIT, pattern=_NO_NUL, description="Whose memories."),
-]
 
 
 class MemoryOut(BaseModel):
@@ -87,7 +82,6 @@ class MemoryList(BaseModel):
 class RememberRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    owner: str = Field(min_length=1, max_length=_OWNER_LIMIT, pattern=_NO_NUL)
     fact: str = Field(
         min_length=1, max_length=MEMORY_TEXT_LIMIT, description="One self-contained fact."
     )
@@ -109,7 +103,7 @@ def _memory(context: Context) -> Memory:
 @router.get("", response_model=MemoryList, responses=_ERRORS)
 async def list_memories(
     context: Context,
-    owner: Owner,
+    caller: CurrentCaller,
     q: Annotated[
         str | None,
         Query(max_length=1_000, description="Search the current facts for these words."),
@@ -119,8 +113,9 @@ async def list_memories(
         bool, Query(description="Also list forgotten and superseded facts.")
     ] = False,
 ) -> MemoryList:
-    """An owner's facts, newest first; with `q`, the current facts matching it, best
+    """The caller's facts, newest first; with `q`, the current facts matching it, best
     first."""
+    owner = caller.owner
     memory = _memory(context)
     if q is not None:
         if include_closed:
@@ -134,19 +129,19 @@ async def list_memories(
 
 
 @router.post("", status_code=201, response_model=MemoryOut, responses=_ERRORS | _NOT_FOUND | _FULL)
-async def remember(context: Context, body: RememberRequest) -> MemoryOut:
-    """Remember a fact for an owner; with `supersedes`, the fact it replaces is closed and
-    linked to it in the same write."""
+async def remember(context: Context, caller: CurrentCaller, body: RememberRequest) -> MemoryOut:
+    """Remember a fact for the caller; with `supersedes`, the fact it replaces is closed
+    and linked to it in the same write."""
     fact = await _memory(context).remember(
-        body.owner, body.fact, subject=body.subject, supersedes=body.supersedes
+        caller.owner, body.fact, subject=body.subject, supersedes=body.supersedes
     )
     return MemoryOut.of(fact)
 
 
 @router.delete("/{memory_id}", response_model=MemoryOut, responses=_ERRORS | _NOT_FOUND)
-async def forget(context: Context, memory_id: str, owner: Owner) -> MemoryOut:
+async def forget(context: Context, caller: CurrentCaller, memory_id: str) -> MemoryOut:
     """Forget (close) a fact: it leaves listings and search and stays as history. The
     closed fact is returned; forgetting it again returns it unchanged."""
     if len(memory_id) > 100:
         raise NotFound(f"no memory {memory_id[:100]!r}")
-    return MemoryOut.of(await _memory(context).forget(owner, memory_id))
+    return MemoryOut.of(await _memory(context).forget(caller.owner, memory_id))

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES, MessageOut, MessagePage
 
@@ -15,6 +16,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["messages"])
 @router.get("/{conversation_id}/messages", response_model=MessagePage, responses=ERROR_RESPONSES)
 async def list_messages(
     context: Context,
+    caller: CurrentCaller,
     conversation_id: str,
     after_seq: Annotated[int, Query(ge=0, description="Only rows with a larger seq.")] = 0,
     limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
@@ -23,7 +25,7 @@ async def list_messages(
     ] = False,
 ) -> MessagePage:
     """The stored rows after `after_seq`, in seq order."""
-    await context.runtime.conversation(conversation_id)
+    await owned(context.runtime, caller, conversation_id)
     rows = await context.runtime.store.list_messages(
         conversation_id, after_seq=after_seq, limit=limit, include_hidden=include_hidden
     )

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES
 
@@ -69,10 +70,10 @@ class QueuedList(BaseModel):
 
 
 @router.get("/{conversation_id}/turns", response_model=TurnList, responses=ERROR_RESPONSES)
-async def list_turns(context: Context, conversation_id: str) -> TurnList:
+async def list_turns(context: Context, caller: CurrentCaller, conversation_id: str) -> TurnList:
     """The conversation's turns, oldest first: kind, stop reason, error and metrics."""
     runtime = context.runtime
-    await runtime.conversation(conversation_id)
+    await owned(runtime, caller, conversation_id)
     turns = await runtime.store.list_turns(conversation_id)
     return TurnList(
         turns=[
@@ -93,11 +94,13 @@ async def list_turns(context: Context, conversation_id: str) -> TurnList:
 
 
 @router.get("/{conversation_id}/tool-calls", response_model=ToolCallList, responses=ERROR_RESPONSES)
-async def list_tool_calls(context: Context, conversation_id: str) -> ToolCallList:
+async def list_tool_calls(
+    context: Context, caller: CurrentCaller, conversation_id: str
+) -> ToolCallList:
     """Every tool call of the conversation as it ran: status (`running`, `ok`, `error`,
     `timeout`, `interrupted`, `skipped`), timings and result."""
     runtime = context.runtime
-    await runtime.conversation(conversation_id)
+    await owned(runtime, caller, conversation_id)
     calls = await runtime.store.list_tool_calls(conversation_id)
     return ToolCallList(
         tool_calls=[
@@ -119,10 +122,10 @@ async def list_tool_calls(context: Context, conversation_id: str) -> ToolCallLis
 
 
 @router.get("/{conversation_id}/queue", response_model=QueuedList, responses=ERROR_RESPONSES)
-async def list_queue(context: Context, conversation_id: str) -> QueuedList:
+async def list_queue(context: Context, caller: CurrentCaller, conversation_id: str) -> QueuedList:
     """Messages stored while a turn ran, still waiting for their turn, in order."""
     runtime = context.runtime
-    await runtime.conversation(conversation_id)
+    await owned(runtime, caller, conversation_id)
     queued = await runtime.store.list_queued(conversation_id)
     return QueuedList(
         queued=[

@@ -17,10 +17,12 @@ from collections.abc import Callable, Sequence
 
 from fastapi import APIRouter, Request, Response
 
+from ostinato.identity.limits import Permit
 from ostinato.messages import FileBlock, ImageBlock, Message, TextBlock
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
-from ostinato.server.context import Context
+from ostinato.server.auth import CurrentCaller, owned
+from ostinato.server.context import Context, ServerContext
 from ostinato.server.schemas import (
     CONFLICT,
     ERROR_RESPONSES,
@@ -56,6 +58,7 @@ def wants_events(request: Request) -> bool:
             "content": SSE_RESPONSE,
         },
         413: ERROR_RESPONSES[422] | {"description": "An attached file is over the size cap."},
+        429: ERROR_RESPONSES[422] | {"description": "Over a limit; see Retry-After."},
         **ERROR_RESPONSES,
         **CONFLICT,
     },
@@ -83,16 +86,21 @@ def wants_events(request: Request) -> bool:
         }
     },
 )
-async def post_turn(context: Context, request: Request, conversation_id: str) -> TurnOut | Response:
+async def post_turn(
+    context: Context, caller: CurrentCaller, request: Request, conversation_id: str
+) -> TurnOut | Response:
     """Send a user message (`text`), or answer the question card that waits
     (`tool_response`); either starts a turn. With `Accept: text/event-stream`: the turn's
     frames; otherwise: its result once it ends. 409 when the policy is `reject` and a
-    turn runs, or when the card answered is not the one waiting."""
+    turn runs, or when the card answered is not the one waiting; 429 over a limit of
+    the caller's (turns at once, turns a minute, files in a turn, open streams)."""
     runtime = context.runtime
+    await owned(runtime, caller, conversation_id)
     body, files = await read_turn_request(request)
+    context.owner_limits.check_uploads(len(files))
     model = context.model_for(request)
     if not wants_events(request):
-        started, queued = await begin(runtime, conversation_id, body, model, files)
+        started, queued = await admitted(context, caller.owner, conversation_id, body, model, files)
         handle = await asyncio.shield(started)
         result = await handle.result()
         return TurnOut(
@@ -104,20 +112,60 @@ async def post_turn(context: Context, request: Request, conversation_id: str) ->
             error=result.error,
             queued_position=queued.position if queued is not None else None,
         )
+    ticket = await context.streams.open(caller)
     subscription = runtime.bus.subscribe(conversation_id)
-    try:
-        started, queued = await begin(runtime, conversation_id, body, model, files)
-    except BaseException:
+
+    def close() -> None:
         subscription.close()
+        context.streams.close(ticket)
+
+    try:
+        started, queued = await admitted(context, caller.owner, conversation_id, body, model, files)
+    except BaseException:
+        close()
         raise
     frames = turn_frames(
-        subscription, started, context.live, queued_id=queued.id if queued else None
+        subscription, started, context.live_for(ticket), queued_id=queued.id if queued else None
     )
     return FrameStream(
         frame_events(frames),
-        on_close=subscription.close,
+        on_close=close,
         on_abandon=cancel_when_begun(started) if body.cancel_on_disconnect else None,
     )
+
+
+async def admitted(
+    context: ServerContext,
+    owner: str,
+    conversation_id: str,
+    body: TurnRequest,
+    model: Model | None,
+    files: Sequence[ImageBlock | FileBlock] = (),
+) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
+    """``begin`` within the owner's limits: a new message takes a turn permit (429 over
+    a limit), held until its turn ends. Answering a card resumes a turn: no permit."""
+    if body.text is None:
+        return await begin(context.runtime, conversation_id, body, model, files)
+    permit = await context.owner_limits.begin_turn(owner)
+    try:
+        started, queued = await begin(context.runtime, conversation_id, body, model, files)
+    except BaseException:
+        permit.release()
+        raise
+    release_when_done(permit, started)
+    return started, queued
+
+
+def release_when_done(permit: Permit, started: asyncio.Future[TurnHandle]) -> None:
+    """Give ``permit`` back when the turn ends (or fails to begin)."""
+
+    def begun(future: asyncio.Future[TurnHandle]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            permit.release()
+        else:
+            future.result().task.add_done_callback(lambda _: permit.release())
+
+    started.add_done_callback(begun)
 
 
 async def begin(
@@ -178,9 +226,10 @@ def cancel_when_begun(started: asyncio.Future[TurnHandle]) -> Callable[[], None]
     response_model=CancelOut,
     responses={404: ERROR_RESPONSES[404], **CONFLICT},
 )
-async def cancel(context: Context, conversation_id: str) -> CancelOut:
+async def cancel(context: Context, caller: CurrentCaller, conversation_id: str) -> CancelOut:
     """Cancel the running turn (it ends `cancelled`; a call waiting for approval is
     declined), or resolve what a paused conversation waits on (cards dismissed, approvals
     declined). 409 when nothing runs and nothing waits."""
+    await owned(context.runtime, caller, conversation_id)
     outcome = await context.runtime.cancel(conversation_id)
     return CancelOut(cancelled_turn=outcome.cancelled_turn, dismissed=list(outcome.dismissed))

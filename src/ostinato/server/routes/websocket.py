@@ -34,10 +34,12 @@ from pydantic import ValidationError
 
 from ostinato.errors import ClientError, NotFound
 from ostinato.frames import ErrorFrame, Frame
+from ostinato.identity.limits import LimitExceeded
 from ostinato.messages import JSON
-from ostinato.runtime import Runtime
+from ostinato.server.auth import Caller, CurrentCaller, owned
 from ostinato.server.context import ServerContext
 from ostinato.server.errors import describe_validation, log, refuse_websocket
+from ostinato.server.routes.turns import release_when_done
 from ostinato.server.schemas import (
     CLIENT_MESSAGE,
     WsApproval,
@@ -49,7 +51,8 @@ from ostinato.server.streams import conversation_frames
 
 router = APIRouter(prefix="/v1/conversations", tags=["events"])
 
-CLOSE_CODES = {"closing": 1001, "overflow": 1013}  # going away; try again later
+# going away; try again later; policy violation (the credential no longer holds)
+CLOSE_CODES = {"closing": 1001, "overflow": 1013, "unauthorized": 1008}
 NOT_FOUND_CLOSE = 4404
 ClientMessage = WsMessage | WsToolResponse | WsApproval | WsCancel
 Send = Callable[[JSON], Awaitable[None]]
@@ -72,6 +75,7 @@ def origin_allowed(origin: str | None, allowed: frozenset[str], port: int | None
 @router.websocket("/{conversation_id}/ws")
 async def conversation_socket(
     websocket: WebSocket,
+    caller: CurrentCaller,
     conversation_id: str,
     after_seq: Annotated[int, Query(ge=0)] = 0,
     deltas: bool = True,
@@ -85,9 +89,14 @@ async def conversation_socket(
         await refuse_websocket(websocket, 403, "forbidden", message, close_code=1008)
         return
     try:
-        await runtime.conversation(conversation_id)
+        await owned(runtime, caller, conversation_id)
     except NotFound as exc:
         await refuse_websocket(websocket, 404, exc.code, exc.message, close_code=NOT_FOUND_CLOSE)
+        return
+    try:
+        ticket = await context.streams.open(caller)
+    except LimitExceeded as exc:
+        await refuse_websocket(websocket, 429, exc.code, exc.message, close_code=1013)
         return
     subscription = runtime.bus.subscribe(conversation_id)
     try:
@@ -103,13 +112,15 @@ async def conversation_socket(
             subscription,
             runtime.store,
             conversation_id,
-            context.live,
+            context.live_for(ticket),
             after_seq=after_seq,
             deltas=deltas,
         )
         pump = asyncio.ensure_future(_pump(websocket, frames, send))
         limit = context.limits.message_bytes
-        listen = asyncio.ensure_future(_listen(websocket, runtime, conversation_id, send, limit))
+        listen = asyncio.ensure_future(
+            _listen(websocket, context, caller, conversation_id, send, limit)
+        )
         try:
             await asyncio.wait((pump, listen), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -118,6 +129,7 @@ async def conversation_socket(
             await asyncio.gather(pump, listen, return_exceptions=True)
     finally:
         subscription.close()
+        context.streams.close(ticket)
 
 
 async def _pump(
@@ -140,7 +152,12 @@ async def _pump(
 
 
 async def _listen(
-    websocket: WebSocket, runtime: Runtime, conversation_id: str, send: Send, limit: int
+    websocket: WebSocket,
+    context: ServerContext,
+    caller: Caller,
+    conversation_id: str,
+    send: Send,
+    limit: int,
 ) -> None:
     """Handle the client's messages in order, until it leaves. A message over ``limit``
     bytes is refused unread (``too_large``); the ASGI server's own bound (uvicorn's
@@ -160,7 +177,7 @@ async def _listen(
                 raise _Refused("too_large", f"the message is over the {limit}-byte limit")
             message = _parse(text)
             # shielded: a request the runtime has begun finishes even if the socket goes
-            await asyncio.shield(_handle(runtime, conversation_id, message))
+            await asyncio.shield(_handle(context, caller, conversation_id, message))
         except _Refused as refused:
             await _reply_error(send, refused.code, refused.message)
         except ClientError as exc:
@@ -202,15 +219,24 @@ def _describe(exc: ValidationError) -> str:
     return describe_validation(named)[0]
 
 
-async def _handle(runtime: Runtime, conversation_id: str, message: ClientMessage) -> None:
+async def _handle(
+    context: ServerContext, caller: Caller, conversation_id: str, message: ClientMessage
+) -> None:
+    runtime = context.runtime
     match message:
         case WsMessage():
-            submission = await runtime.submit(
-                conversation_id,
-                message.text,
-                client_message_id=message.client_message_id,
-                policy=message.policy,
-            )
+            permit = await context.owner_limits.begin_turn(caller.owner)
+            try:
+                submission = await runtime.submit(
+                    conversation_id,
+                    message.text,
+                    client_message_id=message.client_message_id,
+                    policy=message.policy,
+                )
+            except BaseException:
+                permit.release()
+                raise
+            release_when_done(permit, submission.started)
             if submission.queued is None:
                 await submission.handle()  # raises what kept it from starting
         case WsToolResponse():

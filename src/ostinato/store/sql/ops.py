@@ -26,6 +26,7 @@ from ostinato.approvals import Approval
 from ostinato.errors import Conflict, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.messages import Message, blocks_to_json
+from ostinato.store.accounts import ACCOUNT_OPS
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
@@ -50,6 +51,7 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.sql import rows
+from ostinato.store.sql.account_sql import apply_account_op
 from ostinato.store.sql.executor import Executor, WriteTime, dump_json
 from ostinato.store.sql.fact_ops import forget, remember
 
@@ -359,5 +361,6 @@ OPS: dict[type, WriteFunction] = {
     RememberFact: remember,
     ForgetFact: forget,
     SetToolSwitch: _set_tool_switch,
+    **dict.fromkeys(ACCOUNT_OPS, lambda ex, op, now: apply_account_op(ex, op, now.value)),
 }
 """One function per write op; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -27,10 +27,11 @@ from ostinato.store.base import (
 )
 from ostinato.store.search import fts5_query, search_terms, websearch_query
 from ostinato.store.sql import rows, statements
+from ostinato.store.sql.account_sql import AccountReads
 from ostinato.store.sql.rows import Row, TimeDecoder
 
 
-class SQLReads(ABC):
+class SQLReads(AccountReads, ABC):
     """Reads shared by ``SQLiteStore`` and ``PostgresStore``."""
 
     _decode_time: TimeDecoder

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeAlias
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ostinato.store.sql.account_sql import AccountWriteName, account_statements
 from ostinato.store.sql.tables import (
     approvals,
     conversations,
@@ -38,33 +39,36 @@ from ostinato.store.sql.tables import (
     turns,
 )
 
-WriteName: TypeAlias = Literal[
-    "insert_conversation",
-    "set_state",
-    "touch_conversation",
-    "insert_turn",
-    "finish_turn",
-    "insert_message",
-    "insert_tool_call",
-    "finish_tool_call",
-    "insert_approval",
-    "decide_approval",
-    "insert_grant",
-    "revoke_grant",
-    "insert_queued",
-    "take_queued",
-    "insert_summary",
-    "lock_memory_scope",
-    "count_memories",
-    "insert_memory",
-    "close_memory",
-    "set_tool_switch",
-    # Lookups, run only after a statement changed nothing, to say why.
-    "find_conversation",
-    "find_approval",
-    "find_queued",
-    "find_memory",
-]
+WriteName: TypeAlias = (
+    AccountWriteName
+    | Literal[
+        "insert_conversation",
+        "set_state",
+        "touch_conversation",
+        "insert_turn",
+        "finish_turn",
+        "insert_message",
+        "insert_tool_call",
+        "finish_tool_call",
+        "insert_approval",
+        "decide_approval",
+        "insert_grant",
+        "revoke_grant",
+        "insert_queued",
+        "take_queued",
+        "insert_summary",
+        "lock_memory_scope",
+        "count_memories",
+        "insert_memory",
+        "close_memory",
+        "set_tool_switch",
+        # Lookups, run only after a statement changed nothing, to say why.
+        "find_conversation",
+        "find_approval",
+        "find_queued",
+        "find_memory",
+    ]
+)
 
 # The first key of the advisory locks that serialise memory writes to one scope on
 # PostgreSQL (the second is the scope's hash). Two-key locks never meet the migration's
@@ -110,6 +114,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **_history_statements(dialect),
         **_people_statements(dialect),
         **_memory_statements(dialect),
+        **account_statements(dialect),
     }
 
 

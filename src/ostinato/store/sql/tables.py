@@ -244,6 +244,41 @@ tool_switches = sa.Table(
 )
 
 
+# API keys (hash only) and the counters behind per-owner limits (0005).
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("owner", sa.String(), nullable=False),
+    sa.Column("name", sa.String(), nullable=False),
+    sa.Column("secret_hash", sa.String(64), nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("expires_at", _TIME, nullable=True),
+    sa.Column("revoked_at", _TIME, nullable=True),
+    sa.Index(None, "owner"),
+)
+
+limit_slots = sa.Table(
+    "limit_slots",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("owner", sa.String(), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("expires_at", _TIME, nullable=False),
+    sa.Index(None, "owner", "kind", "expires_at"),
+)
+
+limit_events = sa.Table(
+    "limit_events",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("owner", sa.String(), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("at", _TIME, nullable=False),
+    sa.Index(None, "owner", "kind", "at"),
+)
+
+
 # Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
 # table and its shadow tables, PostgreSQL's document column and its index): schema
 # comparisons (``alembic revision --autogenerate``, the migration tests) leave them out.

@@ -1,0 +1,168 @@
+"""``[auth]`` in ``ostinato.toml``: who may call, and how much each owner may do.
+
+::
+
+    [auth]
+    mode = "keys"            # "none" (default), "keys", "oidc", or "keys,oidc"
+    allow_anonymous = false  # callers without credentials get an anonymous owner
+    secret = "..."           # signs cookies; give every server process the same one
+
+    [auth.oidc]              # with mode "oidc"
+    issuer = "https://accounts.example.com"
+    audience = "ostinato"
+
+    [auth.limits]            # per owner; 0 switches one off
+    running_turns = 3
+
+It is the ``auth`` section of ``ostinato.config``: environment variables override the
+file (``OSTINATO_AUTH__MODE`` and the like, and the short names each field lists).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+METHODS = ("keys", "oidc")
+ASYMMETRIC = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _env(name: str) -> dict[str, Any]:
+    """A short environment variable that also sets the field (``config.short_env``)."""
+    return {"env": name}
+
+
+class LimitSettings(_Section):
+    """What one owner may do at once or per minute. ``enabled`` None: on in every mode but
+    ``none`` (one person on their own machine needs no protection from themselves)."""
+
+    enabled: bool | None = Field(
+        default=None, description="Limits on or off; unset: on in every mode but `none`."
+    )
+    running_turns: int = Field(
+        default=3,
+        ge=0,
+        description="Turns of one owner running (or queued) at once; 0: no limit.",
+        json_schema_extra=_env("OSTINATO_LIMIT_RUNNING_TURNS"),
+    )
+    turns_per_minute: int = Field(
+        default=20,
+        ge=0,
+        description="New turns of one owner in any 60 s; 0: no limit.",
+        json_schema_extra=_env("OSTINATO_LIMIT_TURNS_PER_MINUTE"),
+    )
+    open_streams: int = Field(
+        default=10,
+        ge=0,
+        description="Event streams and WebSockets one owner has open; 0: no limit.",
+        json_schema_extra=_env("OSTINATO_LIMIT_OPEN_STREAMS"),
+    )
+    uploads_per_turn: int = Field(
+        default=10,
+        ge=0,
+        description="Files attached to one message; 0: no limit.",
+        json_schema_extra=_env("OSTINATO_LIMIT_UPLOADS_PER_TURN"),
+    )
+
+
+class OidcSettings(_Section):
+    """An OpenID Connect issuer whose JWT access tokens the server accepts."""
+
+    issuer: str = Field(min_length=1, description="The `iss` every token must carry.")
+    audience: Annotated[list[str], NoDecode] = Field(
+        min_length=1, description="Accepted `aud` values (any one; comma-separated)."
+    )
+    jwks_url: str | None = Field(
+        default=None, description="Where the signing keys are; None: the issuer's discovery."
+    )
+    owner_claim: str = Field(
+        default="sub", min_length=1, description="The claim that names the owner."
+    )
+    algorithms: list[str] = Field(
+        default_factory=lambda: list(ASYMMETRIC),
+        min_length=1,
+        description="Accepted signature algorithms (public-key ones only).",
+    )
+    leeway_s: float = Field(default=30.0, ge=0, le=300, description="Clock skew allowed.")
+    jwks_cache_s: float = Field(default=600.0, gt=0, description="Refetch keys this often.")
+
+    @field_validator("audience", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric(cls, value: list[str]) -> list[str]:
+        refused = [a for a in value if a not in ASYMMETRIC]
+        if refused:
+            raise ValueError(
+                f"only public-key algorithms are accepted ({', '.join(ASYMMETRIC)}), "
+                f"not {', '.join(refused)}"
+            )
+        return value
+
+
+class AuthSettings(_Section):
+    mode: str = Field(
+        default="none",
+        description="Who may call: `none` (everyone is the local owner), `keys`, `oidc` or "
+        "`keys,oidc` (see docs/auth.md).",
+        json_schema_extra=_env("OSTINATO_AUTH_MODE"),
+    )
+    allow_anonymous: bool = Field(
+        default=False,
+        description="Callers without credentials get an anonymous owner of their own.",
+        json_schema_extra=_env("OSTINATO_AUTH_ALLOW_ANONYMOUS"),
+    )
+    secret: SecretStr | None = Field(
+        default=None,
+        description="Signs cookies and CSRF tokens; the same in every process (unset: a "
+        "random one per process).",
+        json_schema_extra=_env("OSTINATO_AUTH_SECRET"),
+    )
+    cookie_secure: bool = Field(default=True, description="Cookies only over HTTPS.")
+    key_cache_s: float = Field(
+        default=1.0, ge=0, le=60, description="How long a key read from the store is trusted."
+    )
+    stream_recheck_s: float = Field(
+        default=2.0, gt=0, le=60, description="How often open streams re-check credentials."
+    )
+    oidc: OidcSettings | None = Field(
+        default=None, description="The identity provider, for mode `oidc` ([auth.oidc])."
+    )
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        parts = {p.strip().lower() for p in value.replace("+", ",").split(",") if p.strip()}
+        if parts == {"none"}:
+            return "none"
+        unknown = parts - set(METHODS)
+        if unknown or not parts:
+            raise ValueError(f'mode is "none", "keys", "oidc" or "keys,oidc", not {value!r}')
+        return ",".join(m for m in METHODS if m in parts)
+
+    @model_validator(mode="after")
+    def _oidc_configured(self) -> AuthSettings:
+        if "oidc" in self.methods and self.oidc is None:
+            raise ValueError("mode oidc needs an [auth.oidc] section (issuer, audience)")
+        return self
+
+    @property
+    def methods(self) -> frozenset[str]:
+        """The ways a caller may prove who it is: ``keys``, ``oidc`` (empty in ``none``)."""
+        return frozenset() if self.mode == "none" else frozenset(self.mode.split(","))
+
+    @property
+    def limits_on(self) -> bool:
+        return self.limits.enabled if self.limits.enabled is not None else self.mode != "none"

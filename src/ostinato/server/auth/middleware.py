@@ -1,0 +1,151 @@
+"""``AuthMiddleware``: every HTTP request and WebSocket is resolved to a caller before
+anything else runs (routing, body reading, uploads), in this one place.
+
+In order, for each request:
+
+1. ``hosts`` (when set): the ``Host`` header must name one of them. A server of mode
+   ``none`` on a loopback address answers only to loopback names, so a web page that
+   rebinds its own name to 127.0.0.1 cannot read it.
+2. a state-changing request (POST, PUT, PATCH, DELETE) that a browser sent from another
+   site (an ``Origin`` that is neither this server nor an allowed origin): 403.
+3. public paths (health, the API's own docs, the chat page's files) pass without a caller.
+4. the ``Authenticator`` resolves the caller (401 when it cannot); the caller goes into
+   the ASGI scope, where ``CurrentCaller`` reads it.
+5. a state-changing request that rode a cookie must carry the CSRF header: 403 if not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
+
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from ostinato.server.auth.authenticator import Authenticator, Unauthorized
+from ostinato.server.auth.caller import SCOPE_KEY
+from ostinato.server.auth.cookies import CSRF_HEADER
+from ostinato.server.auth.oidc import KeysUnavailable
+from ostinato.server.errors import error_response, log
+
+PUBLIC_PATHS = frozenset(
+    {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
+)
+PUBLIC_PREFIXES = ("/c/", "/assets/")  # the chat page: it holds no data, the API decides
+
+
+def is_public(path: str) -> bool:
+    """Paths that answer without a caller: health, the API's docs, the chat page."""
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+
+
+def same_site(origin: str | None, host: str | None, allowed: Iterable[str]) -> bool:
+    """No ``Origin`` (not a browser page), this server's own origin (``Host``), or an
+    allowed one (``*``: any)."""
+    if origin is None:
+        return True
+    origin = origin.strip().rstrip("/").lower()
+    allowed = set(allowed)
+    if origin in allowed or "*" in allowed:
+        return True
+    return host is not None and urlsplit(origin).netloc == host.strip().lower()
+
+
+class AuthMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        authenticator: Authenticator,
+        allowed_origins: Iterable[str] = (),
+        hosts: Iterable[str] | None = None,
+        public: Callable[[str], bool] = is_public,
+    ) -> None:
+        self.app = app
+        self.authenticator = authenticator
+        self.allowed_origins = frozenset(allowed_origins)
+        self.hosts = frozenset(h.lower() for h in hosts) if hosts is not None else None
+        self.public = public
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        connection = HTTPConnection(scope)
+        method = scope.get("method", "GET") if scope["type"] == "http" else "GET"
+        refusal = self._refusal(connection, method)
+        if refusal is not None:
+            await _refuse(scope, receive, send, *refusal)
+            return
+        if self.public(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        try:
+            resolution = await self.authenticator.resolve(connection)
+        except Unauthorized as exc:
+            await _refuse(scope, receive, send, 401, "unauthorized", exc.message)
+            return
+        except KeysUnavailable as exc:
+            log.warning("refused a request: %s", exc)
+            await _refuse(scope, receive, send, 503, "unavailable", str(exc))
+            return
+        caller = resolution.caller
+        if caller.via_cookie and method in UNSAFE:
+            cookies = self.authenticator.cookies
+            if not cookies.csrf_ok(caller.owner, connection.headers.get(CSRF_HEADER)):
+                message = (
+                    "this request rides a cookie: send the X-CSRF-Token header "
+                    "(its value is in GET /v1/caller)"
+                )
+                await _refuse(scope, receive, send, 403, "csrf_failed", message)
+                return
+        scope[SCOPE_KEY] = caller
+        if not resolution.headers or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *resolution.headers]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _refusal(self, connection: HTTPConnection, method: str) -> tuple[int, str, str] | None:
+        host = connection.headers.get("host")
+        if self.hosts is not None and _hostname(host) not in self.hosts:
+            return 403, "forbidden", "this server does not answer to that Host name"
+        origin = connection.headers.get("origin")
+        if method in UNSAFE and not same_site(origin, host, self.allowed_origins):
+            return 403, "forbidden", "requests from this Origin are not allowed"
+        return None
+
+
+def _hostname(host: str | None) -> str:
+    if host is None:
+        return ""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+async def _refuse(
+    scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str
+) -> None:
+    response = error_response(status, code, message)
+    if status == 401:
+        response.headers["www-authenticate"] = "Bearer"
+    if scope["type"] == "http":
+        await response(scope, receive, send)
+        return
+    websocket = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await websocket.send_denial_response(response)
+    else:
+        await websocket.close(code=1008, reason=message[:120])

@@ -1,0 +1,150 @@
+"""Every route of the application, walked from its own route table with two callers: a
+route that names one of ann's things answers bob exactly as it answers for a thing that
+does not exist (404, the same body); a route that lists shows bob nothing of ann's; no
+route but the public ones answers a caller without credentials.
+
+A route added later without the ownership check fails here. A route added with a path
+parameter or a body this test does not know fails too, until it is taught here how to
+name one of ann's things or what to send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute, WebSocketRoute
+
+from ostinato.approvals import Approval, Grant, arguments_hash
+from ostinato.ids import new_id
+from ostinato.server.auth.middleware import is_public
+from ostinato.store.base import CreateApproval, CreateGrant, utcnow
+from tests.server.conftest import Callers
+from tests.server.sse_client import open_stream
+from tests.server.ws_client import Refused, open_websocket
+
+# A valid body for each route that takes one, so a refusal is about ownership only.
+BODIES: dict[tuple[str, str], Any] = {
+    ("POST", "/v1/conversations"): {"title": "bob's"},
+    ("PATCH", "/v1/conversations/{conversation_id}"): {"title": "taken"},
+    ("POST", "/v1/conversations/{conversation_id}/turns"): {"text": "hello"},
+    ("POST", "/v1/conversations/{conversation_id}/cancel"): None,
+    ("POST", "/v1/conversations/{conversation_id}/approvals/{approval_id}"): {
+        "decision": "approve"
+    },
+    ("DELETE", "/v1/conversations/{conversation_id}/grants/{grant_id}"): None,
+    ("POST", "/v1/memories"): {"fact": "bob likes tea"},
+    ("DELETE", "/v1/memories/{memory_id}"): None,
+    ("PUT", "/v1/tools/{name}"): {"enabled": False},
+}
+
+
+async def _anns_things(callers: Callers) -> dict[str, str]:
+    """One of each of ann's things, by the path parameter that names it."""
+    ann = callers.ann
+    cid = (await ann.post("/v1/conversations", json={"title": "ann's"})).json()["id"]
+    memory = (await ann.post("/v1/memories", json={"fact": "Ann's secret"})).json()["id"]
+    store = callers.app.state.ostinato.runtime.store
+    approval = Approval(
+        new_id(),
+        cid,
+        new_id(),
+        "tu_1",
+        "shell",
+        {},
+        arguments_hash("shell", {}),
+        "exec",
+        None,
+        utcnow(),
+    )
+    grant = Grant(new_id(), "ann", cid, "shell", "exact", "k", utcnow(), approval_id=approval.id)
+    await store.write(CreateApproval(approval), CreateGrant(grant))
+    return {
+        "conversation_id": cid,
+        "approval_id": approval.id,
+        "grant_id": grant.id,
+        "memory_id": memory,
+        "name": "clock",
+    }
+
+
+def _fill(path: str, things: dict[str, str]) -> str:
+    for name in _params(path):
+        assert name in things, f"teach this test how to name one of ann's {name!r}"
+        path = path.replace("{" + name + "}", things[name])
+    return path
+
+
+def _params(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{")]
+
+
+def _routes(routes: list[BaseRoute]) -> list[tuple[str, str]]:
+    """(method, path) of every route, WebSockets as ``WS``, through included routers
+    (FastAPI keeps them as routers of their own; none is included with a prefix)."""
+    found: list[tuple[str, str]] = []
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            found.extend(_routes(included.routes))
+        elif isinstance(route, APIRoute):
+            found.extend((method, route.path) for method in sorted(route.methods))
+        elif isinstance(route, WebSocketRoute):
+            found.append(("WS", route.path))
+    return [(m, p) for m, p in found if not is_public(p) and m != "HEAD"]
+
+
+async def _ask(
+    callers: Callers, who: httpx.AsyncClient, method: str, template: str, path: str
+) -> tuple[int, Any]:
+    """The status and JSON body ``who`` gets for ``method path``."""
+    headers = {k: v for k, v in who.headers.items() if k == "authorization"}
+    if method == "WS":
+        try:
+            async with open_websocket(callers.app, path, headers=headers):
+                return 101, None
+        except Refused as refused:
+            return refused.status or 0, refused.body
+    if template.endswith("/events"):  # a stream that opens never ends by itself
+        async with open_stream(callers.app, method, path, headers=headers) as stream:
+            if stream.status == 200:
+                return 200, None
+    if method in ("POST", "PUT", "PATCH") and (method, template) not in BODIES:
+        pytest.fail(f"teach this test a valid body for {method} {template}")
+    response = await who.request(method, path, json=BODIES.get((method, template)))
+    return response.status_code, response.json() if response.content else None
+
+
+async def test_every_route_keeps_anns_things_from_bob(callers: Callers) -> None:
+    things = await _anns_things(callers)
+    missing = {name: new_id() for name in things if name != "name"} | {"name": "clock"}
+    routes = _routes(callers.app.routes)
+    assert len(routes) >= 15
+    for method, template in routes:
+        named = [p for p in _params(template) if p != "name"]
+        path = _fill(template, things)
+        status, body = await _ask(callers, callers.bob, method, template, path)
+        if not named:  # bob's own listing or creation: nothing of ann's in it
+            assert status < 400, (method, template, status, body)
+            assert not any(v in str(body) for v in things.values() if v != "clock")
+            assert "Ann's secret" not in str(body)
+            continue
+        gone_status, gone_body = await _ask(
+            callers, callers.bob, method, template, _fill(template, missing)
+        )
+        assert status == gone_status == 404, (method, template, status, body)
+        expected = str(gone_body)
+        for name, value in missing.items():
+            expected = expected.replace(value, things[name])
+        assert str(body) == expected, (method, template)
+
+
+async def test_every_route_but_the_public_ones_needs_credentials(callers: Callers) -> None:
+    things = await _anns_things(callers)
+    for method, template in _routes(callers.app.routes):
+        path = _fill(template, things)
+        status, body = await _ask(callers, callers.nobody, method, template, path)
+        assert status == 401, (method, template, status)
+        assert body["error"]["code"] == "unauthorized"

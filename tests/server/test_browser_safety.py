@@ -13,8 +13,8 @@ from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.server.auth.cookies import ANONYMOUS_COOKIE, ANONYMOUS_TOKEN_HEADER, CSRF_COOKIE
 from ostinato.store.base import Store
-from ostinato.tools.base import ToolRegistry
 from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
 
 
 def _client(app: object, **headers: str) -> httpx.AsyncClient:

@@ -7,7 +7,8 @@ The JOSE work is PyJWT's: signature, ``exp`` / ``nbf`` with a small leeway, ``is
   ``alg: none`` and an HMAC token "signed" with the public key never reach a check;
 - the keys (JWKS) come from ``jwks_url`` or the issuer's discovery document, are kept for
   ``jwks_cache_s``, and are fetched again when a token names a key id the set does not
-  have (the issuer rotated its keys), at most once per ``REFETCH_S``;
+  have (the issuer rotated its keys), at most once per ``REFETCH_S``, so tokens with
+  made-up key ids cannot make the server hammer the issuer;
 - a token that passed is remembered until it expires, so a client sending the same
   token on every request pays for one signature check.
 """
@@ -26,7 +27,7 @@ import jwt
 from ostinato.identity.owners import check_owner_name
 from ostinato.identity.settings import OidcSettings
 
-REFETCH_S = 30.0  # an unknown key id fetches the keys again at most this often
+REFETCH_S = 30.0  # unknown key ids fetch the keys again at most once in this long
 REMEMBERED = 4096  # tokens remembered after a successful check
 FETCH_TIMEOUT_S = 5.0
 
@@ -55,6 +56,7 @@ class OidcVerifier:
         self._client = client
         self._keys: dict[str | None, tuple[jwt.PyJWK, str | None]] = {}  # kid -> key, its alg
         self._fetched_at = -float("inf")
+        self._missed_at = -float("inf")  # when a token's unknown key id last fetched the keys
         self._jwks_url = settings.jwks_url
         self._lock = asyncio.Lock()
         self._remembered: OrderedDict[str, Verified] = OrderedDict()
@@ -106,8 +108,11 @@ class OidcVerifier:
         return Verified(owner, float(claims["exp"]))
 
     async def _key(self, kid: Any) -> tuple[jwt.PyJWK, str | None]:
-        stale = time.monotonic() - self._fetched_at > self.settings.jwks_cache_s
-        if stale or (kid not in self._keys and self._may_refetch()):
+        now = time.monotonic()
+        if now - self._fetched_at > self.settings.jwks_cache_s:
+            await self._refresh()
+        elif kid not in self._keys and now - self._missed_at > REFETCH_S:
+            self._missed_at = now
             await self._refresh()
         if kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
@@ -116,14 +121,11 @@ class OidcVerifier:
             raise InvalidToken("the token was signed by a key the issuer does not publish")
         return found
 
-    def _may_refetch(self) -> bool:
-        return time.monotonic() - self._fetched_at > REFETCH_S
-
     async def _refresh(self) -> None:
+        before = self._fetched_at
         async with self._lock:
-            before = self._fetched_at
-            if time.monotonic() - before < 0.01:
-                return  # another request just fetched them
+            if self._fetched_at != before:
+                return  # another request fetched them while this one waited
             try:
                 document = await self._get(await self._keys_url())
                 keys = _usable_keys(document)

@@ -1,0 +1,244 @@
+"""Mode ``oidc`` against a local JWKS server (a real HTTP server on 127.0.0.1): tokens
+signed by a test key pass; a rotated key is fetched when a token names it; an expired
+token, a wrong audience or issuer, ``alg: none``, an HS256 token "signed" with the public
+key, and a token from an unknown key are refused. Keys and tokens together work too."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from fastapi import FastAPI
+
+from ostinato.identity.keys import create_key
+from ostinato.identity.settings import AuthSettings, OidcSettings
+from ostinato.models.scripted import ScriptedModel
+from ostinato.runtime import Runtime
+from ostinato.server import create_app
+from ostinato.store.memory import MemoryStore
+
+AUDIENCE = "ostinato"
+
+
+@dataclass
+class Issuer:
+    """A local identity provider: its discovery document and JWKS, and a signer."""
+
+    url: str
+    keys: dict[str, Any] = field(default_factory=dict)  # kid -> private key
+    published: list[str] = field(default_factory=list)  # kids in the JWKS
+    fetches: int = 0
+
+    def add_key(self, kid: str, key: Any | None = None) -> None:
+        self.keys[kid] = key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.published.append(kid)
+
+    def jwks(self) -> dict[str, Any]:
+        entries = []
+        for kid in self.published:
+            public = self.keys[kid].public_key()
+            algorithm = (
+                jwt.algorithms.RSAAlgorithm
+                if isinstance(public, rsa.RSAPublicKey)
+                else jwt.algorithms.ECAlgorithm
+            )
+            entry = json.loads(algorithm.to_jwk(public))
+            entries.append({**entry, "kid": kid, "use": "sig"})
+        return {"keys": entries}
+
+    def token(self, kid: str = "k1", *, alg: str = "RS256", **claims: Any) -> str:
+        now = int(time.time())
+        body = {"iss": self.url, "aud": AUDIENCE, "sub": "ann", "iat": now, "exp": now + 300}
+        body.update(claims)
+        return jwt.encode(body, self.keys[kid], algorithm=alg, headers={"kid": kid})
+
+
+@pytest.fixture
+async def runtime(model: ScriptedModel) -> AsyncIterator[Runtime]:
+    """Tokens are checked before any store is read: one engine is enough."""
+    runtime = Runtime(MemoryStore(), model=model)
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+def issuer() -> Iterator[Issuer]:
+    state = Issuer("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/.well-known/openid-configuration":
+                body: dict[str, Any] = {"issuer": state.url, "jwks_uri": f"{state.url}/jwks"}
+            elif self.path == "/jwks":
+                state.fetches += 1
+                body = state.jwks()
+            else:
+                self.send_error(404)
+                return
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    state.add_key("k1")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def _app(runtime: Runtime, issuer: Issuer, mode: str = "oidc") -> FastAPI:
+    oidc = OidcSettings(issuer=issuer.url, audience=[AUDIENCE])
+    return create_app(runtime, auth=AuthSettings(mode=mode, oidc=oidc))
+
+
+async def _status(app: FastAPI, token: str) -> tuple[int, str]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.get(
+            "/v1/conversations", headers={"authorization": f"Bearer {token}"}
+        )
+        text = response.json()["error"]["message"] if response.status_code != 200 else ""
+        assert token not in response.text
+        return response.status_code, text
+
+
+def _b64(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+async def test_a_valid_token_names_its_owner(runtime: Runtime, issuer: Issuer) -> None:
+    app = _app(runtime, issuer)
+    token = issuer.token(sub="ann@example.com")
+    transport = httpx.ASGITransport(app=app)
+    headers = {"authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers) as c:
+        made = await c.post("/v1/conversations")
+        assert made.status_code == 201 and made.json()["owner"] == "ann@example.com"
+        assert (await c.get("/v1/conversations")).status_code == 200
+    assert issuer.fetches == 1  # the keys were fetched once, through discovery
+    await app.state.ostinato.aclose()
+
+
+async def test_a_rotated_key_is_fetched_when_a_token_names_it(
+    runtime: Runtime, issuer: Issuer
+) -> None:
+    app = _app(runtime, issuer)
+    assert (await _status(app, issuer.token()))[0] == 200
+    issuer.add_key("k2", ec.generate_private_key(ec.SECP256R1()))
+    issuer.published.remove("k1")  # rotated: the old key is gone
+    assert (await _status(app, issuer.token("k2", alg="ES256")))[0] == 200
+    assert issuer.fetches == 2
+    # a token of a key the issuer never published does not fetch the keys again at once
+    issuer.add_key("k3")
+    issuer.published.remove("k3")
+    status, message = await _status(app, issuer.token("k3"))
+    assert status == 401 and "does not publish" in message
+    assert issuer.fetches == 2
+    await app.state.ostinato.aclose()
+
+
+@pytest.mark.parametrize(
+    ("claims", "says"),
+    [
+        ({"exp": int(time.time()) - 600}, "expired"),
+        ({"aud": "someone-else"}, "audience"),
+        ({"iss": "https://evil.example"}, "issuer"),
+        ({"nbf": int(time.time()) + 600}, "not yet valid"),
+        ({"sub": "local"}, "reserved"),
+        ({"sub": 42}, "sub"),
+    ],
+)
+async def test_bad_claims_are_refused(
+    runtime: Runtime, issuer: Issuer, claims: dict[str, Any], says: str
+) -> None:
+    app = _app(runtime, issuer)
+    status, message = await _status(app, issuer.token(**claims))
+    assert status == 401 and says in message.lower()
+    await app.state.ostinato.aclose()
+
+
+async def test_forged_tokens_are_refused(runtime: Runtime, issuer: Issuer) -> None:
+    app = _app(runtime, issuer)
+    now = int(time.time())
+    claims = {"iss": issuer.url, "aud": AUDIENCE, "sub": "ann", "exp": now + 300}
+    unsigned = f"{_b64({'alg': 'none', 'kid': 'k1'})}.{_b64(claims)}."
+    public_pem = (
+        issuer.keys["k1"]
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    header = _b64({"alg": "HS256", "kid": "k1", "typ": "JWT"})
+    payload = _b64(claims)
+    mac = hmac.new(public_pem, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    confused = f"{header}.{payload}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    wrong_key = jwt.encode(claims, stranger, algorithm="RS256", headers={"kid": "k1"})
+    good = issuer.token()
+    tampered = good.rsplit(".", 2)
+    tampered[1] = _b64({**claims, "sub": "bob"})
+    for token, says in (
+        (unsigned, "not accepted"),
+        (confused, "not accepted"),
+        (wrong_key, "signature"),
+        (".".join(tampered), "signature"),
+        ("a.b.c", "not a jwt"),
+    ):
+        status, message = await _status(app, token)
+        assert status == 401, token
+        assert says in message.lower(), message
+    await app.state.ostinato.aclose()
+
+
+async def test_unreachable_keys_are_a_503(runtime: Runtime, issuer: Issuer) -> None:
+    oidc = OidcSettings(issuer=issuer.url, audience=[AUDIENCE], jwks_url="http://127.0.0.1:9/jwks")
+    app = create_app(runtime, auth=AuthSettings(mode="oidc", oidc=oidc))
+    status, message = await _status(app, issuer.token())
+    assert status == 503 and "cannot fetch the issuer's keys" in message
+    await app.state.ostinato.aclose()
+
+
+async def test_keys_and_tokens_together(runtime: Runtime, issuer: Issuer) -> None:
+    app = _app(runtime, issuer, "keys,oidc")
+    key = (await create_key(runtime.store, "bob", "cli"))[1]
+    assert (await _status(app, key))[0] == 200
+    assert (await _status(app, issuer.token()))[0] == 200
+    assert (await _status(app, key[:-3] + "abc"))[0] == 401
+    await app.state.ostinato.aclose()
+
+
+def test_settings_refuse_symmetric_algorithms_and_need_an_issuer() -> None:
+    with pytest.raises(ValueError, match="public-key algorithms"):
+        OidcSettings(issuer="https://i", audience=["a"], algorithms=["HS256"])
+    with pytest.raises(ValueError, match="needs an"):
+        AuthSettings(mode="oidc")
+    env = {
+        "OSTINATO_AUTH_MODE": "keys,oidc",
+        "OSTINATO_OIDC_ISSUER": "https://i",
+        "OSTINATO_OIDC_AUDIENCE": "a,b",
+        "OSTINATO_LIMIT_RUNNING_TURNS": "7",
+    }
+    settings = AuthSettings().with_env(env)
+    assert settings.methods == {"keys", "oidc"} and settings.oidc is not None
+    assert settings.oidc.audience == ["a", "b"] and settings.limits.running_turns == 7

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fastapi import FastAPI
 
+from ostinato.config import load_config
 from ostinato.identity.keys import create_key
 from ostinato.identity.settings import AuthSettings, OidcSettings
 from ostinato.models.scripted import ScriptedModel
@@ -234,11 +235,11 @@ def test_settings_refuse_symmetric_algorithms_and_need_an_issuer() -> None:
     with pytest.raises(ValueError, match="needs an"):
         AuthSettings(mode="oidc")
     env = {
-        "OSTINATO_AUTH_MODE": "keys,oidc",
-        "OSTINATO_OIDC_ISSUER": "https://i",
-        "OSTINATO_OIDC_AUDIENCE": "a,b",
-        "OSTINATO_LIMIT_RUNNING_TURNS": "7",
+        "OSTINATO_AUTH__MODE": "keys,oidc",
+        "OSTINATO_AUTH__OIDC__ISSUER": "https://i",
+        "OSTINATO_AUTH__OIDC__AUDIENCE": "a,b",
+        "OSTINATO_AUTH__LIMITS__RUNNING_TURNS": "7",
     }
-    settings = AuthSettings().with_env(env)
+    settings = load_config(None, env=env)[0].auth
     assert settings.methods == {"keys", "oidc"} and settings.oidc is not None
     assert settings.oidc.audience == ["a", "b"] and settings.limits.running_turns == 7

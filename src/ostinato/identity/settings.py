@@ -15,7 +15,7 @@
     running_turns = 3
 
 It is the ``auth`` section of ``ostinato.config``: environment variables override the
-file (``OSTINATO_AUTH__MODE`` and the like, and the short names each field lists).
+file (``OSTINATO_AUTH__MODE``, ``OSTINATO_AUTH__LIMITS__RUNNING_TURNS`` and the like).
 """
 
 from __future__ import annotations
@@ -33,11 +33,6 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _env(name: str) -> dict[str, Any]:
-    """A short environment variable that also sets the field (``config.short_env``)."""
-    return {"env": name}
-
-
 class LimitSettings(_Section):
     """What one owner may do at once or per minute. ``enabled`` None: on in every mode but
     ``none`` (one person on their own machine needs no protection from themselves)."""
@@ -49,25 +44,21 @@ class LimitSettings(_Section):
         default=3,
         ge=0,
         description="Turns of one owner running (or queued) at once; 0: no limit.",
-        json_schema_extra=_env("OSTINATO_LIMIT_RUNNING_TURNS"),
     )
     turns_per_minute: int = Field(
         default=20,
         ge=0,
         description="New turns of one owner in any 60 s; 0: no limit.",
-        json_schema_extra=_env("OSTINATO_LIMIT_TURNS_PER_MINUTE"),
     )
     open_streams: int = Field(
         default=10,
         ge=0,
         description="Event streams and WebSockets one owner has open; 0: no limit.",
-        json_schema_extra=_env("OSTINATO_LIMIT_OPEN_STREAMS"),
     )
     uploads_per_turn: int = Field(
         default=10,
         ge=0,
         description="Files attached to one message; 0: no limit.",
-        json_schema_extra=_env("OSTINATO_LIMIT_UPLOADS_PER_TURN"),
     )
 
 
@@ -116,18 +107,15 @@ class AuthSettings(_Section):
         default="none",
         description="Who may call: `none` (everyone is the local owner), `keys`, `oidc` or "
         "`keys,oidc` (see docs/auth.md).",
-        json_schema_extra=_env("OSTINATO_AUTH_MODE"),
     )
     allow_anonymous: bool = Field(
         default=False,
         description="Callers without credentials get an anonymous owner of their own.",
-        json_schema_extra=_env("OSTINATO_AUTH_ALLOW_ANONYMOUS"),
     )
     secret: SecretStr | None = Field(
         default=None,
         description="Signs cookies and CSRF tokens; the same in every process (unset: a "
         "random one per process).",
-        json_schema_extra=_env("OSTINATO_AUTH_SECRET"),
     )
     cookie_secure: bool = Field(default=True, description="Cookies only over HTTPS.")
     key_cache_s: float = Field(

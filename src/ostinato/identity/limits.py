@@ -113,6 +113,8 @@ class Limiter:
     ) -> Permit:
         if not self._on(limit):
             return Permit(None, None)
+        if self._tasks:  # slots given back before this request are back before it counts
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
         slot_id = new_id()
         until = utcnow() + timedelta(seconds=self.ttl_s)
         (admission,) = await self.store.write(

@@ -9,11 +9,10 @@ and closes the runtime (cancelling running turns, closing the store) at shutdown
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 
 import ostinato
 from ostinato.identity.limits import Limiter
@@ -24,7 +23,7 @@ from ostinato.server import page
 from ostinato.server.apidocs import install_docs
 from ostinato.server.auth.authenticator import Authenticator
 from ostinato.server.auth.guard import StreamGuard
-from ostinato.server.auth.middleware import AuthMiddleware
+from ostinato.server.auth.middleware import install_identity
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.limits import BodyLimit, BodyLimits
@@ -66,26 +65,13 @@ def create_app(
     limits = limits or BodyLimits()
     if not isinstance(auth, Authenticator):
         auth = Authenticator(auth or AuthSettings(), runtime.store)
-    settings = auth.settings
-    owner_limits = Limiter(runtime.store, settings.limits, enabled=settings.limits_on)
+    owner_limits = Limiter(runtime.store, auth.settings.limits, enabled=auth.settings.limits_on)
     browsers = origins(allowed_origins)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        recovered = await runtime.recover()
-        if recovered:
-            log.warning("closed %d turn(s) left running by a crash", len(recovered))
-        try:
-            yield
-        finally:
-            await app.state.ostinato.aclose()
-            await runtime.close()
-
     app = FastAPI(
         title="ostinato",
         version=getattr(ostinato, "__version__", "0"),
         description=DESCRIPTION,
-        lifespan=lifespan,
+        lifespan=_lifespan(runtime),
         docs_url=None,  # served by install_docs, from local files
         redoc_url=None,
     )
@@ -100,7 +86,7 @@ def create_app(
         limits=limits,
         auth=auth,
         owner_limits=owner_limits,
-        streams=StreamGuard(auth, owner_limits, settings.stream_recheck_s),
+        streams=StreamGuard(auth, owner_limits, auth.settings.stream_recheck_s),
     )
     app.add_middleware(BodyLimit, limits=limits)
     install_error_handlers(app)
@@ -108,18 +94,26 @@ def create_app(
         app.include_router(router)
     app.include_router(page.router)  # the chat page at / and /c/<id>
     install_docs(app, app.title)
-    # added last, so it runs first: the caller is known before bodies are read
-    app.add_middleware(AuthMiddleware, authenticator=auth, allowed_origins=browsers, hosts=hosts)
-    if browsers:  # outermost: a preflight carries no credentials
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=sorted(browsers),
-            allow_credentials=True,
-            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-            allow_headers=["authorization", "content-type", "last-event-id", "x-csrf-token"],
-            expose_headers=["retry-after", "x-ostinato-anonymous-token"],
-        )
+    install_identity(app, auth, browsers, hosts)  # last, so it runs first
     return app
+
+
+def _lifespan(runtime: Runtime) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Recover what a crash left running before the first request; at shutdown, stop
+    the server's background work and close the runtime."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        recovered = await runtime.recover()
+        if recovered:
+            log.warning("closed %d turn(s) left running by a crash", len(recovered))
+        try:
+            yield
+        finally:
+            await app.state.ostinato.aclose()
+            await runtime.close()
+
+    return lifespan
 
 
 def end_streams(app: FastAPI) -> None:

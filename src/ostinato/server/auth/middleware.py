@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
+from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -149,3 +151,26 @@ async def _refuse(
         await websocket.send_denial_response(response)
     else:
         await websocket.close(code=1008, reason=message[:120])
+
+
+def install_identity(
+    app: Starlette,
+    authenticator: Authenticator,
+    allowed_origins: Iterable[str],
+    hosts: Iterable[str] | None,
+) -> None:
+    """Add the middleware that resolves callers and, when origins are allowed, CORS
+    outside it (a preflight carries no credentials). Call it after every other
+    middleware: the caller is then known before any body is read."""
+    app.add_middleware(
+        AuthMiddleware, authenticator=authenticator, allowed_origins=allowed_origins, hosts=hosts
+    )
+    if allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=sorted(allowed_origins),
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["authorization", "content-type", "last-event-id", "x-csrf-token"],
+            expose_headers=["retry-after", "x-ostinato-anonymous-token"],
+        )

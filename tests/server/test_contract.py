@@ -48,3 +48,40 @@ async def test_a_body_nested_too_deeply_is_a_422(client: httpx.AsyncClient) -> N
         "/v1/memories", content=small_deep, headers={"content-type": "application/json"}
     )
     assert response.status_code == 422, response.text
+
+
+async def test_integers_are_bounded_by_their_columns(
+    client: httpx.AsyncClient, conversation_id: str
+) -> None:
+    base = f"/v1/conversations/{conversation_id}"
+    for value in ("2147483648", "9223372036854775808", "-1"):
+        for path in (f"{base}/messages", f"{base}/events"):
+            response = await client.get(path, params={"after_seq": value})
+            assert response.status_code == 422, (path, value, response.text)
+            assert "after_seq" in response.json()["error"]["message"]
+        header = await client.get(f"{base}/events", headers={"last-event-id": value})
+        assert header.status_code == 422 and "Last-Event-ID" in header.text
+    top = await client.get(f"{base}/messages", params={"after_seq": "2147483647"})
+    assert top.status_code == 200 and top.json()["messages"] == []
+    decision = {"decision": "approve", "remember": "exact", "expires_in_s": 1e300}
+    huge = await client.post(f"{base}/approvals/a1", json=decision)
+    assert huge.status_code == 422 and "expires_in_s" in huge.json()["error"]["message"]
+
+
+async def test_a_multipart_turn_is_checked_like_its_schema(
+    client: httpx.AsyncClient, conversation_id: str
+) -> None:
+    url = f"/v1/conversations/{conversation_id}/turns"
+    blank = await client.post(url, files={"text": (None, "")})  # multipart, no files
+    assert blank.status_code == 422 and "text" in blank.json()["error"]["message"]
+    one = {"files": ("a.txt", b"x", "text/plain")}
+    flag = await client.post(url, data={"text": "hi", "cancel_on_disconnect": "{}"}, files=one)
+    assert flag.status_code == 422 and "cancel_on_disconnect" in flag.text
+    many = [("files", (f"{i}.txt", b"x", "text/plain")) for i in range(11)]
+    eleven = await client.post(url, data={"text": "hi"}, files=many)
+    assert eleven.status_code == 422 and "at most 10" in eleven.json()["error"]["message"]
+
+
+async def test_a_fact_with_a_nul_is_a_422(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/memories", json={"owner": "ann", "fact": "tea\u0000"})
+    assert response.status_code == 422 and "NUL" in response.json()["error"]["message"]

@@ -123,7 +123,7 @@ async def test_bad_turn_requests_are_422(client: httpx.AsyncClient, conversation
         (b'{"text": ""}', json_type, "text must not be empty"),
         (b'{"text": "   "}', json_type, "text must not be empty"),
         (b'{"text": 5}', json_type, "text: input should be a valid string"),
-        (b'{"text": null}', json_type, "text is required"),
+        (b'{"text": null}', json_type, "text must not be null"),
         (b'{"text": "hi", "client_message_id": 7}', json_type, "client_message_id"),
         (b'{"text": "hi", "txt": "x"}', json_type, "txt is not a known field"),
         (b'["hi"]', json_type, "JSON object"),

@@ -226,6 +226,18 @@ async def test_tool_call_lifecycle(store: Store) -> None:
     assert await store.list_tool_calls(conv.id, turn_id="other") == []
 
 
+async def test_a_tool_result_with_a_nul_is_stored(store: Store) -> None:
+    # PostgreSQL text cannot hold NUL: a result carrying one (a file's bytes) is kept
+    conv = await new_conversation(store)
+    t = turn(conv.id)
+    await store.write(StartTurn(t))
+    rec = tool_call(conv.id, t.id)
+    await store.write(StartToolCall(rec))
+    await store.write(FinishToolCall(t.id, rec.id, "ok", "a\x00b", False, utcnow(), 0.1))
+    (got,) = await store.list_tool_calls(conv.id)
+    assert got.result in ("a\x00b", "a\ufffdb")
+
+
 async def test_tool_call_errors(store: Store) -> None:
     conv = await new_conversation(store)
     rec = tool_call(conv.id, "t1")

@@ -8,6 +8,7 @@ serializer each), so a row looks the same in ``/messages``, in a turn's response
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,6 +37,9 @@ _TIME: JsonDict = {"format": "date-time"}
 
 
 NO_NUL = r"^[^\x00]*$"  # a NUL cannot be stored in a text column (PostgreSQL refuses it)
+NOT_BLANK: JsonDict = {"pattern": r"\S"}  # some text besides white space (``str.strip``'s)
+SEQ_MAX = 2**31 - 1  # a row's seq is a 32-bit column: no seq is larger
+GRANT_SECONDS_MAX = 10 * 366 * 24 * 3600  # a remembered grant lasts ten years at most
 
 
 def _no_nul(value: str) -> str:
@@ -45,6 +49,29 @@ def _no_nul(value: str) -> str:
 
 
 PlainText = Annotated[StrictStr, AfterValidator(_no_nul)]
+
+
+def not_null(extra: JsonDict | None = None) -> Callable[[JsonDict], None]:
+    """A field's ``json_schema_extra`` for an optional field that may be left out but not
+    sent as null: the schema keeps only the non-null type (plus ``extra``). The field
+    refuses an explicit null with a ``mode="before"`` validator."""
+
+    def edit(schema: JsonDict) -> None:
+        options = schema.pop("anyOf", None)
+        if isinstance(options, list):
+            for option in options:
+                if isinstance(option, dict) and option.get("type") != "null":
+                    schema.update(option)
+        schema.pop("default", None)
+        schema.update(extra or {})
+
+    return edit
+
+
+def refuse_null(value: object) -> object:
+    if value is None:  # a null that was sent: the field is to be left out instead
+        raise ValueError("must not be null (leave it out)")
+    return value
 
 
 class CreateConversationRequest(BaseModel):
@@ -103,14 +130,33 @@ class ToolResponse(BaseModel):
     result: Any = Field(description="Any JSON: the card's answer, as the tool's result.")
 
 
+_WITH_TOOL_RESPONSE = ("text", "client_message_id", "policy")  # none of these with a card
+
+
 class TurnRequest(BaseModel):
     """A user message (`text`) or the answer to a question card (`tool_response`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        # The rules of _one_input, for clients that validate against the schema.
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["text"], "not": {"required": ["tool_response"]}},
+                {
+                    "required": ["tool_response"],
+                    "not": {"anyOf": [{"required": [name]} for name in _WITH_TOOL_RESPONSE]},
+                },
+            ]
+        },
+    )
 
-    text: StrictStr | None = Field(default=None, description="The user's message.")
+    text: StrictStr | None = Field(
+        default=None, description="The user's message.", json_schema_extra=not_null(NOT_BLANK)
+    )
     tool_response: ToolResponse | None = Field(
-        default=None, description="Answer the question card that waits, and resume."
+        default=None,
+        description="Answer the question card that waits, and resume.",
+        json_schema_extra=not_null(),
     )
     client_message_id: PlainText | None = _CLIENT_MESSAGE_ID
     policy: Policy = _POLICY
@@ -119,6 +165,8 @@ class TurnRequest(BaseModel):
         description="With `Accept: text/event-stream`: cancel this turn when the client "
         "goes away. By default a turn runs on without its client.",
     )
+
+    _not_null = field_validator("text", "tool_response", mode="before")(refuse_null)
 
     @field_validator("text")
     @classmethod
@@ -141,8 +189,6 @@ class TurnRequest(BaseModel):
 class DecisionRequest(BaseModel):
     """A person's decision on an approval (an `approval.requested` frame)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     decision: Literal["approve", "decline"]
     remember: Remember = Field(
         default="none",
@@ -150,7 +196,31 @@ class DecisionRequest(BaseModel):
         "its family (`family`) from now on.",
     )
     expires_in_s: float | None = Field(
-        default=None, gt=0, description="The remembered grant expires after this many seconds."
+        default=None,
+        gt=0,
+        le=GRANT_SECONDS_MAX,
+        description="The remembered grant expires after this many seconds.",
+    )
+    model_config = ConfigDict(
+        extra="forbid",
+        # The rules of _remember_an_approval, for clients that validate against the schema.
+        json_schema_extra={
+            "allOf": [
+                {
+                    "if": {"properties": {"decision": {"const": "decline"}}},
+                    "then": {"properties": {"remember": {"const": "none"}}},
+                },
+                {
+                    "if": {
+                        "anyOf": [
+                            {"not": {"required": ["remember"]}},
+                            {"properties": {"remember": {"const": "none"}}},
+                        ]
+                    },
+                    "then": {"properties": {"expires_in_s": {"type": "null"}}},
+                },
+            ]
+        },
     )
 
     @model_validator(mode="after")
@@ -169,7 +239,7 @@ class WsMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["message"]
-    text: StrictStr
+    text: StrictStr = Field(json_schema_extra=NOT_BLANK)
     client_message_id: PlainText | None = _CLIENT_MESSAGE_ID
     policy: Policy = _POLICY
 
@@ -366,69 +436,22 @@ class CancelOut(BaseModel):
     )
 
 
-class Health(BaseModel):
-    status: Literal["ok", "unavailable"]
-    store: str
-    detail: str | None = None
-
-
-class ModelOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    id: str = Field(description="A `provider:model` id.")
-    object: Literal["model"] = "model"
-    owned_by: str
-    ostinato: dict[str, Any] = Field(
-        default_factory=dict,
-        description="`default` and its `reason` for the default model; `tiers`: the tiers "
-        "it serves.",
-    )
-
-
-class ModelList(BaseModel):
-    """OpenAI's list shape, so OpenAI clients can read it; the default model comes first."""
-
-    object: Literal["list"] = "list"
-    data: list[ModelOut]
-
-    @classmethod
-    def merged(cls, listing: dict[str, Any]) -> ModelList:
-        """One entry per model id, in first-seen order: a model that is the default and
-        serves tiers (or serves several) is listed once, with every tier it serves."""
-        entries: dict[str, dict[str, Any]] = {}
-        for raw in listing.get("data", []):
-            extra = dict(raw.get("ostinato") or {})
-            tier = extra.pop("tier", None)
-            entry = entries.setdefault(raw["id"], {**raw, "ostinato": {}})
-            entry["ostinato"].update(extra)
-            if tier is not None:
-                entry["ostinato"].setdefault("tiers", []).append(tier)
-        return cls(data=[ModelOut.model_validate(e) for e in entries.values()])
-
-    @classmethod
-    def of_default(cls, model_id: str) -> ModelList:
-        owner = model_id.split(":", 1)[0]
-        return cls(data=[ModelOut(id=model_id, owned_by=owner, ostinato={"default": True})])
-
-
 class ErrorDetail(BaseModel):
     code: str
     message: str
-    details: list[dict[str, Any]] | None = None
+    details: list[dict[str, Any]] | None = Field(
+        default=None, description="On validation errors: each problem and where it is."
+    )
+    limit_bytes: int | None = Field(
+        default=None, description="On `too_large`: the limit the body was over."
+    )
+    kind: Literal["message", "metadata", "upload"] | None = Field(
+        default=None, description="On `too_large`: which kind of body, and so which limit."
+    )
 
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
-
-
-class FrameOut(BaseModel):
-    """The `data:` of one Server-Sent Event; more fields depend on `type`."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str = Field(json_schema_extra={"enum": list(FRAME_TYPES)})
-    run_id: str
-    seq: int
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -450,7 +473,7 @@ SSE_RESPONSE: dict[str, Any] = {
                 "data": {
                     "type": "string",
                     "contentMediaType": "application/json",
-                    "contentSchema": FrameOut.model_json_schema(),
+                    "contentSchema": {"$ref": "#/components/schemas/Frame"},
                 },
                 "id": {"type": "string", "description": "The row's seq; `message` only."},
             },

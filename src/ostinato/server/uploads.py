@@ -57,27 +57,34 @@ async def _read_form(request: Request) -> tuple[TurnRequest, list[ImageBlock | F
             raise
         raise InvalidRequest(f"the multipart form cannot be read: {exc.detail}") from None
     fields: dict[str, Any] = {}
-    blocks: list[ImageBlock | FileBlock] = []
+    files: list[UploadFile] = []
     for name, value in form.multi_items():
         if isinstance(value, UploadFile):
             if name not in ("files", "file"):
                 raise InvalidRequest(f"a file must be sent as a 'files' part, not {name!r}")
-            data = await value.read(MAX_FILE_BYTES + 1)
-            blocks.append(attachment_block(value.filename or "file", value.content_type, data))
+            files.append(value)
         elif name in FORM_FIELDS:
-            fields[name] = value
+            fields[name] = _FLAGS.get(value.lower(), value) if name in _BOOLEAN else value
         else:
             raise InvalidRequest(f"unknown form field {name!r} (fields: {', '.join(FORM_FIELDS)})")
-    if "cancel_on_disconnect" in fields:
-        fields["cancel_on_disconnect"] = fields["cancel_on_disconnect"].lower() in ("1", "true")
-    check_total(blocks)
-    if not fields.get("text", "").strip() and blocks:
+    if len(files) > MAX_FILES:
+        raise InvalidRequest(f"{len(files)} files; a message may carry at most {MAX_FILES}")
+    if not fields.get("text", "").strip() and files:
         fields["text"] = "(files attached)"
     try:
         body = TurnRequest.model_validate_json(json.dumps(fields))
     except ValidationError as exc:
         raise RequestValidationError(_located(exc, "form")) from None
+    blocks = [
+        attachment_block(f.filename or "file", f.content_type, await f.read(MAX_FILE_BYTES + 1))
+        for f in files
+    ]
+    check_total(blocks)
     return body, blocks
+
+
+_BOOLEAN = frozenset({"cancel_on_disconnect"})
+_FLAGS = {"true": True, "false": False}  # as JSON spells them; else refused as not a bool
 
 
 def _located(exc: ValidationError, where: str) -> list[Any]:

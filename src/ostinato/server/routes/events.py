@@ -13,16 +13,25 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from ostinato.errors import InvalidRequest
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
-from ostinato.server.schemas import ERROR_RESPONSES, SSE_RESPONSE
+from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, SSE_RESPONSE
 from ostinato.server.sse import FrameStream, frame_events
 from ostinato.server.streams import conversation_frames
 
 router = APIRouter(prefix="/v1/conversations", tags=["events"])
 
-AfterSeq = Annotated[int, Query(ge=0, description="Replay rows after this seq.")]
+AfterSeq = Annotated[int, Query(ge=0, le=SEQ_MAX, description="Replay rows after this seq.")]
+LastEventId = Annotated[
+    int | None,
+    Header(
+        alias="Last-Event-ID",
+        ge=0,
+        le=SEQ_MAX,
+        description="The seq of the last `message` frame the client has (a reconnecting "
+        "EventSource sends it); wins over `after_seq`.",
+    ),
+]
 Deltas = Annotated[
     bool,
     Query(
@@ -30,20 +39,6 @@ Deltas = Annotated[
         "false: committed rows and turn events only."
     ),
 ]
-
-
-def _position(after_seq: int, last_event_id: str | None) -> int:
-    if last_event_id is None or not last_event_id.strip():
-        return after_seq
-    try:
-        position = int(last_event_id)
-    except ValueError:
-        raise InvalidRequest(
-            f"header Last-Event-ID must be a row's seq (an integer), got {last_event_id!r}"
-        ) from None
-    if position < 0:
-        raise InvalidRequest("header Last-Event-ID must not be negative")
-    return position
 
 
 @router.get(
@@ -60,13 +55,13 @@ async def watch_conversation(
     conversation_id: str,
     after_seq: AfterSeq = 0,
     deltas: Deltas = True,
-    last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+    last_event_id: LastEventId = None,
 ) -> Response:
     """Replay the committed rows after a seq as `message` frames, then stream every live
     frame of the conversation, with no gap and no duplicate in between. `Last-Event-ID`
     wins over `after_seq`."""
     runtime = context.runtime
-    position = _position(after_seq, last_event_id)
+    position = after_seq if last_event_id is None else last_event_id
     await owned(runtime, caller, conversation_id)
     ticket = await context.streams.open(caller)
     subscription = runtime.bus.subscribe(conversation_id)

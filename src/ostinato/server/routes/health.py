@@ -3,15 +3,61 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from ostinato.server.context import Context
-from ostinato.server.schemas import Health, ModelList
 
 router = APIRouter(tags=["service"])
 log = logging.getLogger("ostinato.server")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    store: str
+    detail: str | None = None
+
+
+class ModelOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="A `provider:model` id.")
+    object: Literal["model"] = "model"
+    owned_by: str
+    ostinato: dict[str, Any] = Field(
+        default_factory=dict,
+        description="`default` and its `reason` for the default model; `tiers`: the tiers "
+        "it serves.",
+    )
+
+
+class ModelList(BaseModel):
+    """OpenAI's list shape, so OpenAI clients can read it; the default model comes first."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+    @classmethod
+    def merged(cls, listing: dict[str, Any]) -> ModelList:
+        """One entry per model id, in first-seen order: a model that is the default and
+        serves tiers (or serves several) is listed once, with every tier it serves."""
+        entries: dict[str, dict[str, Any]] = {}
+        for raw in listing.get("data", []):
+            extra = dict(raw.get("ostinato") or {})
+            tier = extra.pop("tier", None)
+            entry = entries.setdefault(raw["id"], {**raw, "ostinato": {}})
+            entry["ostinato"].update(extra)
+            if tier is not None:
+                entry["ostinato"].setdefault("tiers", []).append(tier)
+        return cls(data=[ModelOut.model_validate(e) for e in entries.values()])
+
+    @classmethod
+    def of_default(cls, model_id: str) -> ModelList:
+        owner = model_id.split(":", 1)[0]
+        return cls(data=[ModelOut(id=model_id, owned_by=owner, ostinato={"default": True})])
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})

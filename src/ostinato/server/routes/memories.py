@@ -15,14 +15,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ostinato.errors import InvalidRequest, NotFound
+from ostinato.errors import NotFound
 from ostinato.memory.facts import Memory
 from ostinato.server.auth import CurrentCaller
 from ostinato.server.context import Context
-from ostinato.server.schemas import ErrorBody
+from ostinato.server.schemas import SPACE, ErrorBody
 from ostinato.store.base import MEMORY_SUBJECT_LIMIT, MEMORY_TEXT_LIMIT, MemoryFact
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+FACT_PATTERN = f"^[^\\x00]*[^\\x00{SPACE}][^\\x00]*$"  # no NUL, and more than white space
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "The request is malformed."},
@@ -83,7 +85,11 @@ class RememberRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fact: str = Field(
-        min_length=1, max_length=MEMORY_TEXT_LIMIT, description="One self-contained fact."
+        min_length=1,
+        max_length=MEMORY_TEXT_LIMIT,
+        description="One self-contained fact.",
+        # in the schema only: the store's check says what is wrong in words
+        json_schema_extra={"pattern": FACT_PATTERN},
     )
     subject: str | None = Field(
         None,
@@ -110,7 +116,11 @@ async def list_memories(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     include_closed: Annotated[
-        bool, Query(description="Also list forgotten and superseded facts.")
+        bool,
+        Query(
+            description="Also list forgotten and superseded facts. A listing only: a "
+            "search (`q`) covers the current facts."
+        ),
     ] = False,
 ) -> MemoryList:
     """The caller's facts, newest first; with `q`, the current facts matching it, best
@@ -118,10 +128,6 @@ async def list_memories(
     owner = caller.owner
     memory = _memory(context)
     if q is not None:
-        if include_closed:
-            raise InvalidRequest(
-                "include_closed cannot be combined with q: search covers current facts"
-            )
         hits = await memory.recall(owner, q, limit=limit)
         return MemoryList(memories=[MemoryOut.of(h.fact, h.score) for h in hits])
     facts = await memory.list_facts(owner, include_closed=include_closed, limit=limit)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
-from ostinato.server.schemas import ERROR_RESPONSES, MessageOut, MessagePage
+from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, MessageOut, MessagePage
 
 router = APIRouter(prefix="/v1/conversations", tags=["messages"])
 
@@ -18,7 +18,9 @@ async def list_messages(
     context: Context,
     caller: CurrentCaller,
     conversation_id: str,
-    after_seq: Annotated[int, Query(ge=0, description="Only rows with a larger seq.")] = 0,
+    after_seq: Annotated[
+        int, Query(ge=0, le=SEQ_MAX, description="Only rows with a larger seq.")
+    ] = 0,
     limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
     include_hidden: Annotated[
         bool, Query(description="Include rows hidden from the chat (e.g. notes).")

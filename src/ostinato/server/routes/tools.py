@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from ostinato.memory.facts import scope_for
 from ostinato.runtime import ToolSwitchState
 from ostinato.server.auth import Caller, CurrentCaller, owned
 from ostinato.server.context import Context
-from ostinato.server.schemas import ErrorBody
+from ostinato.server.schemas import ErrorBody, not_null, refuse_null
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
@@ -63,7 +63,10 @@ class SwitchRequest(BaseModel):
         max_length=64,
         description="Switch it for this conversation's scope (its owner's; its own for a "
         "conversation without an owner) rather than the caller's.",
+        json_schema_extra=not_null(),
     )
+
+    _not_null = field_validator("conversation_id", mode="before")(refuse_null)
 
 
 async def _scope(context: Context, caller: Caller, conversation_id: str | None) -> str:

@@ -17,6 +17,14 @@ from collections.abc import Callable, Sequence
 
 from fastapi import APIRouter, Request, Response
 
+from ostinato.attachments import (
+    IMAGE_TYPES,
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_TOTAL_BYTES,
+    PDF,
+    TEXT_TYPES,
+)
 from ostinato.identity.limits import Permit
 from ostinato.messages import FileBlock, ImageBlock, Message, TextBlock
 from ostinato.models.base import Model
@@ -26,6 +34,8 @@ from ostinato.server.context import Context, ServerContext
 from ostinato.server.schemas import (
     CONFLICT,
     ERROR_RESPONSES,
+    NO_NUL,
+    NOT_BLANK,
     SSE_RESPONSE,
     CancelOut,
     MessageOut,
@@ -39,6 +49,32 @@ from ostinato.store.base import QueuedInput
 from ostinato.turns import TurnHandle
 
 router = APIRouter(prefix="/v1/conversations", tags=["turns"])
+
+FILE_TYPES = (*sorted(IMAGE_TYPES), *sorted(TEXT_TYPES), PDF)  # any text/* too
+
+FORM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "client_message_id": {"type": "string", "maxLength": 200, "pattern": NO_NUL},
+        "policy": {"type": "string", "enum": ["queue", "supersede", "reject"]},
+        "cancel_on_disconnect": {"type": "boolean"},
+        "files": {
+            "type": "array",
+            "items": {"type": "string", "format": "binary"},
+            "minItems": 1,
+            "maxItems": MAX_FILES,
+            "description": f"At most {MAX_FILES} files, {MAX_FILE_BYTES} bytes each and "
+            f"{MAX_TOTAL_BYTES} together (larger is a 413).",
+        },
+    },
+    "additionalProperties": False,
+    # some text, or files (blank text with files reads "(files attached)")
+    "anyOf": [
+        {"required": ["text"], "properties": {"text": NOT_BLANK}},
+        {"required": ["files"]},
+    ],
+}
 
 
 def wants_events(request: Request) -> bool:
@@ -57,7 +93,8 @@ def wants_events(request: Request) -> bool:
             "description": "The turn's result, or its frames with Accept: text/event-stream.",
             "content": SSE_RESPONSE,
         },
-        413: ERROR_RESPONSES[422] | {"description": "An attached file is over the size cap."},
+        413: ERROR_RESPONSES[422]
+        | {"description": "The body is over its limit, or a file over the caps."},
         429: ERROR_RESPONSES[422] | {"description": "Over a limit; see Retry-After."},
         **ERROR_RESPONSES,
         **CONFLICT,
@@ -68,19 +105,8 @@ def wants_events(request: Request) -> bool:
             "content": {
                 "application/json": {"schema": {"$ref": "#/components/schemas/TurnRequest"}},
                 "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {
-                            "text": {"type": "string"},
-                            "client_message_id": {"type": "string"},
-                            "policy": {"type": "string", "enum": ["queue", "supersede", "reject"]},
-                            "cancel_on_disconnect": {"type": "boolean"},
-                            "files": {
-                                "type": "array",
-                                "items": {"type": "string", "format": "binary"},
-                            },
-                        },
-                    }
+                    "schema": FORM_SCHEMA,
+                    "encoding": {"files": {"contentType": ", ".join(FILE_TYPES)}},
                 },
             },
         }

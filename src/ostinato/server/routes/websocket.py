@@ -42,6 +42,7 @@ from ostinato.server.errors import describe_validation, log, refuse_websocket
 from ostinato.server.routes.turns import release_when_done
 from ostinato.server.schemas import (
     CLIENT_MESSAGE,
+    SEQ_MAX,
     WsApproval,
     WsCancel,
     WsMessage,
@@ -77,7 +78,7 @@ async def conversation_socket(
     websocket: WebSocket,
     caller: CurrentCaller,
     conversation_id: str,
-    after_seq: Annotated[int, Query(ge=0)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=SEQ_MAX)] = 0,
     deltas: bool = True,
 ) -> None:
     context: ServerContext = websocket.app.state.ostinato

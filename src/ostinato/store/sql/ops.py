@@ -136,7 +136,7 @@ def _start_tool_call(ex: Executor, op: StartToolCall, now: WriteTime) -> None:
         "name": rec.name,
         "input": dump_json(rec.input),
         "status": rec.status,
-        "result": rec.result,
+        "result": _no_nul(rec.result),
         "is_error": rec.is_error,
         "started_at": ex.time(rec.started_at),
         "finished_at": ex.time(rec.finished_at) if rec.finished_at else None,
@@ -151,13 +151,19 @@ def _finish_tool_call(ex: Executor, op: FinishToolCall, now: WriteTime) -> None:
         "b_turn_id": op.turn_id,
         "b_id": op.tool_call_id,
         "status": op.status,
-        "result": op.result,
+        "result": _no_nul(op.result),
         "is_error": op.is_error,
         "finished_at": ex.time(op.finished_at),
         "duration_s": op.duration_s,
     }
     if not ex.execute("finish_tool_call", params):
         raise NotFound(f"no tool call {op.tool_call_id!r}")
+
+
+def _no_nul(text: str | None) -> str | None:
+    """A tool's result as a text column holds it: PostgreSQL text cannot hold NUL, so it
+    becomes U+FFFD (the tool row's JSON keeps the exact text)."""
+    return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
 
 
 def _set_tool_switch(ex: Executor, op: SetToolSwitch, now: WriteTime) -> None:

@@ -37,7 +37,9 @@ _TIME: JsonDict = {"format": "date-time"}
 
 
 NO_NUL = r"^[^\x00]*$"  # a NUL cannot be stored in a text column (PostgreSQL refuses it)
-NOT_BLANK: JsonDict = {"pattern": r"\S"}  # some text besides white space (``str.strip``'s)
+# White space as ``str.strip`` sees it, spelled out (regex engines disagree on ``\s``).
+SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NOT_BLANK: JsonDict = {"pattern": f"[^{SPACE}]"}  # some text besides white space
 SEQ_MAX = 2**31 - 1  # a row's seq is a 32-bit column: no seq is larger
 GRANT_SECONDS_MAX = 10 * 366 * 24 * 3600  # a remembered grant lasts ten years at most
 
@@ -48,7 +50,9 @@ def _no_nul(value: str) -> str:
     return value
 
 
-PlainText = Annotated[StrictStr, AfterValidator(_no_nul)]
+PlainText = Annotated[
+    StrictStr, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": NO_NUL})
+]
 
 
 def not_null(extra: JsonDict | None = None) -> Callable[[JsonDict], None]:

@@ -83,5 +83,5 @@ async def test_a_multipart_turn_is_checked_like_its_schema(
 
 
 async def test_a_fact_with_a_nul_is_a_422(client: httpx.AsyncClient) -> None:
-    response = await client.post("/v1/memories", json={"owner": "ann", "fact": "tea\u0000"})
+    response = await client.post("/v1/memories", json={"fact": "tea\u0000"})
     assert response.status_code == 422 and "NUL" in response.json()["error"]["message"]

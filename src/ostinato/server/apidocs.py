@@ -15,12 +15,17 @@ from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
+from ostinato.server.openapi import install_openapi
+
 ASSETS = "/docs/assets"
 
 
-def install_docs(app: FastAPI, title: str) -> None:
-    """Serve ``/docs`` (and its OAuth2 redirect page) with local assets. The app must be
-    made with ``docs_url=None`` and ``redoc_url=None``."""
+def install_docs(app: FastAPI) -> None:
+    """Serve the OpenAPI document (``ostinato.server.openapi``) and ``/docs`` (and its
+    OAuth2 redirect page) with local assets. The app must be made with ``docs_url=None``
+    and ``redoc_url=None``."""
+    install_openapi(app)
+    title = app.title
     app.mount(ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui")
     redirect = "/docs/oauth2-redirect"
 

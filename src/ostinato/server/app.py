@@ -27,7 +27,6 @@ from ostinato.server.auth.middleware import install_identity
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.limits import BodyLimit, BodyLimits
-from ostinato.server.openapi import install_openapi
 from ostinato.server.routes import ROUTERS
 from ostinato.server.sse import PING_INTERVAL
 
@@ -94,8 +93,7 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(page.router)  # the chat page at / and /c/<id>
-    install_docs(app, app.title)
-    install_openapi(app)
+    install_docs(app)  # the OpenAPI document, and /docs showing it
     install_identity(app, auth, browsers, hosts)  # last, so it runs first
     return app
 

@@ -24,6 +24,7 @@ from starlette.requests import HTTPConnection
 
 from ostinato.identity.keys import PREFIX, matches, parse_key
 from ostinato.identity.settings import AuthSettings
+from ostinato.redaction import register_secret
 from ostinato.server.auth.caller import LOCAL, Caller
 from ostinato.server.auth.cookies import ANONYMOUS_COOKIE, TOKEN_PREFIX, Cookies
 from ostinato.server.auth.oidc import InvalidToken, OidcVerifier
@@ -58,6 +59,7 @@ class Authenticator:
         self.settings = settings
         self.store = store
         secret = settings.secret.get_secret_value() if settings.secret else None
+        register_secret(secret)  # no error may show it
         self.cookies = Cookies(secret, secure=settings.cookie_secure)
         if oidc is None and settings.oidc is not None and "oidc" in settings.methods:
             oidc = OidcVerifier(settings.oidc)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
-from ostinato.messages import JSON
+from ostinato.messages import JSON, Message
 from ostinato.tools.base import Risk, Tool
 
 Remember: TypeAlias = Literal["none", "exact", "family"]
@@ -69,15 +70,52 @@ def arguments_hash(tool: str, arguments: JSON) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+DEFAULT_ASK_FOR: frozenset[Risk] = frozenset({"write", "exec", "network"})
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalPolicy:
-    """Which risks need consent, and how long to wait for it."""
+    """Which calls need a person's consent, and how long to wait for it.
 
-    ask_for: frozenset[Risk] = frozenset({"write", "exec"})
+    A call needs consent, checked in this order:
+
+    1. when its tool's risk is in ``ask_for`` (by default ``write``, ``exec`` and
+       ``network``: anything that changes things, runs code or sends a request out);
+    2. when its tool writes long-term memory (``remember``, ``forget``) and the turn has
+       taken in content from outside the conversation (a result of an ``untrusted``
+       tool: a fetched page, a file, an MCP or OpenAPI result, a sub-agent's answer),
+       unless ``memory_after_outside`` is off: text from elsewhere must not plant
+       standing instructions without a person knowing.
+
+    Otherwise the call runs without asking.
+    """
+
+    ask_for: frozenset[Risk] = DEFAULT_ASK_FOR
     timeout: float = 300.0
+    memory_after_outside: bool = True
 
-    def needs_consent(self, tool: Tool) -> bool:
-        return tool.risk in self.ask_for
+    def needs_consent(self, tool: Tool, *, outside: bool = False) -> bool:
+        """``outside``: the turn has taken in content from outside the conversation."""
+        if tool.risk in self.ask_for:
+            return True
+        return tool.writes_memory and outside and self.memory_after_outside
+
+
+def brings_outside_content(tool: Tool | None) -> bool:
+    """Whether a tool's results carry content from outside the conversation. A tool no
+    longer mounted (say, an MCP server that is down) is taken to have."""
+    return tool is None or tool.untrusted
+
+
+def outside_content(history: Sequence[Message], tools: Callable[[str], Tool | None]) -> bool:
+    """Whether a history (the rows a turn's model sees) holds a call to a tool that
+    brings outside content; ``tools`` looks a tool up by name."""
+    return any(
+        brings_outside_content(tools(use.name))
+        for message in history
+        if message.role == "assistant"
+        for use in message.tool_uses
+    )
 
 
 @dataclass(frozen=True, slots=True)

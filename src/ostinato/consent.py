@@ -7,6 +7,9 @@ conversation it ends ``UNREACHABLE``; otherwise a pending approval row is writte
 ``approval.requested`` frame goes out, and the call waits for ``decide`` (a person),
 ``dismiss`` (the user typed instead), the deadline (``UNANSWERED``) or cancellation
 (``DECLINED``). Every ending is a row in the approvals table: the audit trail.
+
+``TurnConsent`` is the gate as one turn sees it: its skill's policy, and whether the turn
+has taken in content from outside the conversation (after which memory writes ask).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ostinato.approvals import (
     Remember,
     approver,
     arguments_hash,
+    brings_outside_content,
 )
 from ostinato.bus import LocalBus
 from ostinato.errors import Conflict, InvalidRequest, NotFound
@@ -234,3 +238,32 @@ class ConsentGate:
                 decided_by=approval.decided_by,
             ),
         )
+
+
+class TurnConsent:
+    """The consent gate for one turn: the skill's policy, and whether the turn's model
+    has seen content from outside the conversation (``outside``: from the history it
+    starts with, then from each untrusted tool that runs in it)."""
+
+    def __init__(
+        self, gate: ConsentGate | None, policy: ApprovalPolicy | None, *, outside: bool = False
+    ) -> None:
+        """``gate`` None: nobody can be asked (a sub-agent); what needs consent is
+        ``UNREACHABLE``."""
+        self.gate = gate
+        self.policy = policy or (gate.policy if gate is not None else ApprovalPolicy())
+        self.outside = outside
+
+    def required(self, tool: Tool) -> bool:
+        return self.policy.needs_consent(tool, outside=self.outside)
+
+    def took_in(self, tool: Tool) -> None:
+        if brings_outside_content(tool):
+            self.outside = True
+
+    async def ask(
+        self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
+    ) -> Ending:
+        if self.gate is None:
+            return Ending.UNREACHABLE
+        return await self.gate.ask(turn, call, tool, owner=owner, seq=seq)

@@ -8,7 +8,8 @@ result). Its text streams to the parent conversation as ``agent.token`` frames (
 timeline, not the chat body); its tool calls are recorded in the parent's tool-call
 records under the parent call (id ``<parent call id>/<sub call id>``). Cancelling the
 parent turn cancels its sub-agents. A sub-agent cannot ask a person for approval: a tool
-whose risk needs consent is refused there (the parent may call it itself).
+whose risk needs consent (by default write, exec and network) is refused there, and so is
+a memory write (the parent may call them itself).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from ostinato.approvals import Ending
+from ostinato.consent import TurnConsent
 from ostinato.errors import ToolError
 from ostinato.frames import AgentToken, Frame, TextDeltaFrame
 from ostinato.ids import new_id
 from ostinato.loop.driver import TurnDriver
-from ostinato.messages import Message, TextBlock, ToolUseBlock
+from ostinato.messages import Message, TextBlock
 from ostinato.store.base import (
     AppendMessage,
     Conversation,
@@ -42,7 +43,6 @@ from ostinato.tools.functions import function_tool
 
 if TYPE_CHECKING:
     from ostinato.runtime import Runtime
-    from ostinato.skills import Skill
 
 MAX_PARALLEL = 8
 MAX_TASKS = 32
@@ -91,8 +91,8 @@ async def spawn_agents(tasks: list[SubTask], context: ToolContext) -> list[dict[
 
 def subagent_tools() -> list[Tool]:
     return [
-        function_tool(delegate, category="agent", timeout=900.0),
-        function_tool(spawn_agents, category="agent", timeout=1800.0),
+        function_tool(delegate, category="agent", timeout=900.0, untrusted=True),
+        function_tool(spawn_agents, category="agent", timeout=1800.0, untrusted=True),
     ]
 
 
@@ -129,7 +129,10 @@ async def run_subagent(context: ToolContext, agent: str, task: str, *, label: st
         settings=skill.agent,
         turn=turn,
         history=[stored],
-        consent=_NoConsent(skill),
+        # Nobody can be asked here: what needs consent is refused (UNREACHABLE). The
+        # task was written by the parent's model, so the sub-agent starts as having
+        # taken in outside content: its memory writes need consent, and are refused.
+        consent=TurnConsent(None, skill.approvals, outside=True),
         owner=context.owner,
         workdir=context.workdir,
     )
@@ -138,19 +141,6 @@ async def run_subagent(context: ToolContext, agent: str, task: str, *, label: st
     if result.stop_reason in ("end_turn", "budget_exhausted") and answer:
         return answer
     return f"the agent {agent!r} stopped ({result.stop_reason}){': ' + answer if answer else ''}"
-
-
-class _NoConsent:
-    """Sub-agents cannot ask a person: tools that need consent are refused."""
-
-    def __init__(self, skill: Skill) -> None:
-        self.policy = skill.approvals
-
-    def required(self, tool: Tool) -> bool:
-        return tool.risk in (self.policy.ask_for if self.policy else {"write", "exec"})
-
-    async def ask(self, turn: Turn, call: ToolUseBlock, tool: Tool, **_: Any) -> Ending:
-        return Ending.UNREACHABLE
 
 
 class _Timeline:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ostinato.errors import ProviderUnavailable
 from ostinato.memory.extraction import FactExtractor, parse_facts
 from ostinato.memory.facts import Memory
+from ostinato.messages import Message, TextBlock
 from ostinato.models.scripted import ScriptedModel, error_step, text_step
 from ostinato.runtime import Runtime
 from ostinato.store.memory import MemoryStore
@@ -64,3 +65,15 @@ async def test_a_failed_extraction_is_quiet() -> None:
     assert (await runtime.run_turn(conversation.id, "hello there")).stop_reason == "end_turn"
     await runtime.close()  # finishes (or cancels) the background work
     assert await Memory(store).list_facts(f"conversation:{conversation.id}") == []
+
+
+async def test_without_the_answer_only_the_users_words_are_read() -> None:
+    # After a turn that took in outside content the answer is not read: it may repeat it.
+    store = MemoryStore()
+    memory = Memory(store)
+    model = ScriptedModel([text_step(FACTS)])
+    extractor = FactExtractor(model, memory)
+    user = Message("user", (TextBlock("I'm Ann, I prefer tea"),))
+    written = await extractor(conversation_id="c", owner="ann", turn_id="t", user=user, answer=None)
+    assert written == 2
+    assert model.requests[0].messages[0].text == "User: I'm Ann, I prefer tea"

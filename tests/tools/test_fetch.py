@@ -22,7 +22,13 @@ from cryptography.x509.oid import NameOID
 
 from ostinato.errors import ToolError
 from ostinato.tools.base import Tool, ToolContext
-from ostinato.tools.fetch import decode_body, host_allowed, http_fetch_tool, parse_allow_hosts
+from ostinato.tools.fetch import (
+    decode_body,
+    fetch_family,
+    host_allowed,
+    http_fetch_tool,
+    parse_allow_hosts,
+)
 from ostinato.tools.netguard import AddressRefused, IPAddress, ip_host, refusal, vet_host
 
 LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
@@ -323,6 +329,7 @@ async def test_redirects_leaving_the_allow_list_are_refused(server: LocalServer)
         ports=None,
         resolver=resolver_from({"public.test": ["127.0.0.1"]}),
         address_policy=only_test_loopback,
+        follow_other_hosts=True,
     )
     with pytest.raises(AddressRefused, match=r"elsewhere\.test is not on"):
         await call(tool, server.url("/go", host="public.test"))
@@ -386,6 +393,7 @@ async def test_every_redirect_hop_is_vetted_again(
         ports=None,
         resolver=resolver_from({"public.test": ["127.0.0.1"], "inner.test": ["10.9.8.7"]}),
         address_policy=only_test_loopback,
+        follow_other_hosts=True,
     )
     with pytest.raises(AddressRefused, match=reason):
         await call(tool, server.url("/start", host="public.test"))
@@ -410,6 +418,7 @@ async def test_a_redirect_back_to_the_first_hops_own_address_is_refused(
         ports=None,
         resolver=resolver_from({"public.test": ["127.0.0.1"]}),
         address_policy=first_hop_only,
+        follow_other_hosts=True,
     )
     with pytest.raises(AddressRefused, match=r"127\.0\.0\.1 is a loopback address"):
         await call(tool, server.url("/start", host="public.test"))
@@ -426,10 +435,38 @@ async def test_redirects_are_followed_to_an_allowed_target(server: LocalServer) 
         ports=None,
         resolver=resolver_from({"public.test": ["127.0.0.1"]}),
         address_policy=only_test_loopback,
+        follow_other_hosts=True,
     )
     text = await call(tool, server.url("/a"))
     assert f"url: http://public.test:{server.port}/c" in text
     assert "redirected from: " in text
+    assert text.endswith("\n\narrived")
+
+
+async def test_a_redirect_to_another_host_is_reported_not_followed(server: LocalServer) -> None:
+    # A person who approved one site has not approved the sites it redirects to.
+    server.routes["/a"] = redirect("/b", "301 Moved Permanently")  # the same host: followed
+    server.routes["/b"] = redirect("https://elsewhere.test/?q=secret")
+    tool = http_fetch_tool(allow_private=True, ports=None)
+    text = await call(tool, server.url("/a"))
+    assert text.startswith("status: 302 Found\n")
+    assert f"url: http://127.0.0.1:{server.port}/b" in text
+    assert f"redirected from: http://127.0.0.1:{server.port}/a" in text
+    assert "note: the redirect to https://elsewhere.test/?q=secret was not followed" in text
+    assert [target for target, _ in server.seen] == ["/a", "/b"]
+
+
+async def test_a_redirect_to_the_same_host_on_another_scheme_or_port_is_followed(
+    server: LocalServer,
+) -> None:
+    server.routes["/a"] = redirect(server.url("/b", host="PUBLIC.test"))
+    server.routes["/b"] = respond(body=b"arrived")
+    tool = http_fetch_tool(
+        ports=None,
+        resolver=resolver_from({"public.test": ["127.0.0.1"]}),
+        address_policy=only_test_loopback,
+    )
+    text = await call(tool, f"http://public.test:{server.port}/a")
     assert text.endswith("\n\narrived")
 
 
@@ -591,3 +628,55 @@ def test_the_tool_declares_its_risk() -> None:
         True,
     )
     assert set(tool.parameters["properties"]) == {"url", "method"}
+
+
+# --- consent: the risk, the family a grant remembers, checks before anyone is asked -------
+
+
+def test_the_tool_asks_by_site_and_brings_untrusted_content() -> None:
+    tool = http_fetch_tool(resolver=no_dns)
+    assert (tool.risk, tool.category, tool.untrusted) == ("network", "read", True)
+    assert tool.family is fetch_family
+
+
+@pytest.mark.parametrize(
+    ("url", "family"),
+    [
+        ("https://Example.COM/a/b?c=d#e", "https://example.com:443"),
+        ("https://example.com:443/other", "https://example.com:443"),
+        ("http://example.com/", "http://example.com:80"),
+        ("http://example.com:8080/x", "http://example.com:8080"),
+        ("https://example.com./", "https://example.com:443"),
+        ("https://[2001:db8::1]/x", "https://[2001:db8::1]:443"),
+        ("https://bücher.example/", "https://xn--bcher-kva.example:443"),
+        ("ftp://example.com/", None),
+        ("https://user:pw@example.com/", None),
+        ("not a url", None),
+        ("https:///nohost", None),
+    ],
+)
+def test_the_family_is_the_site(url: str, family: str | None) -> None:
+    assert fetch_family({"url": url}) == family
+
+
+def test_no_family_without_a_url() -> None:
+    assert fetch_family({}) is None
+    assert fetch_family({"url": 42}) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("https://other.example/", "allow-list"),
+        ("file:///etc/passwd", "only http and https"),
+        ("https://a:b@docs.example.com/", "user name or password"),
+        ("https://docs.example.com:22/", "port 22"),
+    ],
+)
+def test_refusals_that_need_no_network_come_when_the_call_is_validated(
+    url: str, reason: str
+) -> None:
+    tool = http_fetch_tool(allow_hosts="docs.example.com", resolver=no_dns)
+    with pytest.raises(AddressRefused, match=reason):
+        tool.validate({"url": url})
+    assert tool.validate({"url": "https://docs.example.com/x"})["url"].endswith("/x")

@@ -113,3 +113,19 @@ def test_catalog_tells_apart_unknown_withheld_switched_off_and_unavailable() -> 
 def test_docstring_parser_handles_no_args_section() -> None:
     assert parse_docstring("Just a line.") == ("Just a line.", {})
     assert parse_docstring(None) == ("", {})
+
+
+def test_a_tool_of_ones_own_can_be_marked_untrusted_or_memory_writing() -> None:
+    def weather(city: str) -> str:
+        """Today's weather.
+
+        Args:
+            city: The city.
+        """
+        return "sunny"
+
+    plain = function_tool(weather)
+    assert (plain.untrusted, plain.writes_memory) == (False, False)
+    marked = function_tool(weather, risk="network", untrusted=True)
+    assert (marked.untrusted, marked.writes_memory) == (True, False)
+    assert function_tool(weather, writes_memory=True).writes_memory

@@ -108,6 +108,9 @@ async def test_the_servers_tools_become_prefixed_tools(
     assert (add.category, add.risk, add.idempotent) == ("action", "write", False)
     pid = tools["fixture_pid"]  # annotated read-only by the server
     assert (pid.category, pid.risk, pid.idempotent) == ("read", "network", True)
+    assert pid.family is not None and pid.family({}) == "fixture"  # every call of it
+    assert add.family is None  # a tool that is not read-only is remembered exact only
+    assert all(t.untrusted for t in tools.values())
 
 
 async def test_names_without_the_prefix_and_a_configured_risk(

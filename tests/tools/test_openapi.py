@@ -147,9 +147,14 @@ def test_risk_follows_the_method(app: FastAPI) -> None:
     tools = by_name(openapi_tools(app.openapi(), base_url=BASE))
     get = tools["getItem"]
     assert (get.category, get.risk, get.idempotent) == ("read", "network", True)
+    # one remembered approval covers every call of a read operation: its family is the site
+    assert get.family is not None and get.family({"item_id": 1}) == get.family({"item_id": 2})
+    assert get.family({}) == "http://api.test:80"
     for name in ("createItem", "delete_item_items__item_id__delete"):
         tool = tools[name]
         assert (tool.category, tool.risk, tool.idempotent) == ("action", "write", False)
+        assert tool.family is None  # a write is remembered exact only
+    assert all(tool.untrusted for tool in tools.values())
 
 
 def test_arguments_are_validated_against_the_schema(app: FastAPI) -> None:

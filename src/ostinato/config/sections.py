@@ -151,7 +151,7 @@ class ModelsSection(Section):
 
 
 def _ask_by_default() -> list[RiskName]:
-    return ["write", "exec"]
+    return ["write", "exec", "network"]
 
 
 class ApprovalsSection(Section):

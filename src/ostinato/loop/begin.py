@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ostinato.approvals import Approval, ApprovalPolicy, Ending
+from ostinato.approvals import Approval, outside_content
 from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
 from ostinato.attachments import files_of
 from ostinato.bus import LocalBus
-from ostinato.consent import ConsentGate
+from ostinato.consent import ConsentGate, TurnConsent
 from ostinato.context.compaction import Compactor
 from ostinato.context.keeper import ContextKeeper
 from ostinato.context.window import build as build_window
@@ -52,8 +52,8 @@ from ostinato.store.base import (
     Turn,
     WriteOp,
 )
-from ostinato.tools.base import Tool
 from ostinato.tools.mounting import Mount
+from ostinato.tools.registry import ToolCatalog, ToolRegistry
 from ostinato.tools.workdir import workdir_for
 
 RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
@@ -61,7 +61,9 @@ ROUTE = "route"
 
 
 class AfterTurn(Protocol):
-    """Background work after a turn that ended with an answer (e.g. fact extraction)."""
+    """Background work after a turn that ended with an answer (e.g. fact extraction).
+    ``answer`` is None when the turn took in content from outside the conversation: the
+    answer may repeat it, and only the user's own words are the user's."""
 
     async def __call__(
         self,
@@ -70,7 +72,7 @@ class AfterTurn(Protocol):
         owner: str | None,
         turn_id: str,
         user: Message,
-        answer: Message,
+        answer: Message | None,
     ) -> Any: ...
 
 
@@ -108,22 +110,6 @@ class Parts(Protocol):
     def keep(self, work: asyncio.Future[Any]) -> None:
         """Hold background work until it ends (the runtime finishes it at close)."""
         ...
-
-
-class SkillConsent:
-    """The consent gate seen through one skill's approval policy."""
-
-    def __init__(self, gate: ConsentGate, policy: ApprovalPolicy | None) -> None:
-        self.gate = gate
-        self.policy = policy or gate.policy
-
-    def required(self, tool: Tool) -> bool:
-        return self.policy.needs_consent(tool)
-
-    async def ask(
-        self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
-    ) -> Ending:
-        return await self.gate.ask(turn, call, tool, owner=owner, seq=seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,13 +221,7 @@ async def begin(
         turn.id, turn.conversation_id, turn.run_id, "running", turn.started_at, opening.kind
     )
     skill = opening.route.skill
-    mounted = await parts.mount.registry(conversation.owner)
-    switched_off = await parts.switched_off(scope_for(conversation.owner, conversation.id))
-    catalog = mounted.registry.catalog(
-        skill.agent.tools,
-        disabled=parts.disabled_tools | switched_off,
-        protected=parts.protected_tools,
-    )
+    registry, catalog = await _tools(parts, conversation, skill)
     model = model or parts.model_for(conversation, skill)
     stored = await commit_rows(
         parts.store,
@@ -255,6 +235,10 @@ async def begin(
     prior = build_window(window.rows, summary=window.summary, max_tokens=skill.agent.history_tokens)
     keeper = ContextKeeper(parts.compactor, reserve=skill.agent.max_tokens)
     keeper.known(len(prior.messages), prior.tokens)
+    history = [*prior.messages, *stored]
+    consent = TurnConsent(
+        parts.consent, skill.approvals, outside=outside_content(history, registry.get)
+    )
     driver = TurnDriver(
         store=parts.store,
         bus=parts.bus,
@@ -262,9 +246,9 @@ async def begin(
         catalog=catalog,
         settings=skill.agent,
         turn=turn,
-        history=[*prior.messages, *stored],
+        history=history,
         turn_rows=len(stored),
-        consent=SkillConsent(parts.consent, skill.approvals),
+        consent=consent,
         context=keeper,
         owner=conversation.owner,
         workdir=workdir_for(parts.data_dir, conversation.id) if parts.data_dir else None,
@@ -279,12 +263,30 @@ async def begin(
     await asyncio.sleep(0)
     user = next((r for r in stored if r.role == "user"), None)
     if parts.after_turn is not None and user is not None:
-        task.add_done_callback(lambda done: _after(parts, done, conversation, user))
+        task.add_done_callback(lambda done: _after(parts, done, conversation, user, consent))
     return Begun(turn, tuple(stored), task, lambda: driver.seq)
 
 
+async def _tools(
+    parts: Parts, conversation: Conversation, skill: Skill
+) -> tuple[ToolRegistry, ToolCatalog]:
+    """The tools mounted for the conversation's owner, and the catalog the turn offers."""
+    mounted = await parts.mount.registry(conversation.owner)
+    switched_off = await parts.switched_off(scope_for(conversation.owner, conversation.id))
+    catalog = mounted.registry.catalog(
+        skill.agent.tools,
+        disabled=parts.disabled_tools | switched_off,
+        protected=parts.protected_tools,
+    )
+    return mounted.registry, catalog
+
+
 def _after(
-    parts: Parts, done: asyncio.Task[TurnResult], conversation: Conversation, user: Message
+    parts: Parts,
+    done: asyncio.Task[TurnResult],
+    conversation: Conversation,
+    user: Message,
+    consent: TurnConsent,
 ) -> None:
     """Start the after-turn work for a turn that ended with an answer; the parts keep
     the task (a bare task could be collected while it runs)."""
@@ -299,7 +301,7 @@ def _after(
             owner=conversation.owner,
             turn_id=result.turn_id,
             user=user,
-            answer=result.messages[-1],
+            answer=None if consent.outside else result.messages[-1],
         )
     )
     parts.keep(work)

@@ -46,6 +46,10 @@ class Consent(Protocol):
 
     def required(self, tool: Tool) -> bool: ...
 
+    def took_in(self, tool: Tool) -> None:
+        """The tool ran: its result is part of the turn from now on."""
+        ...
+
     async def ask(
         self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
     ) -> Ending: ...
@@ -105,4 +109,7 @@ async def run_tool(
         return failed(exc.message)
     except Exception as exc:  # a tool never crashes the turn
         return failed(f"the tool {tool.name!r} failed: {type(exc).__name__}: {exc}")
+    finally:
+        if consent is not None:
+            consent.took_in(tool)
     return ToolRun(call, tool_result_content(value), time.perf_counter() - started)

@@ -6,7 +6,9 @@ is remembered in the conversation's memory scope; one already known (an identica
 among the top recall hits) is skipped. It writes memory only, never the conversation.
 
 The runtime runs it in the background after a turn ends ``end_turn``, keeps a reference
-to the task, and finishes or cancels it at shutdown.
+to the task, and finishes or cancels it at shutdown. After a turn that took in content
+from outside the conversation (a fetched page, a file, a tool's output) it reads the
+user's message alone: the answer may repeat what that content said.
 """
 
 from __future__ import annotations
@@ -47,12 +49,16 @@ class FactExtractor:
         owner: str | None,
         turn_id: str,
         user: Message,
-        answer: Message,
+        answer: Message | None,
     ) -> int:
-        """Extract and store; returns how many facts were written."""
-        if not user.text.strip() or not answer.text.strip():
+        """Extract and store; returns how many facts were written. With no ``answer``
+        (the turn took in content from outside the conversation), the user's message
+        alone is read."""
+        if not user.text.strip() or (answer is not None and not answer.text.strip()):
             return 0
-        exchange = f"User: {user.text}\n\nAssistant: {answer.text}"
+        exchange = f"User: {user.text}"
+        if answer is not None:
+            exchange += f"\n\nAssistant: {answer.text}"
         request = ModelRequest(
             system=EXTRACT_PROMPT,
             messages=(Message("user", (TextBlock(exchange[:12_000]),)),),

@@ -60,6 +60,11 @@ class Tool:
     # The tool's notion of a family of calls, for remembered approvals (e.g. a shell
     # command's program name); None when a call belongs to no family a grant may cover.
     family: Callable[[JSON], str | None] | None = None
+    # Its results carry content from outside the conversation (web pages, files, other
+    # programs and services, other agents): after one, memory writes in the turn ask.
+    untrusted: bool = False
+    # It writes long-term memory that later turns read (``remember``, ``forget``).
+    writes_memory: bool = False
     # Whether an anonymous caller's turn may run it (``identity.owners.is_anonymous``):
     # None decides by risk (only ``safe`` tools run without an account).
     needs_account: bool | None = None

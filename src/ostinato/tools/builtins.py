@@ -80,7 +80,7 @@ def builtin_tools() -> list[Tool]:
         function_tool(clock, category="read"),
         function_tool(calculator, category="action"),
         function_tool(ask_user, category="ui"),
-        function_tool(read_attachment, category="read", risk="safe"),
+        function_tool(read_attachment, category="read", risk="safe", untrusted=True),
     ]
 
 

@@ -13,25 +13,35 @@ Every hop of a fetch is vetted the same way before a byte is sent:
    certificate checks) set to the original name. A DNS answer that changes between the
    check and the connection cannot move the request.
 
-Redirects are followed by hand, at most five, each target vetted as above. The body is
+Redirects are followed by hand, at most five, each target vetted as above, and only
+within the first URL's host: a redirect to another host is not followed but reported, so
+that fetching it is a call of its own, with its own approval (a person who approved one
+site has not approved the sites it redirects to). The body is
 streamed and reading stops at a size cap (1 MB); the whole fetch, redirects included,
 has one deadline (20 s). Proxies from the environment are ignored, since a proxy would
 undo the pinning.
+
+The tool's risk is ``network`` (the default approval policy asks before it runs), its
+family is the URL's site, ``scheme://host:port`` (a remembered family grant covers one
+site), and the checks of steps 1 and 2 run when its arguments are validated, so a person
+is never asked about a URL that would be refused anyway.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import dataclasses
 import ssl
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
 from ostinato.errors import ToolError
+from ostinato.messages import JSON
 from ostinato.tools.base import Tool
 from ostinato.tools.functions import function_tool
 from ostinato.tools.netguard import (
@@ -71,6 +81,7 @@ class FetchPolicy:
     max_redirects: int = MAX_REDIRECTS
     timeout: float = TOTAL_TIMEOUT
     verify: ssl.SSLContext | bool = True
+    follow_other_hosts: bool = False  # follow redirects to another host than the first
 
 
 @dataclass(slots=True)
@@ -82,6 +93,7 @@ class FetchResult:
     body: bytes
     truncated: bool
     redirects: list[str] = field(default_factory=list)
+    not_followed: str | None = None  # a redirect to another host, reported, not followed
 
     def text(self) -> str | None:
         """The body decoded per its charset, or ``None`` for a binary body."""
@@ -92,6 +104,11 @@ class FetchResult:
         if self.redirects:
             lines.append("redirected from: " + " -> ".join(self.redirects))
         lines.append(f"content-type: {self.content_type or 'unknown'}")
+        if self.not_followed:
+            lines.append(
+                f"note: the redirect to {self.not_followed} was not followed: it is another "
+                "host, so fetching it is a request of its own (it may need the user's approval)"
+            )
         if self.truncated:
             lines.append(f"note: the body was cut at {max_bytes:,} bytes")
         text = self.text()
@@ -149,6 +166,31 @@ def decode_body(body: bytes, content_type: str, *, final: bool = True) -> str | 
         return body.decode("cp1252", errors="replace")
 
 
+def _host_of(url: str) -> str | None:
+    try:
+        return httpx.URL(url).raw_host.decode("ascii").lower().rstrip(".") or None
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return None
+
+
+def fetch_family(arguments: Mapping[str, Any]) -> str | None:
+    """The site an ``http_fetch`` call goes to, ``scheme://host:port`` (the port always
+    written, the host lower-case, in ASCII): a remembered family grant covers one site,
+    not one URL. None for anything that is not an http(s) URL with a host."""
+    url = arguments.get("url")
+    if not isinstance(url, str):
+        return None
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return None
+    host = _host_of(url)
+    if parsed.scheme not in ("http", "https") or not host or parsed.userinfo:
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{parsed.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 def _is_text(mime: str) -> bool:
     major, _, minor = mime.partition("/")
     return major == "text" or any(t in minor for t in _TEXT_TYPES)
@@ -171,8 +213,13 @@ class Fetcher:
                 f"fetching {url} took longer than {self.policy.timeout:g} s; gave up"
             ) from None
 
+    def check(self, url: str) -> httpx.URL:
+        """The checks that need no network: scheme, credentials, port, allow-list."""
+        return self._parse(url)
+
     async def _follow(self, url: str, method: Literal["GET", "HEAD"]) -> FetchResult:
         current = self._parse(url)
+        host = self._host(current)
         visited: list[str] = []
         while True:
             result, location = await self._hop(current, method)
@@ -182,10 +229,21 @@ class Fetcher:
             visited.append(str(current))
             if len(visited) > self.policy.max_redirects:
                 raise ToolError(f"more than {self.policy.max_redirects} redirects; gave up")
+            target = self._join(current, location)
+            if not self.policy.follow_other_hosts and _host_of(target) != host:
+                result.redirects, result.not_followed = visited[:-1], target
+                return result
             try:
-                current = self._parse(current.join(location))
+                current = self._parse(target)
             except AddressRefused as exc:
                 raise AddressRefused(f"redirect to {location}: {exc.message}") from None
+
+    @staticmethod
+    def _join(current: httpx.URL, location: str) -> str:
+        try:
+            return str(current.join(location))
+        except (httpx.InvalidURL, TypeError, ValueError) as exc:
+            raise ToolError(f"a redirect to an invalid URL: {location} ({exc})") from None
 
     def _parse(self, url: str | httpx.URL) -> httpx.URL:
         try:
@@ -292,15 +350,18 @@ def http_fetch_tool(
     resolver: Resolver = system_resolver,
     address_policy: AddressPolicy | None = None,
     verify: ssl.SSLContext | bool = True,
+    follow_other_hosts: bool = False,
     name: str = "http_fetch",
 ) -> Tool:
-    """The ``http_fetch`` tool (risk ``network``, category ``read``, idempotent).
+    """The ``http_fetch`` tool (risk ``network``, category ``read``, idempotent, its
+    family the URL's site, its results untrusted).
 
     ``allow_hosts`` (host names, or one comma-separated string); ``None`` or empty, every
     public host may be fetched. ``allow_private`` turns the address checks off: only for
     tests against a local server. ``address_policy`` replaces ``netguard.refusal``;
     ``resolver`` replaces the system resolver; ``verify`` is httpx's TLS verification
-    (a context trusting a test CA in tests).
+    (a context trusting a test CA in tests). ``follow_other_hosts`` follows redirects to
+    other hosts too (each still vetted), for deployments that do not ask before a fetch.
     """
     policy = FetchPolicy(
         allow_hosts=parse_allow_hosts(allow_hosts),
@@ -311,6 +372,7 @@ def http_fetch_tool(
         max_redirects=max_redirects,
         timeout=timeout,
         verify=verify,
+        follow_other_hosts=follow_other_hosts,
     )
     fetcher = Fetcher(policy)
 
@@ -325,11 +387,27 @@ def http_fetch_tool(
         result = await fetcher.fetch(url, method)
         return result.render(policy.max_bytes)
 
-    return function_tool(
+    tool = function_tool(
         http_fetch,
         name=name,
         category="read",
         risk="network",
         idempotent=True,
         timeout=timeout + 5.0,
+        family=fetch_family,
+        untrusted=True,
     )
+    return _checked_when_validated(tool, fetcher)
+
+
+def _checked_when_validated(tool: Tool, fetcher: Fetcher) -> Tool:
+    """The tool, whose validation also runs the fetcher's checks that need no network:
+    a URL that would be refused is refused before anyone is asked about it."""
+    schema_check = tool.validate
+
+    def validate(arguments: JSON) -> JSON:
+        valid = schema_check(arguments)
+        fetcher.check(valid["url"])
+        return valid
+
+    return dataclasses.replace(tool, validate=validate)

@@ -67,6 +67,8 @@ def function_tool(
     timeout: float = 30.0,
     available: Callable[[], bool] | None = None,
     family: Callable[[JSON], str | None] | None = None,
+    untrusted: bool = False,
+    writes_memory: bool = False,
 ) -> Tool:
     """Make a ``Tool`` of a sync or async function.
 
@@ -110,6 +112,8 @@ def function_tool(
         timeout=timeout,
         available=available,
         family=family,
+        untrusted=untrusted,
+        writes_memory=writes_memory,
     )
 
 

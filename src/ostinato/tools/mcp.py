@@ -469,6 +469,9 @@ def wrap_tool(
         risk=config.risk or ("network" if read_only else "write"),
         idempotent=repeatable,
         timeout=config.timeout + 5.0,
+        # A remembered family grant covers every call of a read-only tool of this server.
+        family=(lambda _arguments: config.name) if read_only else None,
+        untrusted=True,  # what a server returns comes from outside the conversation
     )
 
 

@@ -27,7 +27,7 @@ import asyncio
 import json
 import logging
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -38,6 +38,7 @@ import yaml
 from ostinato.errors import ToolError
 from ostinato.messages import JSON
 from ostinato.tools.base import Runner, Tool, ToolContext
+from ostinato.tools.fetch import fetch_family
 from ostinato.tools.schema import ToolSourceError, sanitize_name, schema_validator, unique_names
 
 log = logging.getLogger(__name__)
@@ -382,6 +383,15 @@ def _body_kinds(content: Mapping[str, Any]) -> list[tuple[str, Literal["json", "
 # --- calling -------------------------------------------------------------------------------------
 
 
+def _site_family(base: str) -> Callable[[JSON], str | None]:
+    site = fetch_family({"url": base}) or base
+
+    def family(arguments: JSON) -> str | None:
+        return site
+
+    return family
+
+
 def server_url(document: JSON, base_url: str | None) -> str:
     """The base URL calls go to: ``base_url``, else the document's first server (its
     variables at their defaults); it must be absolute."""
@@ -555,6 +565,9 @@ def openapi_tools(
                 risk="network" if read else "write",
                 idempotent=read,
                 timeout=timeout + 5.0,
+                # A family grant covers every call of a read operation (one site).
+                family=_site_family(base) if read else None,
+                untrusted=True,  # an API's answers come from outside the conversation
             )
         )
     return tools

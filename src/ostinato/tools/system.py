@@ -18,7 +18,9 @@ from ostinato.tools.shell import KILL_GRACE, MAX_TIMEOUT, shell, shell_family
 def workdir_tools() -> list[Tool]:
     """``read_file``, ``list_files``, ``write_file`` and ``shell``, jailed to the workdir."""
     return [
-        function_tool(read_file, category="read", risk="safe", family=_named("read_file")),
+        function_tool(
+            read_file, category="read", risk="safe", family=_named("read_file"), untrusted=True
+        ),
         function_tool(list_files, category="read", risk="safe", family=_named("list_files")),
         # No family: a grant for it would cover every write in the workdir. Append mode
         # is not idempotent, so neither is the tool.
@@ -32,6 +34,7 @@ def workdir_tools() -> list[Tool]:
             # first; the loop's deadline is only the outer bound.
             timeout=MAX_TIMEOUT + KILL_GRACE + 30.0,
             family=shell_family,
+            untrusted=True,  # what a command prints can come from anywhere
         ),
     ]
 

@@ -97,6 +97,8 @@ async def test_anonymous_callers_get_an_owner_of_their_own(runtime: Runtime) -> 
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "csrf_failed"
         wrong = await first.post("/v1/conversations", headers={"x-csrf-token": "0" * 40})
         assert wrong.status_code == 403
+        who = (await first.get("/v1/caller")).json()
+        assert who["method"] == "anonymous" and who["csrf_token"] == csrf
         mine = await first.post("/v1/conversations", headers={"x-csrf-token": csrf})
         assert mine.status_code == 201
         owner = mine.json()["owner"]

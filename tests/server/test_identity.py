@@ -108,6 +108,8 @@ async def test_with_keys_each_owner_has_their_own_and_nothing_of_anyone_elses(
         first, second, recalled = await _remember_then_recall(ann, model)
         assert FACT in recalled
         memory = (await ann.get("/v1/memories")).json()["memories"][0]["id"]
+        who = (await bob.get("/v1/caller")).json()
+        assert who == {"owner": "bob", "method": "key", "anonymous": False, "csrf_token": None}
         assert (await bob.get("/v1/memories")).json() == {"memories": []}
         assert (await bob.get("/v1/memories", params={"q": "cat"})).json() == {"memories": []}
         assert (await bob.get("/v1/conversations")).json()["conversations"] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ostinato.server.routes import (
     approvals,
+    caller,
     conversations,
     events,
     health,
@@ -17,6 +18,7 @@ from ostinato.server.routes import (
 
 ROUTERS = (
     health.router,
+    caller.router,
     conversations.router,
     messages.router,
     records.router,

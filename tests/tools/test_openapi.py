@@ -244,7 +244,7 @@ async def test_text_responses_are_returned_as_text_and_cut(
 ) -> None:
     tools = by_name(openapi_tools(app.openapi(), base_url=BASE, client=client))
     assert await call(tools["words"], {"count": 2}) == "word word"
-    monkeypatch.setattr("ostinato.tools.openapi.MAX_RESULT_CHARS", 20)
+    monkeypatch.setattr("ostinato.tools.openapi.calling.MAX_RESULT_CHARS", 20)
     cut = await call(tools["words"], {"count": 50})
     assert cut.startswith("word word word word ")
     assert cut.endswith("[the response was cut at 20 characters]")

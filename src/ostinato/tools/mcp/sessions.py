@@ -1,159 +1,39 @@
-"""Tools from MCP servers, through the official ``mcp`` SDK (2.x).
-
-``mcp_tools(config, cache=..., clients=...)`` lists a server's tools and wraps each as an
-ostinato ``Tool``: its name sanitised (and prefixed with the server's name unless the
-configuration says not to), its description, its input schema (validated with
-``jsonschema`` before a call). Calling it calls the tool on the server; an ``isError``
-result or a failure is a ``ToolError``; text content is joined, structured content is
-returned as JSON.
-
-- **Listings are cached** in a ``McpToolCache`` for ten minutes per (owner, server):
-  ``owner`` is ``None`` for a server configured for everyone, the user's id for one
-  configured per user.
-- **Sessions stay open** in a ``McpClients`` manager, one per (owner, server), reused by
-  every call; the server closes them with ``aclose()`` at shutdown. Each session lives in
-  its own task, since the SDK's transports are anyio task groups that must be entered and
-  left by one task.
-- **A dead session is reopened once.** A session seen closed (the process died, the HTTP
-  session ended) is reopened before the next call; a session idle for 30 s is probed
-  first (``server/discover``, or ``ping`` on older protocol versions). A call that loses
-  its connection half-way is repeated on a fresh session only when the server marks the
-  tool read-only or idempotent: otherwise the model is told it may or may not have run.
-- **Risk** comes from the server's annotations, which are hints: a read-only tool is a
-  ``read`` with risk ``network``; any other is an ``action`` with risk ``write`` (so an
-  approval policy asks), unless the configuration sets a risk for the server's tools.
-"""
+"""Open sessions with MCP servers: ``McpClients`` keeps one per (owner, server), reused by
+every call; each lives in its own task (the SDK's transports are anyio task groups, entered
+and left by one task). A session seen closed is reopened before the next call; one idle
+for 30 s is probed first; a call that loses its connection half-way is repeated on a
+fresh session only when it is marked repeatable."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client, MCPError
 from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ostinato.errors import ToolError
 from ostinato.messages import JSON
-from ostinato.tools.base import Risk, Tool, ToolContext
-from ostinato.tools.schema import (
-    ToolSourceError,
-    object_schema,
-    sanitize_name,
-    schema_validator,
-    unique_names,
+from ostinato.tools.mcp.server import (
+    IDLE_PING,
+    MAX_PAGES,
+    PING_TIMEOUT,
+    CacheKey,
+    Clock,
+    McpServerConfig,
+    McpServerUnavailable,
 )
 
 log = logging.getLogger(__name__)
-
-LISTING_TTL = 600.0
-IDLE_PING = 30.0
-PING_TIMEOUT = 5.0
-CONNECT_TIMEOUT = 30.0
-CALL_TIMEOUT = 60.0
-MAX_PAGES = 100
-
-CacheKey: TypeAlias = tuple[str | None, str]
-Clock: TypeAlias = Callable[[], float]
-
-
-@dataclass(frozen=True, slots=True)
-class McpServerConfig:
-    """One MCP server: ``command`` (stdio) or ``url`` (streamable HTTP), not both.
-
-    ``prefix`` puts the server's name before each tool name; ``risk`` sets every tool's
-    risk instead of reading the server's annotations; ``timeout`` bounds each call and
-    ``connect_timeout`` the start of a session (a stdio server may install itself first).
-    """
-
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
-    cwd: str | None = None
-    url: str | None = None
-    headers: Mapping[str, str] | None = None
-    prefix: bool = True
-    risk: Risk | None = None
-    timeout: float = CALL_TIMEOUT
-    connect_timeout: float = CONNECT_TIMEOUT
-
-    def __post_init__(self) -> None:
-        if (self.command is None) == (self.url is None):
-            raise ToolSourceError(
-                f"MCP server {self.name!r}: give either a command (stdio) or a url (HTTP)"
-            )
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise ToolSourceError(f"MCP server {self.name!r}: url must be http(s)")
-
-    def client(self, stack: AsyncExitStack) -> AbstractAsyncContextManager[Client]:
-        """The SDK client for this server (response caching off: ours is the cache)."""
-        if self.command is not None:
-            params = StdioServerParameters(
-                command=self.command,
-                args=list(self.args),
-                env=dict(self.env) if self.env is not None else None,
-                cwd=self.cwd,
-            )
-            return Client(stdio_client(params, errlog=sys.stderr), cache=None)
-        assert self.url is not None
-        http = httpx2.AsyncClient(
-            headers=dict(self.headers or {}),
-            timeout=httpx2.Timeout(CONNECT_TIMEOUT, read=300.0),
-        )
-        stack.push_async_callback(http.aclose)
-        return Client(streamable_http_client(self.url, http_client=http), cache=None)
-
-
-class McpServerUnavailable(ToolError):
-    """The MCP server could not be reached, or its session ended."""
-
-    code = "mcp_unavailable"
-
-
-@dataclass(slots=True)
-class _Entry:
-    tools: list[types.Tool]
-    expires: float
-
-
-class McpToolCache:
-    """Tool listings per (owner, server) for ``ttl`` seconds (ten minutes)."""
-
-    def __init__(self, ttl: float = LISTING_TTL, clock: Clock = time.monotonic) -> None:
-        self.ttl = ttl
-        self.clock = clock
-        self._entries: dict[CacheKey, _Entry] = {}
-
-    def get(self, key: CacheKey) -> list[types.Tool] | None:
-        entry = self._entries.get(key)
-        if entry is None or self.clock() >= entry.expires:
-            self._entries.pop(key, None)
-            return None
-        return entry.tools
-
-    def put(self, key: CacheKey, tools: list[types.Tool]) -> None:
-        self._entries[key] = _Entry(list(tools), self.clock() + self.ttl)
-
-    def invalidate(self, key: CacheKey | None = None) -> None:
-        if key is None:
-            self._entries.clear()
-        else:
-            self._entries.pop(key, None)
-
-
-# --- sessions ---------------------------------------------------------------------------------
 
 
 class _Closed(Exception):
@@ -408,100 +288,3 @@ def _progress_lines(report: Callable[[str], None]) -> ProgressFnT:
         report(f"{done}: {message}" if message else done)
 
     return on_progress
-
-
-# --- tools ----------------------------------------------------------------------------------------
-
-
-def result_value(result: types.CallToolResult, tool: str) -> Any:
-    """What the model sees: structured content as JSON, else the content as text."""
-    text = "\n".join(_content_text(block) for block in result.content)
-    if result.is_error:
-        raise ToolError(text or f"the MCP tool {tool!r} failed")
-    if result.structured_content is not None:
-        return result.structured_content
-    return text
-
-
-def _content_text(block: types.ContentBlock) -> str:
-    if isinstance(block, types.TextContent):
-        return block.text
-    if isinstance(block, types.ImageContent | types.AudioContent):
-        return f"[{block.type}: {block.mime_type}, {len(block.data) * 3 // 4:,} bytes]"
-    if isinstance(block, types.EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, types.TextResourceContents):
-            return resource.text
-        return f"[resource {resource.uri}: {resource.mime_type or 'binary'}]"
-    return f"[resource link: {block.uri}]"
-
-
-def wrap_tool(
-    spec: types.Tool, config: McpServerConfig, clients: McpClients, owner: str | None = None
-) -> Tool:
-    """One MCP tool as an ostinato ``Tool``; a bad input schema is a ``ToolSourceError``."""
-    name = sanitize_name(spec.name, prefix=sanitize_name(config.name) if config.prefix else None)
-    schema = object_schema(spec.input_schema)
-    validate = schema_validator(schema, where=f"MCP tool {config.name}/{spec.name}")
-    hints = spec.annotations
-    read_only = bool(hints and hints.read_only_hint)
-    repeatable = read_only or bool(hints and hints.idempotent_hint)
-    remote_name = spec.name
-
-    async def run(arguments: JSON, context: ToolContext) -> Any:
-        result = await clients.call_tool(
-            config,
-            owner,
-            remote_name,
-            arguments,
-            repeatable=repeatable,
-            progress=context.progress,
-        )
-        return result_value(result, remote_name)
-
-    return Tool(
-        name=name,
-        description=(spec.description or spec.title or spec.name).strip()[:2048],
-        parameters=schema,
-        run=run,
-        validate=validate,
-        category="read" if read_only else "action",
-        risk=config.risk or ("network" if read_only else "write"),
-        idempotent=repeatable,
-        timeout=config.timeout + 5.0,
-        # A remembered family grant covers every call of a read-only tool of this server.
-        family=(lambda _arguments: config.name) if read_only else None,
-        untrusted=True,  # what a server returns comes from outside the conversation
-    )
-
-
-async def mcp_tools(
-    config: McpServerConfig,
-    *,
-    cache: McpToolCache,
-    clients: McpClients,
-    owner: str | None = None,
-) -> list[Tool]:
-    """The server's tools as ostinato tools, listed at most once per ``cache.ttl``.
-
-    ``owner`` is the user a per-user server is configured for, ``None`` for a server
-    configured for everyone. Two tools that sanitise to one name are a
-    ``ToolSourceError``; a tool whose input schema is invalid is left out (logged).
-    """
-    key = (owner, config.name)
-    listing = cache.get(key)
-    if listing is None:
-        listing = await clients.list_tools(config, owner)
-        cache.put(key, listing)
-    tools: list[Tool] = []
-    origins: list[tuple[str, str]] = []
-    for spec in listing:
-        try:
-            tool = wrap_tool(spec, config, clients, owner)
-        except ToolSourceError as exc:
-            log.warning("MCP server %r: tool %r left out: %s", config.name, spec.name, exc)
-            continue
-        tools.append(tool)
-        origins.append((tool.name, f"tool {spec.name!r}"))
-    unique_names(origins, source=f"MCP server {config.name!r}")
-    return tools

@@ -7,26 +7,54 @@
 - ``sqlite:///path`` or ``sqlite+aiosqlite:///path``: ``SQLiteStore``
 - ``postgresql://``, ``postgres://`` or ``postgresql+asyncpg://...``: ``PostgresStore``
 
-SQL stores are migrated to the newest schema as they open.
+SQL stores are migrated to the newest schema as they open. A PostgreSQL URL needs the
+``postgres`` extra (``pip install 'ostinato[postgres]'``); without it ``open_store`` says
+so in one sentence. The SQL stores are imported when first used.
 """
 
 from __future__ import annotations
 
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
 from ostinato.store.base import Store
 from ostinato.store.memory import MemoryStore
-from ostinato.store.sql import PostgresStore, SQLiteStore, describe_url, parse_url
+from ostinato.store.sql.urls import describe_url, parse_url
+
+if TYPE_CHECKING:
+    from ostinato.store.sql.postgres import PostgresStore
+    from ostinato.store.sql.sqlite import SQLiteStore
+
+POSTGRES_EXTRA = "pip install 'ostinato[postgres]'"
 
 
 async def open_store(url: str | None = None) -> Store:
-    """Open (and migrate) the store ``url`` names; ``ValueError`` if it names none we have."""
+    """Open (and migrate) the store ``url`` names; ``ValueError`` if it names none we have,
+    or one whose driver is not installed."""
     target = parse_url(url)
     if target.kind == "memory":
         return MemoryStore()
     if target.kind == "sqlite":
+        from ostinato.store.sql.sqlite import SQLiteStore
+
         assert target.sqlite_path is not None
         return await SQLiteStore.open(target.sqlite_path)
+    if importlib.util.find_spec("asyncpg") is None:
+        raise ValueError(
+            f"a PostgreSQL store needs the asyncpg driver, which is not installed: {POSTGRES_EXTRA}"
+        )
+    from ostinato.store.sql.postgres import PostgresStore
+
     assert target.url is not None
     return await PostgresStore.open(target.url)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PostgresStore", "SQLiteStore"):
+        from ostinato.store import sql
+
+        return getattr(sql, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["MemoryStore", "PostgresStore", "SQLiteStore", "Store", "describe_url", "open_store"]

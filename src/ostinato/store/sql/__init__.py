@@ -14,10 +14,29 @@ Modules, by what they hold:
 - ``postgres``: ``PostgresStore`` on SQLAlchemy's asyncpg engine.
 - ``migrate``: Alembic upgrades run from code at open.
 - ``urls``: store URLs, parsed and described.
+
+The stores are imported when first named (SQLAlchemy and Alembic are not small), so
+importing ``ostinato.store`` or ``ostinato.server`` costs nothing of theirs.
 """
 
-from ostinato.store.sql.postgres import PostgresStore
-from ostinato.store.sql.sqlite import SQLiteStore
+from typing import TYPE_CHECKING, Any
+
 from ostinato.store.sql.urls import describe_url, parse_url
 
+if TYPE_CHECKING:
+    from ostinato.store.sql.postgres import PostgresStore
+    from ostinato.store.sql.sqlite import SQLiteStore
+
 __all__ = ["PostgresStore", "SQLiteStore", "describe_url", "parse_url"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        from ostinato.store.sql.postgres import PostgresStore
+
+        return PostgresStore
+    if name == "SQLiteStore":
+        from ostinato.store.sql.sqlite import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,12 +8,12 @@ PostgreSQL by a transaction-scoped advisory lock.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from sqlalchemy.ext.asyncio import AsyncEngine
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCRIPT_LOCATION = "ostinato.store:migrations"
 # pg_advisory_xact_lock key held while migrating ("ostinato" as a number).
@@ -22,6 +22,9 @@ _PG_LOCK_KEY = 0x6F7374696E61746F
 
 def upgrade(connection: sa.Connection, revision: str = "head") -> None:
     """Migrate ``connection``'s database to ``revision`` inside its current transaction."""
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", SCRIPT_LOCATION)
     config.attributes["connection"] = connection

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import sqlalchemy as sa
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 DEFAULT_SQLITE_FILE = "ostinato.db"
 MEMORY_URL = "memory://"
@@ -30,6 +31,8 @@ def parse_url(url: str | None) -> Target:
         return Target("sqlite", sqlite_path=Path.cwd() / DEFAULT_SQLITE_FILE)
     if url.strip() in (MEMORY_URL, "memory:", "memory"):
         return Target("memory")
+    import sqlalchemy as sa
+
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
@@ -67,6 +70,8 @@ def describe_url(url: str | None) -> str:
 
 def _mask(url: str) -> str:
     """``url`` with any password replaced by ``***``, even if SQLAlchemy cannot parse it."""
+    import sqlalchemy as sa
+
     try:
         return sa.make_url(url).render_as_string(hide_password=True)
     except Exception:

@@ -1,41 +1,38 @@
-"""A deployment: the runtime that ``ostinato serve`` runs, built from the config file.
+"""A deployment: the runtime that ``ostinato serve`` runs, built from the settings.
 
 ``build_runtime`` turns a validated ``Config`` into a ``Runtime``: skills and the router
 (with its cheap-tier classifier), tiers resolved to models, the compaction summariser,
-the approval policy, and the tool mount (built-ins, workdir tools, ``http_fetch``,
-memory, sub-agents, then OpenAPI documents, then MCP servers).
+the approval policy, the after-turn fact extraction when it is on, and the tool mount
+(``ostinato.sources``: built-ins, then OpenAPI documents, then MCP servers).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ostinato.agents import AgentConfig
 from ostinato.approvals import ApprovalPolicy
-from ostinato.config import AgentSection, Config, ConfigError, ModelsSection, guidelines_for
+from ostinato.config import AgentSection, Config, ModelsSection, guidelines_for
 from ostinato.context.catalog import ContextCatalog
 from ostinato.context.compaction import Compactor
 from ostinato.memory.extraction import FactExtractor
 from ostinato.memory.facts import Memory
 from ostinato.memory.ranking import default_ranker
-from ostinato.memory.tools import memory_tools
 from ostinato.models.base import Model
 from ostinato.models.choice import Tiers, create_model
 from ostinato.models.providers import ProviderSettings, is_local
 from ostinato.runtime import Runtime
 from ostinato.skills import Router, Skill
+from ostinato.sources import mcp_clients, tool_sources
 from ostinato.store.base import Store
-from ostinato.subagents import subagent_tools
-from ostinato.tools.base import Tool
-from ostinato.tools.builtins import default_registry
-from ostinato.tools.fetch import http_fetch_tool
-from ostinato.tools.mcp import McpClients, McpServerConfig, McpToolCache, mcp_tools
-from ostinato.tools.mounting import Mount, Source, ToolLister
-from ostinato.tools.openapi import ApiKeyAuth, Auth, BasicAuth, BearerAuth, load_openapi
-from ostinato.tools.openapi import openapi_tools as build_openapi_tools
+from ostinato.tools.mounting import Mount
+
+if TYPE_CHECKING:
+    from ostinato.tools.mcp import McpClients
 
 
 def provider_settings(models: ModelsSection) -> ProviderSettings:
@@ -84,10 +81,11 @@ class Models:
 class Deployment:
     runtime: Runtime
     models: Models
-    mcp: McpClients = field(default_factory=McpClients)
+    mcp: McpClients | None = None  # when MCP servers are configured
 
     async def aclose(self) -> None:
-        await self.mcp.aclose()
+        if self.mcp is not None:
+            await self.mcp.aclose()
 
 
 def skills_of(config: Config, policy: ApprovalPolicy) -> list[Skill]:
@@ -131,17 +129,11 @@ async def build_runtime(
     skills = skills_of(config, policy)
     default_skill = next((s for s in skills if s.id == config.default_agent().id), skills[0])
     classifier = models(config.models.router) if len(skills) > 1 else None
-    mcp = McpClients()
+    mcp = mcp_clients(config)
     memory = Memory(
         store, default_ranker(config.memory.embedding_model), capacity=config.memory.capacity
     )
-    mount = Mount(
-        [
-            Source("builtins", _builtins(config, memory), builtin=True),
-            *[Source(f"openapi:{s.name}", await _openapi(s, env)) for s in config.tools.openapi],
-            *[Source(f"mcp:{s.name}", lister=_mcp(s, mcp)) for s in config.tools.mcp],
-        ]
-    )
+    mount = Mount(await tool_sources(config, memory, mcp, env))
     runtime = Runtime(
         store,
         model=default_model,
@@ -164,80 +156,3 @@ async def build_runtime(
         memory=memory,
     )
     return Deployment(runtime, models, mcp)
-
-
-def _builtins(config: Config, memory: Memory) -> list[Tool]:
-    return [
-        *default_registry(),
-        http_fetch_tool(allow_hosts=config.tools.fetch_allow_hosts),
-        *memory_tools(memory.store, memory.ranker, capacity=memory.capacity),
-        *subagent_tools(),
-    ]
-
-
-async def _openapi(source: object, env: Mapping[str, str]) -> list[Tool]:
-    from ostinato.config import OpenApiSource
-
-    assert isinstance(source, OpenApiSource)
-    try:
-        document = await load_openapi(source.url)
-    except Exception as exc:
-        where = f"tools.openapi {source.name!r}"
-        raise ConfigError(where, [f"cannot load {source.url}: {exc}"]) from exc
-    return build_openapi_tools(
-        document,
-        base_url=source.base_url,
-        auth=_auth(source.name, source.auth, env),
-        prefix=source.prefix or source.name,
-    )
-
-
-def _auth(name: str, spec: Mapping[str, str] | None, env: Mapping[str, str]) -> Auth | None:
-    """``{type = "bearer", token_env}``, ``{type = "api_key", name, value_env, location}``
-    or ``{type = "basic", username, password_env}``; secrets come from the environment."""
-    if not spec:
-        return None
-    where = f"tools.openapi {name!r}.auth"
-
-    def secret(key: str) -> str:
-        variable = spec.get(key)
-        if not variable:
-            raise ConfigError(where, [f"{key} is required (the variable holding the secret)"])
-        value = env.get(variable)
-        if value is None:
-            raise ConfigError(where, [f"the environment variable {variable} is not set"])
-        return value
-
-    kind = spec.get("type")
-    if kind == "bearer":
-        return BearerAuth(secret("token_env"))
-    if kind == "api_key":
-        location = spec.get("location", "header")
-        if location not in ("header", "query"):
-            raise ConfigError(where, ["location must be 'header' or 'query'"])
-        return ApiKeyAuth(spec.get("name", "X-API-Key"), secret("value_env"), location)  # type: ignore[arg-type]
-    if kind == "basic":
-        return BasicAuth(spec.get("username", ""), secret("password_env"))
-    raise ConfigError(where, [f"type must be bearer, api_key or basic, not {kind!r}"])
-
-
-def _mcp(source: object, clients: McpClients) -> ToolLister:
-    from ostinato.config import McpSource
-
-    assert isinstance(source, McpSource)
-    config = McpServerConfig(
-        name=source.name,
-        command=source.command,
-        args=tuple(source.args),
-        env=dict(source.env) or None,
-        url=source.url,
-        headers=dict(source.headers) or None,
-    )
-    cache = McpToolCache()
-
-    async def lister(owner: str | None) -> list[Tool]:
-        return await mcp_tools(
-            config, cache=cache, clients=clients, owner=owner if source.per_user else None
-        )
-
-    return lister

@@ -3,6 +3,7 @@ end to end in tests/e2e)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import httpx
@@ -149,3 +150,118 @@ def test_which_hosts_a_server_answers_to() -> None:
     assert allowed_hosts(none, "127.0.0.1", dangerously_public=False) == LOOPBACK_NAMES
     assert allowed_hosts(none, "0.0.0.0", dangerously_public=True) is None
     assert allowed_hosts(keys, "127.0.0.1", dangerously_public=False) is None
+
+
+SWAGGER = '{"swagger": "2.0", "info": {"title": "old", "version": "1"}, "paths": {}}'
+
+
+async def _started(tmp_path: Path, text: str, default_id: str = "offline:ostinato") -> str:
+    """The banner ``serve`` prints for a config file (the deployment built, its sources
+    listed once)."""
+    from ostinato.cli.banner import banner, tool_warnings
+    from ostinato.deployment import build_runtime
+
+    path = tmp_path / "ostinato.toml"
+    path.write_text(text)
+    config, source = load_config(path, env={})
+    default = DefaultModel(default_id, "test")
+    deployment = await build_runtime(
+        config,
+        MemoryStore(),
+        default_model=OfflineModel(),
+        default_id=default_id,
+        data_dir=tmp_path / "data",
+    )
+    setup = ModelSetup(default, Tiers.for_default(default_id), OfflineModel())
+    out = io.StringIO()
+    try:
+        banner(config, source, setup, deployment, await tool_warnings(config, deployment), out)
+    finally:
+        await deployment.aclose()
+    return out.getvalue()
+
+
+async def test_the_banner_names_failed_sources_and_unknown_tools(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "old.json").write_text(SWAGGER)
+    text = f"""
+[[agents]]
+id = "helper"
+tools = ["clock", "calculater"]
+[[tools.mcp]]
+name = "broken"
+command = "mcp-server-tiem"
+[[tools.openapi]]
+name = "old"
+url = "{tmp_path / "old.json"}"
+"""
+    shown = await _started(tmp_path, text)
+    assert "  FAILED:   openapi:old: cannot load" in shown and "not Swagger 2.0" in shown
+    assert "  FAILED:   mcp:broken: McpServerUnavailable: could not start" in shown
+    assert (
+        "  WARNING:  agents 'helper'.tools: no tool is named 'calculater' "
+        "(did you mean 'calculator'?)" in shown
+    )
+    assert "  tools:    builtins (" in shown
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("tool source mcp:broken failed" in m for m in logged)
+    assert any("tool source openapi:old failed" in m for m in logged)
+    assert any("no tool is named 'calculater'" in m for m in logged)
+
+
+async def test_fact_extraction_is_shown_and_off_by_default_on_a_local_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = await _started(tmp_path, "")
+    assert "  memory:   fact extraction off (the default for this model;" in local
+    forced = await _started(tmp_path, "[memory]\nextract_facts = true\n")
+    assert "  memory:   fact extraction ON: after each answered turn, one more call to " in forced
+    assert "(set by memory.extract_facts)" in forced
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # no call is made
+    hosted = await _started(tmp_path, "", default_id="anthropic:claude-sonnet-4-5")
+    assert "fact extraction ON: after each answered turn, one more call to anthropic:" in hosted
+
+
+@pytest.mark.parametrize(
+    ("summarizer", "env", "on"),
+    [
+        ("offline:ostinato", {}, False),
+        ("ollama:qwen3", {}, False),
+        ("llamacpp:smollm2", {}, False),
+        ("openai-compatible:x", {}, False),
+        ("openai-chat:x", {"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1"}, False),
+        ("openai:gpt-4.1-mini", {}, True),
+        ("anthropic:claude-haiku-4-5", {}, True),
+        ("groq:llama", {}, True),
+    ],
+)
+def test_fact_extraction_by_default_only_on_a_hosted_model(
+    summarizer: str, env: dict[str, str], on: bool
+) -> None:
+    from ostinato.deployment import extracts_facts
+
+    assert extracts_facts(load_config(None, env={})[0], summarizer, env) is on
+    forced = load_config(None, env={"OSTINATO_MEMORY__EXTRACT_FACTS": str(not on)})[0]
+    assert extracts_facts(forced, summarizer, env) is (not on)
+
+
+def test_a_postgres_url_without_the_driver_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def without_asyncpg(name: str, *args: object) -> object:
+        return None if name == "asyncpg" else real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_asyncpg)
+    monkeypatch.setenv("OSTINATO_MODEL", "offline:ostinato")
+    url = "postgresql://ann:secret@127.0.0.1:9/db"
+    assert main(["serve", "--port", "9", "--database-url", url]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "ostinato serve: a PostgreSQL store needs the asyncpg driver, which is not "
+        "installed: pip install 'ostinato[postgres]'\n"
+    )

@@ -6,6 +6,11 @@ import httpx
 
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
+from ostinato.server import create_app
+from ostinato.store.base import Store
+from ostinato.tools.base import Tool
+from ostinato.tools.builtins import builtin_tools
+from ostinato.tools.mounting import Mount, Source
 from tests.server.conftest import Callers
 
 
@@ -63,3 +68,36 @@ async def test_switches_are_the_callers_own(callers: Callers) -> None:
     assert {t["name"]: t["enabled"] for t in (await ann.get("/v1/tools")).json()["tools"]}[
         "clock"
     ] is False
+
+
+async def test_the_tool_sources_and_their_status(store: Store, model: ScriptedModel) -> None:
+    async def down(owner: str | None) -> list[Tool]:
+        raise ConnectionError("connection refused")
+
+    mount = Mount(
+        [
+            Source("builtins", builtin_tools(), builtin=True),
+            Source("openapi:old", error="cannot load old.json: not OpenAPI 3"),
+            Source("mcp:down", lister=down),
+        ]
+    )
+    runtime = Runtime(store, model=model, mount=mount)
+    app = create_app(runtime)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
+        first = (await client.get("/v1/tools/sources")).json()["sources"]
+        assert [(s["name"], s["state"]) for s in first] == [
+            ("builtins", "ok"),
+            ("openapi:old", "failed"),
+            ("mcp:down", "not listed yet"),
+        ]
+        assert first[1]["error"] == "cannot load old.json: not OpenAPI 3"
+        cid = (await client.post("/v1/conversations")).json()["id"]
+        model.add(text_step("hello"))
+        assert (await client.post(f"/v1/conversations/{cid}/turns", json={"text": "hi"})).is_success
+        after = (await client.get("/v1/tools/sources")).json()["sources"]
+    assert after[2]["state"] == "failed"
+    assert after[2]["error"] == "ConnectionError: connection refused"
+    assert after[0]["tools"] == len(builtin_tools()) and after[0]["checked_at"]
+    await runtime.close()

@@ -93,6 +93,7 @@ async def test_the_servers_tools_become_prefixed_tools(
 ) -> None:
     tools = by_name(await mcp_tools(stdio, cache=McpToolCache(clock=clock), clients=clients))
     assert set(tools) == {
+        "fixture_where",
         "fixture_add",
         "fixture_echo_upper",
         "fixture_weather",
@@ -172,7 +173,7 @@ async def test_listings_are_cached_for_ten_minutes(
     clock.advance(LISTING_TTL - 1)
     again = await mcp_tools(stdio, cache=cache, clients=clients)
     assert listings(counts) == 1
-    assert len(again) == 8
+    assert len(again) == 9
     clock.advance(2)
     await mcp_tools(stdio, cache=cache, clients=clients)
     assert listings(counts) == 2

@@ -24,8 +24,10 @@ from typing import Any
 
 from ostinato import __version__
 from ostinato.cli import keys as keys_command
-from ostinato.identity.binding import DANGER_FLAG
 
+# identity.binding.DANGER_FLAG, spelt here so that building the parser (and so
+# ``--version``) imports nothing of the settings; tests/test_startup.py keeps them equal.
+DANGER_FLAG = "--dangerously-serve-without-auth"
 CONFIG_HELP = "the configuration file (default: $OSTINATO_CONFIG, else ./ostinato.toml if present)"
 DATABASE_HELP = (
     "the store: sqlite:///path/to.db, postgresql://user:pass@host/db or memory:// "
@@ -66,8 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $OSTINATO_APPROVAL_TIMEOUT, else 300)",
     )
 
-    check = commands.add_parser("check-config", help="validate a configuration file")
+    check = commands.add_parser(
+        "check-config",
+        help="report every mistake in the settings: the file, the environment, the tool "
+        "sources it names (documents loaded, MCP servers started) and the tool names it uses",
+    )
     check.add_argument("config", nargs="?", metavar="FILE", help=CONFIG_HELP)
+    check.add_argument(
+        "--offline",
+        action="store_true",
+        help="do not start MCP servers (their commands are still looked up)",
+    )
 
     chat = commands.add_parser("chat", help="chat with a running server in the terminal")
     chat.add_argument(
@@ -88,27 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     keys_command.add_parser(commands, DATABASE_HELP, CONFIG_HELP)
     return parser
-
-
-def check_config(path: str | None) -> int:
-    """Validate the configuration: 0 and a summary when it is valid, 1 and every problem
-    with where it is when it is not."""
-    from ostinato.config import ConfigError, load_config
-
-    try:
-        config, source = load_config(path)
-    except ConfigError as exc:
-        print(f"{exc.source}: {len(exc.problems)} problem(s)")
-        for problem in exc.problems:
-            print(f"  {problem}")
-        return 1
-    agents = ", ".join(a.id for a in config.agents) or "assistant (built in)"
-    print(f"{source}: OK")
-    print(f"  agents: {agents} (default: {config.default_agent().id})")
-    print(f"  model:  {config.models.default or 'autodetect'}")
-    sources = [s.name for s in config.tools.openapi] + [s.name for s in config.tools.mcp]
-    print(f"  tool sources: {', '.join(sources) or 'built-ins only'}")
-    return 0
 
 
 def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -138,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
         if args.command == "check-config":
-            return check_config(args.config)
+            from ostinato.cli.check import check_config
+
+            return check_config(args.config, start_servers=not args.offline)
         if args.command == "keys":
             return asyncio.run(keys_command.run(args))
         if args.command == "chat":

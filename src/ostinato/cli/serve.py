@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import uvicorn
 from fastapi import Request
 
-from ostinato import __version__
+from ostinato.cli.banner import banner, tool_warnings
 from ostinato.config import Config, ConfigError, load_config
 from ostinato.deployment import Deployment, build_runtime, provider_settings
 from ostinato.errors import InvalidRequest, ModelError
@@ -141,24 +141,6 @@ async def start(config: Config) -> tuple[ModelSetup, Deployment]:
     return setup, deployment
 
 
-def banner(
-    config: Config, source: str, setup: ModelSetup, deployment: Deployment, out: TextIO
-) -> None:
-    """What ``serve`` says at start: where each setting that matters came out."""
-    server, runtime = config.server, deployment.runtime
-    print(f"ostinato {__version__}", file=out)
-    print(f"  config:   {source}", file=out)
-    print(f"  model:    {setup.default}", file=out)
-    print(f"  database: {describe_url(server.database_url)}", file=out)
-    print(f"  data dir: {runtime.data_dir}  (conversation workdirs)", file=out)
-    print(f"  approval: waits {config.approvals.timeout:g} s for a person", file=out)
-    print(f"  skills:   {', '.join(s.id for s in runtime.router.skills)}", file=out)
-    anonymous = " + anonymous callers" if config.auth.allow_anonymous else ""
-    print(f"  auth:     mode {config.auth.mode}{anonymous}  (docs/auth.md)", file=out)
-    print(f"  api:      http://{server.host}:{server.port}/v1  (docs at /docs)", file=out)
-    out.flush()
-
-
 async def serve(
     config_path: str | None = None,
     *,
@@ -169,6 +151,7 @@ async def serve(
     """Run the server until it is stopped; ``overrides`` are the command line's settings.
     In auth mode ``none`` it listens only on a loopback address, unless
     ``dangerously_public`` (``--dangerously-serve-without-auth``)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     try:
         config, source = load_config(config_path, overrides=overrides)
         refused = refuse_bind(
@@ -185,7 +168,8 @@ async def serve(
     except _Refused as exc:
         print(f"ostinato serve: {exc}", file=sys.stderr)
         return 2
-    banner(config, source, setup, deployment, out or sys.stdout)
+    warnings = await tool_warnings(config, deployment)
+    banner(config, source, setup, deployment, warnings, out or sys.stdout)
     runtime, url = deployment.runtime, config.server.database_url
     chooser: ModelChooser = setup.choose
     limits = BodyLimits()
@@ -200,7 +184,6 @@ async def serve(
         auth=config.auth,
         hosts=allowed_hosts(config.auth, config.server.host, dangerously_public=dangerously_public),
     )
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     uvicorn_config = uvicorn.Config(
         app,
         host=config.server.host,

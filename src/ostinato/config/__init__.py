@@ -22,8 +22,10 @@ from ostinato.config.settings import (
     DEFAULT_PATH,
     Config,
     ConfigError,
+    Loaded,
     config_path,
     load_config,
+    read_config,
 )
 from ostinato.config.tools import McpSource, OpenApiSource, ToolsSection
 
@@ -36,6 +38,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "GuidelinesSection",
+    "Loaded",
     "McpSource",
     "MemorySection",
     "ModelsSection",
@@ -47,4 +50,5 @@ __all__ = [
     "config_path",
     "guidelines_for",
     "load_config",
+    "read_config",
 ]

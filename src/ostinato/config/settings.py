@@ -43,6 +43,7 @@ import copy
 import os
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -203,15 +204,26 @@ def config_path(path: str | Path | None, env: Mapping[str, str]) -> Path | None:
     return DEFAULT_PATH if DEFAULT_PATH.exists() else None
 
 
-def load_config(
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What ``read_config`` found: the config (built from what is valid when some of it
+    is not), where the file came from, every problem, and the merged raw values."""
+
+    config: Config
+    source: str
+    problems: list[str]
+    raw: dict[str, Any]
+
+
+def read_config(
     path: str | Path | None = None,
     *,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
-) -> tuple[Config, str]:
-    """Merge the layers (see the module docstring), validate, check. Returns the config
-    and where the file came from (a path, or "built-in defaults"); ``ConfigError`` with
-    every problem found."""
+) -> Loaded:
+    """Merge the layers (see the module docstring), validate, check, and say every problem
+    found. ``ConfigError`` only when nothing can be read: the file is missing or is not
+    TOML, or a list in the environment is not JSON."""
     from ostinato.config.checks import cross_checks
 
     env = os.environ if env is None else env
@@ -226,12 +238,25 @@ def load_config(
         raise ConfigError("the environment", [f"{exc}: give it as JSON"]) from None
     layers = _Layers(dict(overrides or {}), nested, _ShortNames(env)(), file)
     layers.variables = {name.upper() for name, value in env.items() if value != ""}
-    config, errors = _validate(layers.merged())
+    raw = layers.merged()
+    config, errors = _validate(raw)
     problems = [layers.describe(error) for error in errors]
-    problems += cross_checks(config, layers.merged())
-    if problems:
-        raise ConfigError(source, problems)
-    return config, source
+    problems += cross_checks(config, raw)
+    return Loaded(config, source, problems, raw)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[Config, str]:
+    """``read_config``, raising ``ConfigError`` with every problem when there is any.
+    Returns the config and where the file came from (a path, or "built-in defaults")."""
+    loaded = read_config(path, env=env, overrides=overrides)
+    if loaded.problems:
+        raise ConfigError(loaded.source, loaded.problems)
+    return loaded.config, loaded.source
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
 from ostinato.config.settings import ENV_PREFIX, NESTED, Config
 
@@ -83,11 +82,9 @@ def _variables(path: tuple[str, ...], info: FieldInfo) -> str:
 
 
 def _default(info: FieldInfo) -> str:
-    value: Any = info.default
-    if value is PydanticUndefined:
-        if info.default_factory is None:
-            return "required"
-        value = info.default_factory()  # type: ignore[call-arg]
+    if info.is_required():
+        return "required"
+    value: Any = info.get_default(call_default_factory=True, validated_data={})
     if value is None or isinstance(value, SecretStr):
         return "unset"
     if isinstance(value, str) and len(value) > 40:

@@ -1,4 +1,6 @@
-"""``/v1/tools``: the tools a user's turns can be offered, and switching them off or on.
+"""``/v1/tools``: the tools a user's turns can be offered, and switching them off or on;
+``/v1/tools/sources``: each tool source (built-ins, OpenAPI documents, MCP servers) and
+whether it answered the last time it was listed.
 
 Tools are switched per owner (the caller), or per conversation for a conversation
 without an owner (``conversation_id``, one of the caller's). A protected tool (by default
@@ -9,7 +11,8 @@ by the user.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
@@ -53,6 +56,18 @@ class ToolList(BaseModel):
     tools: list[ToolOut]
 
 
+class SourceOut(BaseModel):
+    name: str = Field(description="`builtins`, `openapi:<name>` or `mcp:<name>`.")
+    state: Literal["ok", "failed", "not listed yet"]
+    tools: int = Field(description="Tools it gave the last time it was listed.")
+    error: str | None = Field(description="Why it failed, when it did.")
+    checked_at: datetime | None = Field(description="When it was last listed.")
+
+
+class SourceList(BaseModel):
+    sources: list[SourceOut]
+
+
 class SwitchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -86,6 +101,20 @@ async def list_tools(
     conversations)."""
     scope = await _scope(context, caller, conversation_id)
     return ToolList(tools=[ToolOut.of(s) for s in await context.runtime.tool_switches(scope)])
+
+
+@router.get("/sources", response_model=SourceList)
+async def list_sources(context: Context) -> SourceList:
+    """Each tool source and how it fared the last time it was listed (an MCP server is
+    listed at the start of each turn): a failed source's tools are left out of turns."""
+    return SourceList(
+        sources=[
+            SourceOut(
+                name=s.name, state=s.state, tools=s.tools, error=s.error, checked_at=s.checked_at
+            )
+            for s in context.runtime.mount.status()
+        ]
+    )
 
 
 @router.put("/{name}", response_model=ToolOut, responses=_ERRORS)

@@ -1,0 +1,65 @@
+"""Start-up stays cheap: heavy libraries are imported when they are used, not before.
+(Times are measured by bench/startup.py; these tests only check what gets imported.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def imported_after(statement: str, candidates: tuple[str, ...]) -> list[str]:
+    """Which of ``candidates`` a fresh interpreter has imported after ``statement``."""
+    code = (
+        f"import json, sys\n{statement}\n"
+        f"print(json.dumps(sorted(m for m in {candidates!r} if m in sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    found: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_importing_the_server_imports_no_provider_sdk_mcp_alembic_or_yaml() -> None:
+    heavy = ("anthropic", "openai", "mcp", "alembic", "yaml", "sqlalchemy")
+    assert imported_after("import ostinato.server", heavy) == []
+
+
+def test_the_command_line_imports_nothing_heavy_before_a_command_runs() -> None:
+    heavy = ("pydantic", "fastapi", "sqlalchemy", "uvicorn", "httpx", "ostinato.config")
+    assert imported_after("import ostinato.cli.main", heavy) == []
+    from ostinato.cli.main import DANGER_FLAG
+    from ostinato.identity.binding import DANGER_FLAG as BINDING_FLAG
+
+    assert DANGER_FLAG == BINDING_FLAG
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, []),
+        ({"OSTINATO_TOOLS__MCP": '[{"name": "m", "command": "x"}]'}, ["mcp"]),
+    ],
+)
+def test_serve_imports_mcp_and_yaml_only_for_a_configuration_that_names_them(
+    env: dict[str, str], expected: list[str]
+) -> None:
+    """Building the deployment with no MCP server and no OpenAPI document imports
+    neither the MCP SDK nor YAML (nor a provider SDK for the offline model)."""
+    statement = (
+        "import asyncio, pathlib, tempfile\n"
+        "from ostinato.config import load_config\n"
+        "from ostinato.deployment import build_runtime\n"
+        "from ostinato.models.offline import OfflineModel\n"
+        "from ostinato.store.memory import MemoryStore\n"
+        f"config, _ = load_config(None, env={env!r})\n"
+        "async def main():\n"
+        "    d = await build_runtime(config, MemoryStore(), default_model=OfflineModel(),\n"
+        "        default_id='offline:ostinato', data_dir=pathlib.Path(tempfile.mkdtemp()))\n"
+        "    await d.aclose()\n"
+        "asyncio.run(main())"
+    )
+    assert imported_after(statement, ("mcp", "yaml", "anthropic", "openai")) == expected

@@ -17,8 +17,6 @@ MAX_FUNCTION_LINES = 60
 
 KNOWN: frozenset[str] = frozenset(
     {
-        "tools/mcp.py",  # split by the config work (issue 9 item 11)
-        "tools/openapi.py",  # split by the config work (issue 9 item 11)
         "memory/tools.py:memory_tools",  # memory-write consent work (issue 10 item 6)
     }
 )

@@ -41,7 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ostinato {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _serve_parser(commands)
+    _check_parser(commands)
+    chat = commands.add_parser("chat", help="chat with a running server in the terminal")
+    chat.add_argument(
+        "--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)"
+    )
+    chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
+    _replay_parser(commands)
+    keys_command.add_parser(commands, DATABASE_HELP, CONFIG_HELP)
+    return parser
 
+
+def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="run the HTTP API server")
     serve.add_argument("--host", help="address to bind (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: server.port, 8000)")
@@ -68,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $OSTINATO_APPROVAL_TIMEOUT, else 300)",
     )
 
+
+def _check_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = commands.add_parser(
         "check-config",
         help="report every mistake in the settings: the file, the environment, the tool "
@@ -80,12 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not start MCP servers (their commands are still looked up)",
     )
 
-    chat = commands.add_parser("chat", help="chat with a running server in the terminal")
-    chat.add_argument(
-        "--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)"
-    )
-    chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
 
+def _replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay = commands.add_parser(
         "replay", help="re-run a conversation's turns with the recorded model outputs"
     )
@@ -97,8 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated tools whose stored results are played back instead of running "
         "them (default: clock; '' runs every tool)",
     )
-    keys_command.add_parser(commands, DATABASE_HELP, CONFIG_HELP)
-    return parser
 
 
 def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -24,7 +24,8 @@ def imported_after(statement: str, candidates: tuple[str, ...]) -> list[str]:
 
 
 def test_importing_the_server_imports_no_provider_sdk_mcp_alembic_or_yaml() -> None:
-    heavy = ("anthropic", "openai", "mcp", "alembic", "yaml", "sqlalchemy")
+    # httpx2 is the SDKs' HTTP client; jwt is for auth mode oidc only
+    heavy = ("anthropic", "openai", "httpx2", "mcp", "alembic", "yaml", "sqlalchemy", "jwt")
     assert imported_after("import ostinato.server", heavy) == []
 
 

@@ -25,8 +25,6 @@ from email.utils import parsedate_to_datetime
 from time import time
 from typing import Any
 
-import httpx2
-
 from ostinato.errors import (
     AuthenticationFailed,
     ContextTooLong,
@@ -56,6 +54,8 @@ class Endpoint:
         host = getattr(url, "host", "") or ""
         port = getattr(url, "port", None)
         where = f"{host}:{port}" if host and port else host
+        import httpx2  # the client's own library, already loaded
+
         timeout = getattr(client, "timeout", None)
         idle = timeout.read if isinstance(timeout, httpx2.Timeout) else timeout
         return cls(
@@ -125,6 +125,8 @@ def classify_failure(
 def connection_failure(endpoint: Endpoint, exc: BaseException) -> ModelError:
     """A connection that failed, dropped or timed out (an SDK's connection error, or the
     transport error some SDKs let escape mid-stream). Every kind is worth a retry."""
+    import httpx2  # loaded with the SDK that raised
+
     cause = exc.__cause__ if not isinstance(exc, httpx2.HTTPError) else exc
     if isinstance(cause, httpx2.ConnectTimeout | httpx2.PoolTimeout):
         return ProviderUnavailable(endpoint.say("could not connect in time"))

@@ -42,8 +42,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-import httpx2
-
 from ostinato.errors import AuthenticationFailed, InvalidRequest
 from ostinato.models.base import Model
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
@@ -254,6 +252,8 @@ def _client(
     the idle timeout as its read timeout."""
 
     def make() -> _Client:
+        import httpx2  # the SDKs' HTTP client, imported with them
+
         timeout = httpx2.Timeout(idle, connect=min(idle, CONNECT_TIMEOUT))
         return kind(api_key=api_key, base_url=base_url or None, max_retries=0, timeout=timeout)
 

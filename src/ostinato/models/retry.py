@@ -28,8 +28,6 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx2
-
 from ostinato.errors import ModelError, RetryableModelError
 from ostinato.models.base import ModelEvent, Retrying
 from ostinato.models.failures import Endpoint, connection_failure
@@ -114,6 +112,8 @@ async def run_attempt(
         stream = await open_stream()
     except Exception as exc:
         raise (sdk_failure(exc) or exc) from exc
+    import httpx2  # the SDK's HTTP client, loaded with the SDK (not with ostinato.models)
+
     try:
         async for event in stream:
             for out in decoder.feed(event):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from starlette.requests import HTTPConnection
 
@@ -27,9 +28,12 @@ from ostinato.identity.settings import AuthSettings
 from ostinato.redaction import register_secret
 from ostinato.server.auth.caller import LOCAL, Caller
 from ostinato.server.auth.cookies import ANONYMOUS_COOKIE, TOKEN_PREFIX, Cookies
-from ostinato.server.auth.oidc import InvalidToken, OidcVerifier
+from ostinato.server.auth.failures import InvalidToken
 from ostinato.store.accounts import ApiKey
 from ostinato.store.base import Store, utcnow
+
+if TYPE_CHECKING:
+    from ostinato.server.auth.oidc import OidcVerifier
 
 BAD_KEY = "the API key is not valid (unknown, revoked or expired)"
 
@@ -62,6 +66,8 @@ class Authenticator:
         register_secret(secret)  # no error may show it
         self.cookies = Cookies(secret, secure=settings.cookie_secure)
         if oidc is None and settings.oidc is not None and "oidc" in settings.methods:
+            from ostinato.server.auth.oidc import OidcVerifier  # JWT and HTTP: only here
+
             oidc = OidcVerifier(settings.oidc)
         self.oidc = oidc
         self._keys: dict[str, tuple[ApiKey | None, float]] = {}

@@ -28,7 +28,7 @@ from starlette.websockets import WebSocket
 from ostinato.server.auth.authenticator import Authenticator, Unauthorized
 from ostinato.server.auth.caller import SCOPE_KEY
 from ostinato.server.auth.cookies import CSRF_HEADER
-from ostinato.server.auth.oidc import KeysUnavailable
+from ostinato.server.auth.failures import KeysUnavailable
 from ostinato.server.errors import error_response, log
 
 PUBLIC_PATHS = frozenset(

@@ -26,22 +26,13 @@ import jwt
 
 from ostinato.identity.owners import check_owner_name
 from ostinato.identity.settings import OidcSettings
+from ostinato.server.auth.failures import InvalidToken, KeysUnavailable
+
+__all__ = ["InvalidToken", "KeysUnavailable", "OidcVerifier", "Verified"]
 
 REFETCH_S = 30.0  # unknown key ids fetch the keys again at most once in this long
 REMEMBERED = 4096  # tokens remembered after a successful check
 FETCH_TIMEOUT_S = 5.0
-
-
-class InvalidToken(Exception):
-    """The token is refused; ``message`` says why (never the token itself)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class KeysUnavailable(Exception):
-    """The issuer's keys could not be fetched: nothing can be checked right now."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from ostinato.memory.ranking import default_ranker
 from ostinato.models.base import Model
 from ostinato.models.choice import Tiers, create_model
 from ostinato.models.providers import ProviderSettings, is_local
+from ostinato.observe import prices
 from ostinato.runtime import Runtime
 from ostinato.skills import Router, Skill
 from ostinato.sources import mcp_clients, tool_sources
@@ -120,6 +121,9 @@ async def build_runtime(
     env: Mapping[str, str] | None = None,
 ) -> Deployment:
     env = os.environ if env is None else env
+    prices.configure(
+        {model: prices.Price(**p.model_dump()) for model, p in config.observability.prices.items()}
+    )
     tiers = Tiers.for_default(default_id, config.models.tiers)
     models = Models(default_id, tiers, provider_settings(config.models))
     models._made[default_id] = default_model

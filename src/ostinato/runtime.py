@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ostinato import observe
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember
 from ostinato.bus import LocalBus
@@ -225,6 +226,7 @@ class Runtime:
         (queued,) = await self.store.write(
             Enqueue(QueuedInput(new_id(), conversation_id, message, utcnow(), client_message_id))
         )
+        observe.queued(1)
         submission = Submission(NewMessage(message, client_message_id, queued), model)
         self._workers.add(conversation_id, submission)
         current = worker.current
@@ -387,29 +389,31 @@ class Runtime:
     # --- beginning a turn (run by the conversation's worker, one at a time) ----------
 
     async def _begin(self, conversation_id: str, submission: Submission) -> TurnHandle:
-        """Begin the turn an input causes (``loop.begin``)."""
+        """Begin the turn an input causes (``loop.begin``), observed from here: its routing
+        is part of it (``ostinato.observe``)."""
         conversation = await self.conversation(conversation_id)
         window = await self.store.window(conversation_id, limit=self.history_limit)
         history = window.rows
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow())
-        match submission.input:
-            case NewMessage(message=message, queued=queued, client_message_id=client_id):
-                opening = await open_with_message(
-                    self,
-                    conversation,
-                    history,
-                    turn.id,
-                    message,
-                    queued=queued,
-                    client_message_id=client_id,
-                )
-            case CardAnswer(tool_use_id=tool_use_id, result=result):
-                opening = open_with_card_answer(
-                    self, conversation_id, history, turn.id, tool_use_id, result
-                )
-            case ApprovalOutcome(approval=approval):
-                opening = open_with_approval(self, history, approval)
-        begun = await begin(self, conversation, window, turn, opening, submission.model)
+        with observe.turn_beginning(turn, owner=conversation.owner):
+            match submission.input:
+                case NewMessage(message=message, queued=queued, client_message_id=client_id):
+                    opening = await open_with_message(
+                        self,
+                        conversation,
+                        history,
+                        turn.id,
+                        message,
+                        queued=queued,
+                        client_message_id=client_id,
+                    )
+                case CardAnswer(tool_use_id=tool_use_id, result=result):
+                    opening = open_with_card_answer(
+                        self, conversation_id, history, turn.id, tool_use_id, result
+                    )
+                case ApprovalOutcome(approval=approval):
+                    opening = open_with_approval(self, history, approval)
+            begun = await begin(self, conversation, window, turn, opening, submission.model)
         return TurnHandle(begun.turn, begun.rows, begun.task, begun.position)
 
     def keep(self, work: asyncio.Future[Any]) -> None:
@@ -437,6 +441,7 @@ class Runtime:
         # nobody can see a decided call without a result and a conversation not running.
         await asyncio.gather(*(s.started for s in continued), return_exceptions=True)
         for item in await self.store.list_queued():
+            observe.queued(1)
             self._workers.add(
                 item.conversation_id,
                 Submission(NewMessage(item.message, item.client_message_id, item)),

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ostinato import observe
 from ostinato.agents import AgentConfig
 from ostinato.approvals import ApprovalPolicy
 from ostinato.errors import ModelError
@@ -92,6 +93,14 @@ class Router:
         return self._by_name.get(skill_id.lower()) if skill_id else None
 
     async def route(self, text: str, *, sticky_persona: str | None = None) -> Route:
+        """The skill for a message (the rules in the module's docstring, in order); the
+        routing is observed (``ostinato.observe``), its classifier call with it."""
+        with observe.operation("route") as work:
+            route = await self._route(text, sticky_persona)
+            work.note(skill=route.skill.id, reason=route.reason)
+        return route
+
+    async def _route(self, text: str, sticky_persona: str | None) -> Route:
         command = SLASH.match(text)
         if command:
             named = self._by_name.get(command.group(1).lower())

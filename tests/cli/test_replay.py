@@ -155,3 +155,31 @@ def test_replay_command_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert f"replay of conversation {cid}" in out and "OK" in out
     assert main(["replay", "nope", "--database-url", url]) == 2
     assert "no conversation" in capsys.readouterr().err
+
+
+def test_replay_prints_each_turns_timeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from ostinato.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'timeline.db'}"
+
+    async def record() -> str:
+        store = await open_store(url)
+        steps = [tool_step(("calculator", {"expression": "6*7"})), text_step("42")]
+        cid = await _record(store, steps, ["6*7?"], ToolRegistry(builtin_tools()))
+        await store.close()
+        return cid
+
+    cid = asyncio.run(record())
+    assert main(["replay", cid, "--timeline", "--database-url", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"timeline of conversation {cid}"
+    assert lines[1].startswith("turn 1 (") and "end_turn in" in lines[1]
+    assert "2 model calls" in lines[1]
+    assert [line.split()[0] for line in lines[2:]] == ["step", "model", "tool", "step", "model"]
+    assert "calculator" in lines[4] and " ok " in lines[4]
+    assert main(["replay", "nope", "--timeline", "--database-url", url]) == 2
+    assert "no conversation" in capsys.readouterr().err

@@ -7,6 +7,7 @@
     ostinato check-config [FILE] [--offline]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
     ostinato replay CONVERSATION_ID [--database-url URL] [--recorded-tools clock]
+                    [--timeline]
     ostinato keys create --owner ann --name laptop [--expires-in 90d] | list | revoke ID
 
 A flag is the highest layer of the settings (``ostinato.config``): it wins over the
@@ -107,6 +108,12 @@ def _replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="comma-separated tools whose stored results are played back instead of running "
         "them (default: clock; '' runs every tool)",
     )
+    replay.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print each turn's stored timeline (steps, model and tool calls with their "
+        "offsets and durations) instead of re-running it",
+    )
 
 
 def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -162,6 +169,10 @@ def _replay(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"ostinato replay: {exc}", file=sys.stderr)
             return 2
+    if args.timeline:
+        from ostinato.cli.timeline import print_timelines
+
+        return asyncio.run(print_timelines(args.conversation_id, url))
     names = RECORDED_BY_DEFAULT if args.recorded_tools is None else args.recorded_tools.split(",")
     tools = {name.strip() for name in names if name.strip()}
     return asyncio.run(replay(args.conversation_id, url, tools))

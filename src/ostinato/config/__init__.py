@@ -5,6 +5,7 @@ section; ``docs/configuration.md`` lists every setting).
 The import list below is the public API.
 """
 
+from ostinato.config.observability import ObservabilitySection, PriceEntry
 from ostinato.config.sections import (
     TIER_NAMES,
     AgentSection,
@@ -42,7 +43,9 @@ __all__ = [
     "McpSource",
     "MemorySection",
     "ModelsSection",
+    "ObservabilitySection",
     "OpenApiSource",
+    "PriceEntry",
     "RiskName",
     "Section",
     "ServerSection",

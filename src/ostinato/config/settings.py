@@ -58,6 +58,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from ostinato.config.observability import ObservabilitySection
 from ostinato.config.sections import (
     AgentSection,
     ApprovalsSection,
@@ -100,6 +101,7 @@ class Config(BaseSettings):
     agents: list[AgentSection] = Field(default_factory=list)
     tools: ToolsSection = Field(default_factory=ToolsSection)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    observability: ObservabilitySection = Field(default_factory=ObservabilitySection)
 
     @classmethod
     def settings_customise_sources(

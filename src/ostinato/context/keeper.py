@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ostinato import observe
 from ostinato.bus import Bus
 from ostinato.context.compaction import Compactor, summary_row
 from ostinato.context.tokens import (
@@ -35,12 +36,6 @@ from ostinato.store.base import AppendSummary, Store, Turn
 DEFAULT_RESERVE = 4_096  # tokens kept for the answer when the agent sets no max_tokens
 
 
-class Metrics(Protocol):
-    def compaction(self, usage: Usage) -> None:
-        """Count a summary call's tokens (``loop.metrics.TurnMetrics``)."""
-        ...
-
-
 class Host(Protocol):
     """What the keeper works on: the driver of the turn. ``history`` is changed in place;
     its first ``prior_count`` rows are those before the turn's own."""
@@ -55,8 +50,6 @@ class Host(Protocol):
     def model(self) -> Model: ...
     @property
     def turn(self) -> Turn: ...
-    @property
-    def metrics(self) -> Metrics: ...
     @property
     def history(self) -> list[Message]: ...
 
@@ -107,7 +100,15 @@ class ContextKeeper:
         self._sizes, self._total = [], 0
 
     async def compact(self, host: Host, reason: str = "estimate") -> bool:
-        """Shrink the request's history; False when there is nothing left to shrink."""
+        """Shrink the request's history; False when there is nothing left to shrink. The
+        summary call is counted in the turn's metrics where every model call is
+        (``ostinato.observe``)."""
+        with observe.operation("compaction", reason=reason) as work:
+            done = await self._compact(host, reason)
+            work.note(method=self.last.method if done and self.last else "none")
+            return done
+
+    async def _compact(self, host: Host, reason: str) -> bool:
         prior = host.history[: host.prior_count]
         summary = prior[0] if prior and prior[0].metadata.get("kind") == "summary" else None
         rows = prior[1:] if summary is not None else prior
@@ -121,7 +122,6 @@ class ContextKeeper:
             except ModelError:
                 made = None
             if made is not None and made.text:
-                host.metrics.compaction(made.usage)
                 through = max(r.seq or 0 for r in older)
                 (row,) = await host.store.write(
                     AppendSummary(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ostinato import observe
 from ostinato.approvals import Approval, outside_content
 from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
 from ostinato.attachments import files_of
@@ -28,6 +29,7 @@ from ostinato.context.keeper import ContextKeeper
 from ostinato.context.window import build as build_window
 from ostinato.errors import Conflict
 from ostinato.frames import MessageCommitted, TurnStarted
+from ostinato.loop.after import accounted
 from ostinato.loop.driver import TurnDriver, TurnResult
 from ostinato.loop.setup import (
     card_answer,
@@ -163,6 +165,7 @@ async def open_with_message(
     ops.append(AppendMessage(conversation.id, message, turn_id))
     if queued is not None:
         ops.append(TakeQueued(queued.id))
+        observe.queued(-1)
     return Opening(
         "user", route, ops, seeds=seeds, files=files, client_message_id=client_message_id
     )
@@ -296,12 +299,15 @@ def _after(
     if result.stop_reason != "end_turn" or not result.messages:
         return
     work = asyncio.ensure_future(
-        parts.after_turn(
-            conversation_id=conversation.id,
-            owner=conversation.owner,
-            turn_id=result.turn_id,
-            user=user,
-            answer=None if consent.outside else result.messages[-1],
+        accounted(
+            parts.store,
+            parts.after_turn(
+                conversation_id=conversation.id,
+                owner=conversation.owner,
+                turn_id=result.turn_id,
+                user=user,
+                answer=None if consent.outside else result.messages[-1],
+            ),
         )
     )
     parts.keep(work)

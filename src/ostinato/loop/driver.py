@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, assert_never
 
+from ostinato import observe
 from ostinato.agents import AgentConfig
 from ostinato.attachments import placeholder
 from ostinato.bus import Bus
@@ -34,7 +35,6 @@ from ostinato.loop.decision import (
     after_tools,
 )
 from ostinato.loop.history import repair, unique_tool_ids
-from ostinato.loop.metrics import TurnMetrics
 from ostinato.loop.record import TurnRecord
 from ostinato.loop.running import ToolRunner
 from ostinato.loop.tools import Consent
@@ -95,11 +95,11 @@ class TurnDriver:
         self.record = TurnRecord(
             store, bus, turn, repaired, history[-1].seq or 0 if history else 0, carried
         )
-        self.metrics = TurnMetrics()
+        # what the turn caused, as it happens: the metrics block and the timeline
+        self.watch = observe.turn_scope(turn, owner=owner, agent=settings.name, model=model.name)
         self.tools = ToolRunner(
             self.record,
             catalog,
-            self.metrics,
             consent=consent,
             owner=owner,
             workdir=workdir,
@@ -136,12 +136,14 @@ class TurnDriver:
             ui_tools=frozenset(t.name for t in self.catalog.tools if t.category == "ui"),
         )
         step: NextStep = RunTools(self.carried, {}) if self.carried else CallModel()
+        attached = self.watch.attach()
         try:
             if self.seeds:
                 await self._seed()
             while True:
                 match step:
                     case CallModel(tools_off=tools_off):
+                        self.watch.next_step()
                         reply = await self._call_model(tools_off)
                         state, step = after_reply(state, reply)
                         await self._commit_reply(reply, step)
@@ -177,6 +179,8 @@ class TurnDriver:
             raise
         except Exception as exc:  # ours (e.g. the store refused a write): never hang the turn
             return await self._fail_unexpectedly(exc)
+        finally:
+            self.watch.detach(attached)
 
     async def _fail_unexpectedly(self, exc: Exception) -> TurnResult:
         """Record ``failed`` for an error that is nobody's business but ours, so the
@@ -220,33 +224,43 @@ class TurnDriver:
         if self.context is not None and self.context.over_budget(self, request):
             compacted = await self.context.compact(self)
             request = self._request(tools_off) if compacted else request
+        purpose = "wrap_up" if tools_off else "step"
         try:
-            reply = await self._stream(request)
+            reply = await self._stream(request, purpose)
         except ContextTooLong:
             if compacted or self.context is None:
                 raise
             if not await self.context.compact(self, "provider"):
                 raise
             request = self._request(tools_off)
-            reply = await self._stream(request)
+            reply = await self._stream(request, purpose)
         if self.context is not None:
             self.context.observe(self, request, reply.usage)
         return reply
 
-    async def _stream(self, request: ModelRequest) -> ModelReply:
+    async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
         builder = MessageBuilder(request)
-        await stream_reply(
-            self.model,
-            request,
-            builder,
-            deadline=self.settings.model_timeout,
-            emit=self.record.emit,
-            run_id=self.turn.run_id,
-            seq=self.seq,
-        )
-        reply = unique_tool_ids(builder.finish(), self.tool_ids)
-        self.metrics.model_call(reply.usage)
+        with observe.model_call(self.model.name, request, purpose) as call:
+            await stream_reply(
+                self.model,
+                request,
+                builder,
+                deadline=self.settings.model_timeout,
+                emit=self.record.emit,
+                run_id=self.turn.run_id,
+                seq=self.seq,
+                call=call,
+            )
+            reply = unique_tool_ids(builder.finish(), self.tool_ids)
+            call.replied(reply)
         return reply
+
+    def metrics(self) -> dict[str, Any]:
+        """The turn's metrics block as of now (``observe.ledger``)."""
+        metrics = self.watch.ledger.snapshot(self.watch.model)
+        if self.route is not None:
+            metrics["route"] = self.route
+        return metrics
 
     async def _commit_reply(self, reply: ModelReply, step: NextStep) -> None:
         message = reply.message
@@ -254,7 +268,7 @@ class TurnDriver:
             message = Message(
                 role="assistant",
                 blocks=message.blocks,
-                metadata={"metrics": self.metrics.snapshot(), "stop_reason": step.stop_reason},
+                metadata={"metrics": self.metrics(), "stop_reason": step.stop_reason},
             )
         elif isinstance(step, RunTools) and step.awaiting is not None:
             # The card is part of the row, so it survives a reload and shows in /messages.
@@ -295,9 +309,12 @@ class TurnDriver:
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
         self.tools.stop()
         error = redact(error) if error else error  # stored, sent and returned: no secrets
-        metrics = self.metrics.snapshot()
-        if self.route is not None:
-            metrics["route"] = self.route
-        await self.record.finish(reason, metrics, error, self.awaiting)
+        self.watch.settle()
+        metrics = self.metrics()
+        try:
+            timeline = self.watch.ledger.timeline()
+            await self.record.finish(reason, metrics, error, self.awaiting, timeline)
+        finally:
+            self.watch.finish(reason)
         turn = self.turn
         return TurnResult(turn.id, turn.run_id, reason, metrics, self.written, error)

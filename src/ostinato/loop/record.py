@@ -169,8 +169,10 @@ class TurnRecord:
         metrics: dict[str, Any],
         error: str | None = None,
         awaiting: ToolUseBlock | None = None,
+        timeline: dict[str, Any] | None = None,
     ) -> None:
-        """Record the stop reason (a paused turn first asks for its card's answer)."""
+        """Record the stop reason, the metrics and the timeline (a paused turn first asks
+        for its card's answer)."""
         run_id, seq = self.turn.run_id, self.seq
         if reason == "paused" and awaiting is not None:
             self.emit(
@@ -184,7 +186,7 @@ class TurnRecord:
             )
         turn = self.turn
         await self.store.write(
-            FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, error)
+            FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, error, timeline)
         )
         self.emit(
             TurnFinished(

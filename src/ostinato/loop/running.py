@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from ostinato import observe
 from ostinato.frames import ToolProgress
 from ostinato.loop.heartbeat import Heartbeat
-from ostinato.loop.metrics import TurnMetrics
 from ostinato.loop.record import TurnRecord
 from ostinato.loop.tools import Consent, ToolRun, run_tool
 from ostinato.messages import ToolUseBlock
@@ -21,7 +21,6 @@ class ToolRunner:
         self,
         record: TurnRecord,
         catalog: ToolCatalog,
-        metrics: TurnMetrics,
         *,
         consent: Consent | None,
         owner: str | None,
@@ -29,7 +28,7 @@ class ToolRunner:
         extras: dict[str, Any],
         heartbeat_interval: float,
     ) -> None:
-        self.record, self.catalog, self.metrics = record, catalog, metrics
+        self.record, self.catalog = record, catalog
         self.consent, self.owner, self.workdir, self.extras = consent, owner, workdir, extras
         self.heartbeat = Heartbeat(self._beat, heartbeat_interval)
 
@@ -40,9 +39,7 @@ class ToolRunner:
         message, since both happen at that moment.
         """
         if len(calls) == 1 and not broken:  # the common case: no task to spawn
-            run = await self._tool(calls[0])
-            self.metrics.tool_call(run.call.name)
-            return [run]
+            return [await self._tool(calls[0])]
         runs: dict[str, ToolRun] = {}
         tasks: set[asyncio.Task[ToolRun]] = set()
         for call in calls:
@@ -57,7 +54,6 @@ class ToolRunner:
                 for task in done:
                     run = task.result()
                     runs[run.call.id] = run
-                    self.metrics.tool_call(run.call.name)
                     if pending:
                         await self.record.finish_one(run)
         finally:
@@ -77,20 +73,23 @@ class ToolRunner:
             self._progress(call.id, call.name, text, False)
 
         self.heartbeat.start(call.id, call.name)
-        try:
-            return await run_tool(
-                call,
-                self.catalog,
-                self.record.turn,
-                consent=self.consent,
-                owner=self.owner,
-                workdir=self.workdir,
-                progress=progress,
-                seq=self.record.seq,
-                extras=self.extras,
-            )
-        finally:
-            self.heartbeat.done(call.id)
+        with observe.tool_call(call.id, call.name, call.input) as watch:
+            try:
+                run = await run_tool(
+                    call,
+                    self.catalog,
+                    self.record.turn,
+                    consent=self.consent,
+                    owner=self.owner,
+                    workdir=self.workdir,
+                    progress=progress,
+                    seq=self.record.seq,
+                    extras=self.extras,
+                )
+            finally:
+                self.heartbeat.done(call.id)
+            watch.ran(run.status, run.content)
+        return run
 
     def _progress(self, tool_use_id: str, name: str, text: str, heartbeat: bool) -> None:
         self.record.emit(

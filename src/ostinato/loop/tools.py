@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ostinato import observe
 from ostinato.approvals import Ending, refusal
 from ostinato.errors import ToolError
 from ostinato.frames import ToolFinished
@@ -83,7 +84,9 @@ async def run_tool(
     except ToolError as exc:
         return failed(exc.message)
     if consent is not None and consent.required(tool):
-        ending = await consent.ask(turn, call, tool, owner=owner, seq=seq)
+        with observe.approval(tool.name) as waiting:
+            ending = await consent.ask(turn, call, tool, owner=owner, seq=seq)
+            waiting.ending(ending.value)
         if ending is not Ending.APPROVED:
             return failed(refusal(ending, tool.name), "refused")
         started = time.perf_counter()

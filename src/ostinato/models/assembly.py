@@ -13,7 +13,10 @@ import json
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from ostinato.context.tokens import estimate_usage
+from ostinato import observe
+
+# a module reference: context.tokens imports models.base, so this import may meet it half-made
+from ostinato.context import tokens as context_tokens
 from ostinato.errors import ModelTimeout, StreamIncomplete
 from ostinato.messages import JSON, Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
 from ostinato.models.base import (
@@ -164,8 +167,12 @@ class MessageBuilder:
         message = Message(role="assistant", blocks=tuple(blocks))
         usage = self.usage
         if usage.source == "unknown" and self._request is not None:
-            usage = estimate_usage(self._request, message)
+            usage = context_tokens.estimate_usage(self._request, message)
         return ModelReply(message, stop, usage, broken)
+
+
+# the events that carry content: the first one is a call's first token
+CONTENT_EVENTS = frozenset({TextDelta, ThinkingDelta, ToolCallStart})
 
 
 def _add(a: Usage, b: Usage) -> Usage:
@@ -196,14 +203,22 @@ async def complete(
     """Run one model call to its end and fold it into a reply, under a deadline: for the
     side calls that need no streaming (routing, summaries, fact extraction). Raises
     ``ModelTimeout`` past the deadline and ``StreamIncomplete`` when the stream ends
-    without its final event; ``what`` names the call in those errors."""
+    without its final event; ``what`` names the call in those errors and is the call's
+    purpose where it is observed (``ostinato.observe``)."""
     builder = MessageBuilder(request)
-    try:
-        async with asyncio.timeout(deadline), aclosing(model.stream(request)) as events:
-            async for event in events:
-                builder.feed(event)
-    except TimeoutError:
-        raise ModelTimeout(f"the {what} call passed its {deadline:g} s deadline") from None
-    if builder.stop_reason is None:
-        raise StreamIncomplete(f"the {what} call's stream ended without its final event")
-    return builder.finish()
+    with observe.model_call(model.name, request, what) as call:
+        try:
+            async with asyncio.timeout(deadline), aclosing(model.stream(request)) as events:
+                async for event in events:
+                    builder.feed(event)
+                    if call.first is None and type(event) in CONTENT_EVENTS:
+                        call.first_token()
+                    elif type(event) is Retrying:
+                        call.retried(event.error)
+        except TimeoutError:
+            raise ModelTimeout(f"the {what} call passed its {deadline:g} s deadline") from None
+        if builder.stop_reason is None:
+            raise StreamIncomplete(f"the {what} call's stream ended without its final event")
+        reply = builder.finish()
+        call.replied(reply)
+    return reply

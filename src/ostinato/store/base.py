@@ -78,6 +78,9 @@ class Turn:
     finished_at: datetime | None = None
     metrics: JSON = field(default_factory=dict)
     error: str | None = None
+    # each step's model and tool calls with their offsets (``ostinato.observe.ledger``);
+    # None while the turn runs, and for a turn closed by recovery
+    timeline: JSON | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +248,17 @@ class FinishTurn:
     finished_at: datetime
     metrics: JSON = field(default_factory=dict)
     error: str | None = None
+    timeline: JSON | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetTurnMetrics:
+    """Replaces a finished turn's metrics and timeline: work done for the turn after it
+    ended (fact extraction) adds its model calls to them."""
+
+    turn_id: str
+    metrics: JSON
+    timeline: JSON | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +394,7 @@ WriteOp: TypeAlias = (
     | SetConversationState
     | StartTurn
     | FinishTurn
+    | SetTurnMetrics
     | AppendMessage
     | AppendSummary
     | StartToolCall

@@ -41,6 +41,7 @@ from ostinato.store.base import (
     RevokeGrant,
     SetConversationState,
     SetToolSwitch,
+    SetTurnMetrics,
     StartToolCall,
     StartTurn,
     TakeQueued,
@@ -160,8 +161,17 @@ def _finish_turn(t: MemoryTables, op: FinishTurn, undo: Undo) -> None:
         op.finished_at,
         op.metrics,
         op.error,
+        op.timeline,
     )
     _set_state(t, op.conversation_id, STATE_AFTER[op.stop_reason], undo)
+
+
+def _set_turn_metrics(t: MemoryTables, op: SetTurnMetrics, undo: Undo) -> None:
+    turn = t._turns.get(op.turn_id)
+    if turn is None:
+        raise NotFound(f"no turn {op.turn_id!r}")
+    _restore(t._turns, op.turn_id, undo)
+    t._turns[op.turn_id] = dataclasses.replace(turn, metrics=op.metrics, timeline=op.timeline)
 
 
 def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
@@ -360,6 +370,7 @@ WRITES: dict[type, Write] = {
     SetConversationState: _set_conversation_state,
     StartTurn: _start_turn,
     FinishTurn: _finish_turn,
+    SetTurnMetrics: _set_turn_metrics,
     AppendMessage: _append,
     AppendSummary: _append_summary,
     StartToolCall: _start_tool_call,

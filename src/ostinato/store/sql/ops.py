@@ -44,6 +44,7 @@ from ostinato.store.base import (
     RevokeGrant,
     SetConversationState,
     SetToolSwitch,
+    SetTurnMetrics,
     StartToolCall,
     StartTurn,
     TakeQueued,
@@ -107,6 +108,7 @@ def _start_turn(ex: Executor, op: StartTurn, now: WriteTime) -> None:
         "finished_at": ex.time(turn.finished_at) if turn.finished_at else None,
         "metrics": dump_json(turn.metrics),
         "error": turn.error,
+        "timeline": _opt_json(turn.timeline),
     }
     if not ex.execute("insert_turn", params):
         _require_conversation(ex, turn.conversation_id)
@@ -121,10 +123,25 @@ def _finish_turn(ex: Executor, op: FinishTurn, now: WriteTime) -> None:
         "finished_at": ex.time(op.finished_at),
         "metrics": dump_json(op.metrics),
         "error": op.error,
+        "timeline": _opt_json(op.timeline),
     }
     if not ex.execute("finish_turn", params):
         raise NotFound(f"no turn {op.turn_id!r}")
     _update_conversation(ex, op.conversation_id, now, STATE_AFTER[op.stop_reason])
+
+
+def _set_turn_metrics(ex: Executor, op: SetTurnMetrics, now: WriteTime) -> None:
+    params = {
+        "b_id": op.turn_id,
+        "metrics": dump_json(op.metrics),
+        "timeline": _opt_json(op.timeline),
+    }
+    if not ex.execute("set_turn_metrics", params):
+        raise NotFound(f"no turn {op.turn_id!r}")
+
+
+def _opt_json(value: Any) -> str | None:
+    return None if value is None else dump_json(value)
 
 
 def _start_tool_call(ex: Executor, op: StartToolCall, now: WriteTime) -> None:
@@ -354,6 +371,7 @@ OPS: dict[type, WriteFunction] = {
     SetConversationState: _set_conversation_state,
     StartTurn: _start_turn,
     FinishTurn: _finish_turn,
+    SetTurnMetrics: _set_turn_metrics,
     AppendMessage: _append,
     AppendSummary: _append_summary,
     StartToolCall: _start_tool_call,

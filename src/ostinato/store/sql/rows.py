@@ -111,7 +111,7 @@ def conversation(row: Row, decode: TimeDecoder) -> Conversation:
 
 
 def turn(row: Row, decode: TimeDecoder) -> Turn:
-    tid, cid, run_id, kind, status, stop_reason, started, finished, metrics, error = row
+    tid, cid, run_id, kind, status, stop_reason, started, finished, metrics, error, timeline = row
     return Turn(
         id=tid,
         conversation_id=cid,
@@ -123,6 +123,7 @@ def turn(row: Row, decode: TimeDecoder) -> Turn:
         finished_at=_opt_time(finished, decode),
         metrics=_object(metrics),
         error=error,
+        timeline=json.loads(timeline) if timeline is not None else None,
     )
 
 

@@ -47,6 +47,7 @@ WriteName: TypeAlias = (
         "touch_conversation",
         "insert_turn",
         "finish_turn",
+        "set_turn_metrics",
         "insert_message",
         "insert_tool_call",
         "finish_tool_call",
@@ -152,7 +153,12 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         "insert_turn": _insert_for_conversation(dialect, turns, turn_cols),
         "finish_turn": sa.update(turns)
         .where(_where_id(turns))
-        .values(_bind(turns, "status", "stop_reason", "finished_at", "metrics", "error")),
+        .values(
+            _bind(turns, "status", "stop_reason", "finished_at", "metrics", "error", "timeline")
+        ),
+        "set_turn_metrics": sa.update(turns)
+        .where(_where_id(turns))
+        .values(_bind(turns, "metrics", "timeline")),
         "insert_message": insert_message,
         "insert_tool_call": _insert(dialect, tool_calls)
         .values(_bind(tool_calls, *call_cols))

@@ -1,11 +1,12 @@
 """The SQL schema: one ``MetaData`` holding every table the store writes.
 
 Alembic migrations (``0001``: the first four tables; ``0002``: approvals, grants,
-queued inputs) are written against these definitions, and both engines (SQLite and
-PostgreSQL) compile their statements from them. JSON values (message blocks, metadata,
-metrics, tool input, approval arguments) are kept as JSON *text*, serialised by the
-store itself, so the two engines hold byte-identical values and no driver-specific JSON
-codec is involved; a queued input keeps its message as the messages table does.
+queued inputs; ``0006``: turn timelines) are written against these definitions, and both
+engines (SQLite and PostgreSQL) compile their statements from them. JSON values (message
+blocks, metadata, metrics, timelines, tool input, approval arguments) are kept as JSON
+*text*, serialised by the store itself, so the two engines hold byte-identical values and
+no driver-specific JSON codec is involved; a queued input keeps its message as the
+messages table does.
 Timestamps are ``DateTime(timezone=True)``: ``timestamptz`` on PostgreSQL, UTC text
 (``YYYY-MM-DD HH:MM:SS.ffffff``) on SQLite; the store reads both back as aware UTC.
 """
@@ -58,6 +59,8 @@ turns = sa.Table(
     sa.Column("finished_at", _TIME, nullable=True),
     sa.Column("metrics", sa.Text, nullable=False, server_default="{}"),
     sa.Column("error", sa.Text, nullable=True),
+    # the steps with their model and tool calls, as JSON text; NULL until it ends (0006)
+    sa.Column("timeline", sa.Text, nullable=True),
     sa.Index(None, "conversation_id", "started_at"),
     sa.Index(None, "status"),
 )

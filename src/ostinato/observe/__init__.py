@@ -1,0 +1,179 @@
+"""Observation: the seam the runtime, the loop and the models report their work through.
+
+The code that does the work calls only the functions below; they build **scopes**
+(``observe.scopes``: a turn, a step, a model call, a tool call, an operation, background
+work), which every turn's ledger (``observe.ledger``: its metrics block and timeline)
+records, and which the installed **backend** (``observe.backend``) hears about. No backend
+is installed by default: a hook then costs a method call that does nothing, and no vendor
+library is imported. ``observe.setup`` installs OpenTelemetry traces (``observe.otel``)
+and Prometheus metrics (``observe.prometheus``) when the settings and the environment
+ask for them; ``observe.logs`` formats the logs (plain or JSON lines).
+
+The import list below is the public API.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ostinato.observe import backend as _backend
+from ostinato.observe.backend import Backend, Fanout, install, installed
+from ostinato.observe.ledger import TurnLedger
+from ostinato.observe.scopes import (
+    CURRENT,
+    ApprovalScope,
+    BackgroundScope,
+    CallScope,
+    Holder,
+    OpScope,
+    Scope,
+    StepScope,
+    ToolScope,
+    TurnScope,
+    error_name,
+)
+
+if TYPE_CHECKING:
+    from ostinato.messages import JSON
+    from ostinato.models.base import ModelRequest
+    from ostinato.store.base import Store, Turn
+
+__all__ = [
+    "CURRENT",
+    "ApprovalScope",
+    "Backend",
+    "BackgroundScope",
+    "CallScope",
+    "Fanout",
+    "Holder",
+    "OpScope",
+    "Scope",
+    "StepScope",
+    "TimedStore",
+    "ToolScope",
+    "TurnLedger",
+    "TurnScope",
+    "approval",
+    "background",
+    "current",
+    "error_name",
+    "install",
+    "installed",
+    "model_call",
+    "nearest_holder",
+    "operation",
+    "queued",
+    "store_write",
+    "streams",
+    "timed",
+    "tool_call",
+    "turn_beginning",
+    "turn_scope",
+]
+
+
+def current() -> Scope | None:
+    return CURRENT.get()
+
+
+def nearest_holder(scope: Scope | None = None) -> Holder | None:
+    """The turn (or background work) that ``scope`` (default: the current one) is, or is
+    part of."""
+    scope = CURRENT.get() if scope is None else scope
+    return scope if isinstance(scope, Holder) or scope is None else scope.holder()
+
+
+@contextmanager
+def turn_beginning(turn: Turn, *, owner: str | None) -> Iterator[TurnScope]:
+    """A turn being begun by the runtime: current while its message is routed and its
+    driver started (whose task inherits it). If it cannot begin, it ends as failed."""
+    scope = TurnScope(None, turn, owner)
+    _backend.INSTALLED.started(scope)
+    token = scope.attach()
+    try:
+        yield scope
+    except BaseException as exc:
+        scope.abandon(exc)
+        raise
+    finally:
+        scope.detach(token)
+
+
+def turn_scope(turn: Turn, *, owner: str | None, agent: str, model: str) -> TurnScope:
+    """The scope of the turn a driver runs: the one the runtime began for it, else a new
+    one under the current scope (a sub-agent's turn nests in the tool call running it)."""
+    found = CURRENT.get()
+    fresh = not (isinstance(found, TurnScope) and found.turn_id == turn.id and not found.adopted)
+    scope = TurnScope(found, turn, owner) if fresh else found
+    assert isinstance(scope, TurnScope)
+    scope.adopted, scope.agent, scope.model, scope.turn_kind = True, agent, model, turn.kind
+    if fresh:
+        _backend.INSTALLED.started(scope)
+    else:
+        _backend.INSTALLED.described(scope)
+    return scope
+
+
+def model_call(model: str, request: ModelRequest, purpose: str) -> CallScope:
+    """One model call (use it as a context manager around the call)."""
+    return CallScope(CURRENT.get(), model, request, purpose)
+
+
+def tool_call(call_id: str, name: str, arguments: JSON) -> ToolScope:
+    """One tool call (a context manager; it is current while the tool runs)."""
+    return ToolScope(CURRENT.get(), call_id, name, arguments)
+
+
+def operation(name: str, **attributes: Any) -> OpScope:
+    """An operation of the loop (``route``, ``compaction``), as a context manager."""
+    return OpScope(CURRENT.get(), name, attributes)
+
+
+def approval(tool: str) -> ApprovalScope:
+    """A tool call waiting for a person's approval, as a context manager."""
+    return ApprovalScope(CURRENT.get(), "approval", {"tool": tool})
+
+
+def background(name: str) -> BackgroundScope:
+    """Work done for a turn after it ended (a context manager): its own trace, linked to
+    the turn current when it was started."""
+    return BackgroundScope(name, nearest_holder())
+
+
+def queued(delta: int) -> None:
+    _backend.INSTALLED.queued(delta)
+
+
+def streams(delta: int) -> None:
+    _backend.INSTALLED.streams(delta)
+
+
+def store_write(seconds: float) -> None:
+    _backend.INSTALLED.store_write(seconds)
+
+
+class TimedStore:
+    """A store whose writes are timed for the backend (commit latency); everything else
+    is the store's own."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def write(self, *ops: Any) -> list[Any]:
+        started = time.perf_counter()
+        results = await self._store.write(*ops)
+        _backend.INSTALLED.store_write(time.perf_counter() - started)
+        return results
+
+
+def timed(store: Store) -> Store:
+    """``store``, timed when the installed backend wants store writes timed."""
+    if not _backend.INSTALLED.times_store or isinstance(store, TimedStore):
+        return store
+    return TimedStore(store)

@@ -1,0 +1,118 @@
+"""Backends: what is done with the observed work besides the turns' own ledgers.
+
+``Backend`` does nothing, and it is what is installed until ``install`` is called, so an
+observation hook costs one method call that returns at once. OpenTelemetry traces
+(``observe.otel``) and Prometheus metrics (``observe.prometheus``) are backends; with
+both switched on, ``Fanout`` calls each in turn. ``INSTALLED`` is read at every hook, so
+installing takes effect from the next piece of work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ostinato.observe.scopes import CallScope, Scope
+
+
+class Backend:
+    """The no-op backend; implementations override the hooks they need."""
+
+    capture_content = False  # whether prompts, replies and tool arguments are wanted
+    times_store = False  # whether store writes should be timed (``store_write``)
+
+    def started(self, scope: Scope) -> None:
+        """Work began; a backend may keep its own object in ``scope.handle``."""
+
+    def described(self, scope: Scope) -> None:
+        """A turn learned its agent and model after it began (they are routed first)."""
+
+    def ended(self, scope: Scope) -> None:
+        """Work ended (``scope.error`` says how, when it failed)."""
+
+    def first_token(self, scope: CallScope) -> None:
+        """A model call's first content arrived."""
+
+    def retried(self, scope: CallScope, cause: str) -> None:
+        """A model call's attempt failed and is retried; ``cause`` is the error's code."""
+
+    def queued(self, delta: int) -> None:
+        """Messages waiting in a conversation's queue: ``delta`` more (or fewer)."""
+
+    def streams(self, delta: int) -> None:
+        """Open event streams and WebSockets: ``delta`` more (or fewer)."""
+
+    def store_write(self, seconds: float) -> None:
+        """One store write committed in ``seconds``."""
+
+    def shutdown(self) -> None:
+        """Flush what is buffered (spans not yet exported); the process is stopping."""
+
+
+class Fanout(Backend):
+    """Several backends, each told everything in the order given."""
+
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        self.backends = tuple(backends)
+        self.capture_content = any(b.capture_content for b in backends)
+        self.times_store = any(b.times_store for b in backends)
+
+    def started(self, scope: Scope) -> None:
+        for backend in self.backends:
+            backend.started(scope)
+
+    def described(self, scope: Scope) -> None:
+        for backend in self.backends:
+            backend.described(scope)
+
+    def ended(self, scope: Scope) -> None:
+        for backend in self.backends:
+            backend.ended(scope)
+
+    def first_token(self, scope: CallScope) -> None:
+        for backend in self.backends:
+            backend.first_token(scope)
+
+    def retried(self, scope: CallScope, cause: str) -> None:
+        for backend in self.backends:
+            backend.retried(scope, cause)
+
+    def queued(self, delta: int) -> None:
+        for backend in self.backends:
+            backend.queued(delta)
+
+    def streams(self, delta: int) -> None:
+        for backend in self.backends:
+            backend.streams(delta)
+
+    def store_write(self, seconds: float) -> None:
+        for backend in self.backends:
+            backend.store_write(seconds)
+
+    def shutdown(self) -> None:
+        for backend in self.backends:
+            backend.shutdown()
+
+
+NOOP = Backend()
+INSTALLED: Backend = NOOP
+
+
+def install(backend: Backend | Sequence[Backend] | None) -> Backend:
+    """Install ``backend`` (several: a ``Fanout``; ``None`` or none: the no-op one);
+    returns the one it replaced."""
+    global INSTALLED
+    previous = INSTALLED
+    if backend is None:
+        INSTALLED = NOOP
+    elif isinstance(backend, Backend):
+        INSTALLED = backend
+    else:
+        found = list(backend)
+        INSTALLED = NOOP if not found else found[0] if len(found) == 1 else Fanout(found)
+    return previous
+
+
+def installed() -> Backend:
+    return INSTALLED

@@ -1,0 +1,334 @@
+"""Scopes: the pieces of work that are observed, nested as they happen.
+
+A turn (``TurnScope``) holds its steps (``StepScope``), model calls (``CallScope``), tool
+calls (``ToolScope``) and operations (``OpScope``: routing, compaction, an approval's
+wait); a sub-agent's turn nests inside the tool call that runs it; work after a turn (fact
+extraction) is a ``BackgroundScope`` of its own, linked to the turn. The scope of the work
+under way is the context variable ``CURRENT``, so a model call made anywhere under a turn
+(the router's classifier, a compaction summary, a sub-agent's call) knows where it belongs
+without being told: asyncio copies the variable into every task a turn starts.
+
+When a model or tool call ends, every ledger above it records it (its own turn's, and the
+parent turn's when it ran inside a sub-agent), and the installed backend hears of every
+start and end (``observe.backend``). A model call is never made current: nothing nests in
+it, so it costs no context switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ostinato.observe import backend as _backend
+from ostinato.observe.ledger import TurnLedger
+
+if TYPE_CHECKING:
+    from ostinato.messages import JSON, Message
+    from ostinato.models.assembly import ModelReply
+    from ostinato.models.base import ModelRequest, StopReason, Usage
+
+CURRENT: ContextVar[Scope | None] = ContextVar("ostinato_observed_scope", default=None)
+
+
+def error_name(exc: BaseException) -> str:
+    """A short, low-cardinality name for how work failed: an ostinato error's code,
+    ``cancelled``, ``timeout``, else the exception's type."""
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code:
+        return code
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return type(exc).__name__
+
+
+class Scope:
+    """One piece of work: when it started and ended (``time.perf_counter``), how it
+    failed, and the backend's own object for it (``handle``)."""
+
+    __slots__ = ("_token", "ended", "error", "handle", "parent", "started")
+    kind = "scope"
+
+    def __init__(self, parent: Scope | None) -> None:
+        self.parent = parent
+        self.started = time.perf_counter()
+        self.ended: float | None = None
+        self.error: str | None = None
+        self.handle: Any = None
+        self._token: Token[Scope | None] | None = None
+
+    @property
+    def duration(self) -> float:
+        return (self.ended if self.ended is not None else time.perf_counter()) - self.started
+
+    def holder(self) -> Holder | None:
+        """The nearest turn (or background work) this scope is part of."""
+        node = self.parent
+        while node is not None and not isinstance(node, Holder):
+            node = node.parent
+        return node
+
+    def __enter__(self) -> Any:
+        _backend.INSTALLED.started(self)
+        self._token = CURRENT.set(self)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._token is not None:
+            CURRENT.reset(self._token)
+            self._token = None
+        if exc is not None and self.error is None:
+            self.error = error_name(exc)
+        self.end()
+
+    def end(self) -> None:
+        if self.ended is not None:
+            return
+        self.ended = time.perf_counter()
+        _backend.INSTALLED.ended(self)
+
+
+class Holder(Scope):
+    """A scope with a ledger: a turn, or background work. It names the conversation,
+    the run and the owner that every scope under it belongs to."""
+
+    __slots__ = ("conversation_id", "ledger", "owner", "run_id", "turn_id")
+
+    def __init__(
+        self,
+        parent: Scope | None,
+        conversation_id: str,
+        run_id: str,
+        turn_id: str,
+        owner: str | None,
+    ) -> None:
+        super().__init__(parent)
+        self.conversation_id, self.run_id, self.turn_id = conversation_id, run_id, turn_id
+        self.owner = owner
+        self.ledger = TurnLedger(self.started)
+
+
+class TurnScope(Holder):
+    """A turn: begun by the runtime before it routes the message, adopted by the turn's
+    driver (which names its agent and model), finished with the stop reason."""
+
+    __slots__ = ("adopted", "agent", "model", "step", "stop_reason", "turn_kind")
+    kind = "turn"
+
+    def __init__(self, parent: Scope | None, turn: Any, owner: str | None) -> None:
+        super().__init__(parent, turn.conversation_id, turn.run_id, turn.id, owner)
+        self.turn_kind: str = turn.kind
+        self.agent: str | None = None
+        self.model: str | None = None
+        self.adopted = False
+        self.stop_reason: str | None = None
+        self.step: StepScope | None = None
+
+    def attach(self) -> Token[Scope | None]:
+        """Make the turn the current scope (``detach`` with the token undoes it)."""
+        return CURRENT.set(self)
+
+    def detach(self, token: Token[Scope | None]) -> None:
+        CURRENT.reset(token)
+
+    def next_step(self) -> None:
+        """A step begins (a model call and the tool calls it asks for); the last ends."""
+        if self.step is not None:
+            self.step.end()
+        self.step = StepScope(self, len(self.ledger.steps) + 1)
+        self.ledger.steps.append(self.step)
+        _backend.INSTALLED.started(self.step)
+
+    def settle(self) -> None:
+        """The turn is ending: its last step ends and its ledger stops the clock."""
+        if self.step is not None:
+            self.step.end()
+        self.ledger.close()
+
+    def finish(self, stop_reason: str) -> None:
+        self.settle()
+        self.stop_reason = stop_reason
+        self.end()
+
+    def abandon(self, exc: BaseException) -> None:
+        """The turn could not begin (its driver never took it): end it as failed."""
+        if not self.adopted and self.ended is None:
+            self.error = error_name(exc)
+            self.stop_reason = "failed"
+            self.ledger.close()
+            self.end()
+
+
+class BackgroundScope(Holder):
+    """Work after a turn (fact extraction): its own trace, linked to the turn."""
+
+    __slots__ = ("link", "name")
+    kind = "background"
+
+    def __init__(self, name: str, link: Holder | None) -> None:
+        super().__init__(
+            None,
+            link.conversation_id if link else "",
+            link.run_id if link else "",
+            link.turn_id if link else "",
+            link.owner if link else None,
+        )
+        self.name = name
+        self.link = link
+
+
+class StepScope(Scope):
+    __slots__ = ("index",)
+    kind = "step"
+
+    def __init__(self, turn: TurnScope, index: int) -> None:
+        super().__init__(turn)
+        self.index = index
+
+
+class CallScope(Scope):
+    """One model call: its purpose (``step``, ``wrap_up``, ``router``, ``summary``,
+    ``extraction``), its model, when its first content came, what it answered."""
+
+    __slots__ = (
+        "first",
+        "model",
+        "purpose",
+        "reply",
+        "request",
+        "retries",
+        "stop_reason",
+        "usage",
+    )
+    kind = "model_call"
+
+    def __init__(
+        self, parent: Scope | None, model: str, request: ModelRequest, purpose: str
+    ) -> None:
+        super().__init__(parent)
+        self.model, self.purpose = model, purpose
+        self.request: ModelRequest | None = request
+        self.first: float | None = None
+        self.retries: list[str] = []
+        self.usage: Usage | None = None
+        self.stop_reason: StopReason | None = None
+        self.reply: Message | None = None
+
+    @property
+    def time_to_first_token(self) -> float | None:
+        return self.first - self.started if self.first is not None else None
+
+    def __enter__(self) -> CallScope:
+        _backend.INSTALLED.started(self)  # never current: nothing nests in a model call
+        return self
+
+    def first_token(self) -> None:
+        if self.first is None:
+            self.first = time.perf_counter()
+            _backend.INSTALLED.first_token(self)
+
+    def retried(self, error: str) -> None:
+        """An attempt failed and is retried (``error`` is ``code: message``); the time
+        to the first token counts from the call's start to the attempt that answers."""
+        cause = error.split(":", 1)[0].strip() or "unknown"
+        self.retries.append(cause)
+        self.first = None
+        _backend.INSTALLED.retried(self, cause)
+
+    def replied(self, reply: ModelReply) -> None:
+        self.usage, self.stop_reason, self.reply = reply.usage, reply.stop_reason, reply.message
+
+    def end(self) -> None:
+        if self.ended is not None:
+            return
+        self.ended = time.perf_counter()
+        _record(self)
+        _backend.INSTALLED.ended(self)
+        self.request = None  # the history is not kept past the call
+        self.reply = None
+
+
+class ToolScope(Scope):
+    """One tool call: its id and name, how it ended, and any approval it waited for."""
+
+    __slots__ = ("approval", "arguments", "call_id", "name", "result", "status", "waited")
+    kind = "tool_call"
+
+    def __init__(self, parent: Scope | None, call_id: str, name: str, arguments: JSON) -> None:
+        super().__init__(parent)
+        self.call_id, self.name, self.arguments = call_id, name, arguments
+        self.status: str | None = None
+        self.result: str | None = None
+        self.approval: str | None = None  # the approval's ending
+        self.waited: float | None = None  # seconds waiting for it
+
+    def ran(self, status: str, content: str) -> None:
+        self.status = status
+        if status not in ("ok", "waiting"):
+            self.error = status
+        self.result = content
+
+    def end(self) -> None:
+        if self.ended is not None:
+            return
+        self.ended = time.perf_counter()
+        _record(self)
+        _backend.INSTALLED.ended(self)
+        self.result = None
+
+
+class OpScope(Scope):
+    """An operation of the loop: ``route``, ``compaction``, ``approval``."""
+
+    __slots__ = ("attributes", "name")
+    kind = "operation"
+
+    def __init__(self, parent: Scope | None, name: str, attributes: dict[str, Any]) -> None:
+        super().__init__(parent)
+        self.name, self.attributes = name, attributes
+
+    def note(self, **attributes: Any) -> None:
+        self.attributes.update(attributes)
+
+
+class ApprovalScope(OpScope):
+    """A tool call's wait for a person; its ending and wait go on the tool call too."""
+
+    __slots__ = ()
+
+    def ending(self, ending: str) -> None:
+        self.attributes["ending"] = ending
+
+    def end(self) -> None:
+        if self.ended is not None:
+            return
+        super().end()
+        if isinstance(self.parent, ToolScope):
+            self.parent.approval = self.attributes.get("ending", self.error)
+            self.parent.waited = self.duration
+
+
+def _record(scope: CallScope | ToolScope) -> None:
+    """Every ledger above the scope records it: its own turn's directly, each one
+    further up as nested work, under the tool call of that turn it ran in."""
+    own = scope.holder()
+    holder, under = own, None
+    while holder is not None:
+        nested = holder is not own
+        agent = own.agent if nested and isinstance(own, TurnScope) else None
+        holder.ledger.add(scope, agent, under)
+        node, under = holder.parent, None
+        while node is not None and not isinstance(node, Holder):
+            if isinstance(node, ToolScope):
+                under = node.call_id
+            node = node.parent
+        holder = node

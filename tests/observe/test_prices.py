@@ -43,9 +43,10 @@ async def test_the_settings_add_prices_the_metrics_block_uses(tmp_path: Path) ->
     assert result.metrics["cost_usd"] == 0.0 and result.metrics["unpriced"] == []
     # an entry over a built-in one wins; the others stay
     assert prices.cost("openai:gpt-4.1", Usage(1_000_000, 0)) == pytest.approx(4.0)
-    assert prices.price_of("anthropic:claude-sonnet-4-5") == prices.BUILT_IN[
-        "anthropic:claude-sonnet-4-5"
-    ]
+    assert (
+        prices.price_of("anthropic:claude-sonnet-4-5")
+        == prices.BUILT_IN["anthropic:claude-sonnet-4-5"]
+    )
     await deployment.aclose()
     await runtime.close()
 
@@ -56,7 +57,7 @@ def test_prices_from_the_environment_and_a_bad_one() -> None:
     entry = config.observability.prices["ollama:qwen3:8b"]
     assert (entry.input, entry.output, entry.cache_read) == (0, 0.5, None)
     bad = {"OSTINATO_OBSERVABILITY__PRICES": '{"x:y": {"input": -1, "output": 1}}'}
-    with pytest.raises(ConfigError, match="observability.prices"):
+    with pytest.raises(ConfigError, match=r"observability\.prices"):
         load_config(None, env=bad)
 
 

@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from ostinato.approvals import Approval, Grant, arguments_hash
 from ostinato.ids import new_id
 from ostinato.server.auth.middleware import is_public
-from ostinato.store.base import CreateApproval, CreateGrant, utcnow
+from ostinato.store.base import CreateApproval, CreateGrant, StartTurn, Turn, utcnow
 from tests.server.conftest import Callers
 from tests.server.sse_client import open_stream
 from tests.server.ws_client import Refused, open_websocket
@@ -60,9 +60,11 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         utcnow(),
     )
     grant = Grant(new_id(), "ann", cid, "shell", "exact", "k", utcnow(), approval_id=approval.id)
-    await store.write(CreateApproval(approval), CreateGrant(grant))
+    turn = Turn(new_id(), cid, new_id(), "running", utcnow())
+    await store.write(CreateApproval(approval), CreateGrant(grant), StartTurn(turn))
     return {
         "conversation_id": cid,
+        "turn_id": turn.id,
         "approval_id": approval.id,
         "grant_id": grant.id,
         "memory_id": memory,

@@ -13,9 +13,17 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeAlias
 
 from ostinato.approvals import Approval, Ending, Grant, Remember
-from ostinato.errors import Conflict, InvalidRequest
 from ostinato.messages import JSON, Message
 from ostinato.store.accounts import AccountOp, AccountReads
+from ostinato.store.memory_records import MEMORY_CAPACITY as MEMORY_CAPACITY
+from ostinato.store.memory_records import MEMORY_SUBJECT_LIMIT as MEMORY_SUBJECT_LIMIT
+from ostinato.store.memory_records import MEMORY_TEXT_LIMIT as MEMORY_TEXT_LIMIT
+from ostinato.store.memory_records import MemoryConflict as MemoryConflict
+from ostinato.store.memory_records import MemoryFact as MemoryFact
+from ostinato.store.memory_records import MemoryFull as MemoryFull
+from ostinato.store.memory_records import MemoryHit as MemoryHit
+from ostinato.store.memory_records import check_fact_text as check_fact_text
+from ostinato.store.memory_records import normalize_subject as normalize_subject
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
@@ -78,9 +86,7 @@ class Turn:
     finished_at: datetime | None = None
     metrics: JSON = field(default_factory=dict)
     error: str | None = None
-    # each step's model and tool calls with their offsets (``ostinato.observe.ledger``);
-    # None while the turn runs, and for a turn closed by recovery
-    timeline: JSON | None = None
+    timeline: JSON | None = None  # its steps' calls (``observe.ledger``); None until it ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,97 +132,6 @@ class HistoryWindow:
     summary: Message | None
     rows: list[Message]
     more: bool
-
-
-# --- long-term memory: facts (types) ----------------------------------------------------
-# Facts a model or a person asked to keep, per scope (an owner, or ``conversation:<id>``
-# for a conversation without one). Bitemporal: ``valid_from`` / ``valid_to`` say when the
-# fact held (``valid_to`` None while current), ``recorded_at`` when the store learned it.
-# Closing a fact (forget, supersede) sets ``valid_to``; nothing is ever deleted.
-
-MEMORY_TEXT_LIMIT = 2_000  # characters in one fact
-MEMORY_SUBJECT_LIMIT = 200  # characters in a subject, after normalising
-MEMORY_CAPACITY = 5_000  # current facts per scope, unless an op says otherwise
-
-
-def normalize_subject(subject: str | None) -> str | None:
-    """A subject as stored: lower case, control characters as spaces, single spaces,
-    None when blank."""
-    if subject is None:
-        return None
-    subject = subject.encode("utf-8", "replace").decode("utf-8")  # unpaired surrogates
-    visible = "".join(" " if ch < " " or ch == "\x7f" else ch for ch in subject)
-    cleaned = " ".join(visible.split()).lower()[:MEMORY_SUBJECT_LIMIT].rstrip()
-    return cleaned or None
-
-
-def check_fact_text(text: str) -> str:
-    """A fact's text as stored (stripped); ``InvalidRequest`` if empty or too long."""
-    cleaned = text.strip()
-    if not cleaned:
-        raise InvalidRequest("a fact needs some text")
-    if "\x00" in cleaned:
-        raise InvalidRequest("a fact cannot contain NUL characters")
-    try:
-        cleaned.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRequest(
-            "a fact must be valid Unicode (it has an unpaired surrogate)"
-        ) from None
-    if len(cleaned) > MEMORY_TEXT_LIMIT:
-        raise InvalidRequest(
-            f"a fact is at most {MEMORY_TEXT_LIMIT:,} characters (this one has {len(cleaned):,});"
-            " split it or shorten it"
-        )
-    return cleaned
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryFact:
-    id: str
-    scope: str
-    text: str
-    valid_from: datetime
-    recorded_at: datetime
-    valid_to: datetime | None = None  # None while the fact is current
-    subject: str | None = None  # normalised (``normalize_subject``)
-    supersedes: str | None = None  # the fact this one replaced
-    superseded_by: str | None = None  # the fact that replaced this one
-    conversation_id: str | None = None  # where it was learned, if in a conversation
-    turn_id: str | None = None
-
-    @property
-    def current(self) -> bool:
-        return self.valid_to is None
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryHit:
-    """A fact found by a search; ``score`` is higher for a better match, and comparable
-    only within one search (each engine ranks its own way)."""
-
-    fact: MemoryFact
-    score: float
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryConflict:
-    """Current facts of one scope that share a subject but say different things."""
-
-    subject: str
-    facts: list[MemoryFact]  # oldest first
-
-
-class MemoryFull(Conflict):
-    """A scope holds as many current facts as it may: the write is refused, nothing is
-    evicted."""
-
-    code = "memory_full"
-
-    def __init__(self, count: int, capacity: int) -> None:
-        super().__init__(f"memory is full: {count} of {capacity} facts; forget some first")
-        self.count = count
-        self.capacity = capacity
 
 
 # --- write ops -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from ostinato.errors import NotFound
+from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES
 
@@ -81,11 +82,14 @@ class TurnTimeline(BaseModel):
     response_model=TurnTimeline,
     responses={**ERROR_RESPONSES, 404: {**ERROR_RESPONSES[404], "description": "No such turn."}},
 )
-async def get_turn(context: Context, conversation_id: str, turn_id: str) -> TurnTimeline:
+async def get_turn(
+    context: Context, caller: CurrentCaller, conversation_id: str, turn_id: str
+) -> TurnTimeline:
     """One turn: how it ended, its metrics, and its steps with each model call and tool
-    call, every one with its start offset and duration."""
+    call, every one with its start offset and duration. Another owner's conversation is
+    a 404, as a missing one is."""
     runtime = context.runtime
-    await runtime.conversation(conversation_id)
+    await owned(runtime, caller, conversation_id)
     turn = await runtime.store.get_turn(turn_id)
     if turn is None or turn.conversation_id != conversation_id:
         raise NotFound(f"no turn {turn_id!r} in conversation {conversation_id!r}")

@@ -38,16 +38,16 @@ from ostinato.store.sql.tables import (
     tool_switches,
     turns,
 )
+from ostinato.store.sql.turn_sql import TurnWriteName, turn_statements
 
 WriteName: TypeAlias = (
     AccountWriteName
+    | TurnWriteName
     | Literal[
         "insert_conversation",
         "set_state",
         "touch_conversation",
         "insert_turn",
-        "finish_turn",
-        "set_turn_metrics",
         "insert_message",
         "insert_tool_call",
         "finish_tool_call",
@@ -151,14 +151,7 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         .where(_where_id(conversations))
         .values(_bind(conversations, "updated_at")),
         "insert_turn": _insert_for_conversation(dialect, turns, turn_cols),
-        "finish_turn": sa.update(turns)
-        .where(_where_id(turns))
-        .values(
-            _bind(turns, "status", "stop_reason", "finished_at", "metrics", "error", "timeline")
-        ),
-        "set_turn_metrics": sa.update(turns)
-        .where(_where_id(turns))
-        .values(_bind(turns, "metrics", "timeline")),
+        **turn_statements(),
         "insert_message": insert_message,
         "insert_tool_call": _insert(dialect, tool_calls)
         .values(_bind(tool_calls, *call_cols))

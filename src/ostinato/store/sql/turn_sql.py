@@ -1,0 +1,29 @@
+"""The statements that change a turn's row once it exists: its end (stop reason, metrics,
+timeline) and the amendment of its metrics and timeline by the work done for it after it
+ended (``SetTurnMetrics``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import sqlalchemy as sa
+
+from ostinato.store.sql.tables import turns
+
+TurnWriteName: TypeAlias = Literal["finish_turn", "set_turn_metrics"]
+
+_COLUMNS: dict[TurnWriteName, tuple[str, ...]] = {
+    "finish_turn": ("status", "stop_reason", "finished_at", "metrics", "error", "timeline"),
+    "set_turn_metrics": ("metrics", "timeline"),
+}
+
+
+def turn_statements() -> dict[Any, sa.Executable]:
+    """Each an update of the turn ``b_id``, typed bind parameters named after columns."""
+    where = turns.c.id == sa.bindparam("b_id", type_=turns.c.id.type)
+    return {name: _update(where, columns) for name, columns in _COLUMNS.items()}
+
+
+def _update(where: sa.ColumnElement[bool], columns: tuple[str, ...]) -> sa.Update:
+    values: dict[str, Any] = {c: sa.bindparam(c, type_=turns.c[c].type) for c in columns}
+    return sa.update(turns).where(where).values(values)

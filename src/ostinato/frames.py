@@ -68,6 +68,16 @@ class ThinkingDeltaFrame(_Frame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TextDiscarded(_Frame):
+    """The text and thinking that ``text.delta`` / ``thinking.delta`` frames showed since
+    the last ``message`` frame will not be stored: drop them. ``reason``: ``retry`` (the
+    model call is tried again from the start) or ``failed`` (the turn failed)."""
+
+    reason: str
+    type: Literal["text.discarded"] = "text.discarded"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolStarted(_Frame):
     tool_use_id: str
     name: str
@@ -195,6 +205,7 @@ Frame: TypeAlias = (
     | MessageCommitted
     | TextDeltaFrame
     | ThinkingDeltaFrame
+    | TextDiscarded
     | ToolStarted
     | ToolFinished
     | ToolProgress
@@ -214,6 +225,7 @@ FRAME_TYPES: tuple[str, ...] = (
     "message",
     "text.delta",
     "thinking.delta",
+    "text.discarded",
     "tool.started",
     "tool.finished",
     "tool.progress",

@@ -12,7 +12,8 @@ from ostinato.cli.chat import chat
 from ostinato.cli.main import main
 from ostinato.cli.sse import SSEDecoder
 from ostinato.errors import ModelError
-from ostinato.models.scripted import error_step, text_step, tool_step
+from ostinato.models.base import Retrying, Stop, TextDelta
+from ostinato.models.scripted import Step, error_step, text_step, tool_step
 from tests.cli.conftest import LiveServer
 
 
@@ -100,3 +101,35 @@ def test_sse_decoder_follows_the_spec() -> None:
     events = decoder.feed(": ping\n\nevent: a\r\ndata: 1\ndata: 2\nid: 7\n\ndata: x")
     assert [(e.event, e.data, e.id) for e in events] == [("a", "1\n2", "7")]
     assert [(e.event, e.data) for e in decoder.feed("y\n\n")] == [(None, "xy")]
+
+
+def test_chat_says_when_streamed_text_is_not_kept(live_server: LiveServer) -> None:
+    live_server.model.add(
+        Step(
+            (
+                TextDelta("Parti"),
+                Retrying(1, 0.0, "overloaded"),
+                TextDelta("The whole answer."),
+                Stop("end_turn"),
+            )
+        )
+    )
+    out = io.StringIO()
+    assert chat(live_server.url, stdin=io.StringIO("hi\n"), stdout=out) == 0
+    text = out.getvalue()
+    assert "Parti\n  [the text above was not kept]\n  [model busy, retrying" in text
+    assert text.rstrip().endswith("The whole answer.")
+
+
+def test_a_resumed_chat_shows_how_earlier_turns_ended(live_server: LiveServer) -> None:
+    live_server.model.add(error_step(ModelError("the provider is down")), text_step("back"))
+    out = io.StringIO()
+    assert chat(live_server.url, stdin=io.StringIO("one\ntwo\n"), stdout=out) == 0
+    cid = _conversation_id(out.getvalue())
+    again = io.StringIO()
+    assert chat(live_server.url, cid, stdin=io.StringIO(""), stdout=again) == 0
+    assert again.getvalue().splitlines()[1:4] == [
+        "  you: one",
+        "  [turn ended failed: model_error: the provider is down]",
+        "  you: two",
+    ]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ostinato.loop.decision import (
     NUDGE,
+    REPEATED_CALL,
+    STOPPED_FOR_REPEATING,
+    TOOLS_OFF,
     CallModel,
     Finish,
     LoopState,
@@ -48,22 +53,42 @@ def test_budget_reached_turns_tools_off_then_finishes_budget_exhausted() -> None
     assert set(step.unanswered) == {"c9"}
 
 
-def test_third_identical_call_crashes_second_does_not() -> None:
+def test_third_identical_call_stops_crashed_after_a_wrap_up_second_does_not() -> None:
     state = LoopState(10)
     state, step = after_reply(state, reply(call(x=1)))
     state, step = after_reply(state, reply(call(x=1, i=2)))
-    assert isinstance(step, RunTools)
+    assert isinstance(step, RunTools) and not step.broken
     state, step = after_reply(state, reply(call(x=1, i=3)))
-    assert isinstance(step, Finish) and step.stop_reason == "crashed"
-    assert set(step.unanswered) == {"c3"}
+    assert isinstance(step, RunTools) and set(step.broken) == {"c3"}  # answered, not run
+    assert "3 times running" in step.broken["c3"]
+    assert state.stopping == "crashed" and state.wrapping_up
+    state, step = after_tools(state, (ToolOutcome("t", step.broken["c3"]),))
+    assert step == CallModel(tools_off=True, note=STOPPED_FOR_REPEATING)
+    _, step = after_reply(state, reply(TextBlock("I kept calling t with x=1; it did not help.")))
+    assert step == Finish("crashed", {})
+
+
+def test_tool_calls_in_a_repetition_wrap_up_are_answered_and_the_turn_ends_crashed() -> None:
+    state = LoopState(10, wrapping_up=True, stopping="crashed")
+    _, step = after_reply(state, reply(call(i=7)))
+    assert step == Finish("crashed", {"c7": TOOLS_OFF})
+
+
+def test_a_repeat_during_the_budget_wrap_up_ends_crashed_at_once() -> None:
+    state = LoopState(10)
+    for i in (1, 2):
+        state, _ = after_reply(state, reply(call(i=i)))
+    _, step = after_reply(replace(state, wrapping_up=True), reply(call(i=3)))
+    assert step == Finish("crashed", {"c3": REPEATED_CALL.format(n=3)})
 
 
 def test_argument_order_does_not_hide_a_repeat() -> None:
     state = LoopState(10)
     for i in range(2):
         state, _ = after_reply(state, reply(ToolUseBlock(f"a{i}", "t", {"a": 1, "b": 2})))
-    _, step = after_reply(state, reply(ToolUseBlock("a3", "t", {"b": 2, "a": 1})))
-    assert isinstance(step, Finish) and step.stop_reason == "crashed"
+    state, step = after_reply(state, reply(ToolUseBlock("a3", "t", {"b": 2, "a": 1})))
+    assert isinstance(step, RunTools) and set(step.broken) == {"a3"}
+    assert state.stopping == "crashed"
 
 
 def test_a_different_call_resets_the_run() -> None:

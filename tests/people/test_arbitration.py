@@ -65,8 +65,11 @@ async def test_supersede_cancels_the_running_turn_then_runs() -> None:
     slow = Step((*tuple(TextDelta(f"w{i} ") for i in range(200)), Stop("end_turn")), delay=0.01)
     h = Harness(slow, text_step("fresh answer"))
     cid = await h.conversation()
+    subscription = h.bus.subscribe(cid)
     first = await h.runtime.start_turn(cid, "long one")
-    await asyncio.sleep(0.03)
+    while (await subscription.get(within=5)).type != "text.delta":
+        pass  # the first reply has begun to show
+    subscription.close()
     second = await h.runtime.submit(cid, "new question", policy="supersede")
     assert first.task.cancelled()  # teardown was awaited before submit returned
     result = await (await second.handle()).result()
@@ -74,7 +77,9 @@ async def test_supersede_cancels_the_running_turn_then_runs() -> None:
     turns = sorted(await h.store.list_turns(cid), key=lambda t: t.started_at)
     assert [t.stop_reason for t in turns] == ["cancelled", "end_turn"]
     rows = await h.messages(cid)
-    assert [m.role for m in rows] == ["user", "user", "assistant"]  # nothing half-written
+    # the superseded reply keeps what it showed, marked partial; nothing else half-written
+    assert [m.role for m in rows] == ["user", "assistant", "user", "assistant"]
+    assert rows[1].metadata["partial"] is True and rows[1].text.startswith("w0 ")
 
 
 async def test_cancel_reaches_a_running_tool() -> None:

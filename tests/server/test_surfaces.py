@@ -8,18 +8,29 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from ostinato.models.scripted import ScriptedModel, text_step, tool_step
+from ostinato.models.base import Retrying, Stop, TextDelta, Usage
+from ostinato.models.scripted import ScriptedModel, Step, tool_step
 from tests.server.people import sse_turn
 from tests.server.sse_client import open_stream
 from tests.server.ws_client import open_websocket
 
-EPHEMERAL = {"text.delta", "thinking.delta", "tool.progress"}
+EPHEMERAL = {"text.delta", "thinking.delta", "text.discarded", "tool.progress"}
 
 
 async def test_peers_see_rows_and_the_echo_the_sender_drops(
     app: FastAPI, model: ScriptedModel, conversation_id: str
 ) -> None:
-    model.add(tool_step(("calculator", {"expression": "6*7"})), text_step("It is 42.", chunks=3))
+    retried = Step(
+        (
+            TextDelta("It "),
+            Retrying(1, 0.0, "overloaded"),  # what the first attempt showed is discarded
+            TextDelta("It is "),
+            TextDelta("42."),
+            Usage(5, 5),
+            Stop("end_turn"),
+        )
+    )
+    model.add(tool_step(("calculator", {"expression": "6*7"})), retried)
     base = f"/v1/conversations/{conversation_id}"
     async with (
         open_stream(app, "GET", f"{base}/events?deltas=false") as rows_only,
@@ -35,6 +46,7 @@ async def test_peers_see_rows_and_the_echo_the_sender_drops(
 
     # The surface that started the turn gets the deltas; so does a peer that asks for them.
     assert sum(f["type"] == "text.delta" for f in own) == 3
+    assert sum(f["type"] == "text.discarded" for f in own) == 1
     assert [f["type"] for f in full] == [f["type"] for f in own]
     # Peers that asked for rows only get every row and turn event, and no progress frame.
     for frames in (peer, ws):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import httpx
@@ -46,35 +46,50 @@ class Renderer:
 
     def frame(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
-        if kind == "text.delta":
-            self.write(str(frame.get("text", "")))
-            self.streamed = True
-        elif kind in ("tool.started", "tool.finished") and (
+        if kind in ("tool.started", "tool.finished") and (
             frame.get("category") == "read" or frame.get("tool_use_id") in self.quiet
         ):
             self.quiet.add(str(frame.get("tool_use_id")))
-        elif kind == "tool.started":
-            arguments = json.dumps(frame.get("input", {}), ensure_ascii=False)
-            self.line(f"  [tool] {frame.get('name')} {_short(arguments)}")
-        elif kind == "tool.finished":
-            seconds = float(frame.get("duration_s") or 0.0)
-            self.line(
-                f"  [tool] {frame.get('name')} -> {frame.get('status')} ({seconds:.2f} s): "
-                f"{_short(str(frame.get('result', '')))}"
-            )
-        elif kind == "message":
-            self._message(frame.get("message") or {})
-        elif kind == "model.retrying":
-            self.line(f"  [model busy, retrying in {frame.get('delay_s')} s: {frame.get('error')}]")
-        elif kind == "error":
-            self.line(f"  [error] {frame.get('code')}: {frame.get('message')}")
-        elif kind == "turn.finished":
-            if not self.at_line_start:
-                self.write("\n")
-            reason = frame.get("stop_reason")
-            if reason != "end_turn":
-                error = f": {frame['error']}" if frame.get("error") else ""
-                self.line(f"  [turn ended {reason}{error}]")
+            return
+        show = _SHOWN.get(str(kind))
+        if show is not None:
+            show(self, frame)
+
+    def _text_delta(self, frame: dict[str, Any]) -> None:
+        self.write(str(frame.get("text", "")))
+        self.streamed = True
+
+    def _text_discarded(self, frame: dict[str, Any]) -> None:
+        if self.streamed:
+            self.line("  [the text above was not kept]")
+        self.streamed = False
+
+    def _tool_started(self, frame: dict[str, Any]) -> None:
+        arguments = json.dumps(frame.get("input", {}), ensure_ascii=False)
+        self.line(f"  [tool] {frame.get('name')} {_short(arguments)}")
+
+    def _tool_finished(self, frame: dict[str, Any]) -> None:
+        seconds = float(frame.get("duration_s") or 0.0)
+        self.line(
+            f"  [tool] {frame.get('name')} -> {frame.get('status')} ({seconds:.2f} s): "
+            f"{_short(str(frame.get('result', '')))}"
+        )
+
+    def _model_retrying(self, frame: dict[str, Any]) -> None:
+        self.line(f"  [model busy, retrying in {frame.get('delay_s')} s: {frame.get('error')}]")
+
+    def _error(self, frame: dict[str, Any]) -> None:
+        self.line(f"  [error] {frame.get('code')}: {frame.get('message')}")
+
+    def _turn_finished(self, frame: dict[str, Any]) -> None:
+        if not self.at_line_start:
+            self.write("\n")
+        note = _ending(frame)
+        if note:
+            self.line(note)
+
+    def _message_frame(self, frame: dict[str, Any]) -> None:
+        self._message(frame.get("message") or {})
 
     def _message(self, message: dict[str, Any]) -> None:
         """An assistant row whose text did not stream (some models do not) is shown whole."""
@@ -83,6 +98,28 @@ class Renderer:
         if not self.streamed:
             self.write(_text(message))
         self.streamed = False
+
+
+_SHOWN: dict[str, Callable[[Renderer, dict[str, Any]], None]] = {
+    "text.delta": Renderer._text_delta,
+    "text.discarded": Renderer._text_discarded,
+    "tool.started": Renderer._tool_started,
+    "tool.finished": Renderer._tool_finished,
+    "message": Renderer._message_frame,
+    "model.retrying": Renderer._model_retrying,
+    "error": Renderer._error,
+    "turn.finished": Renderer._turn_finished,
+}
+"""How each frame type shows in the terminal; the others do not show."""
+
+
+def _ending(turn: dict[str, Any]) -> str | None:
+    """The line for a turn that did not end with an answer (live, or after a reload)."""
+    reason = turn.get("stop_reason")
+    if reason in (None, "end_turn"):
+        return None
+    error = f": {turn['error']}" if turn.get("error") else ""
+    return f"  [turn ended {reason}{error}]"
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -115,11 +152,30 @@ def open_conversation(client: httpx.Client, conversation_id: str | None, out: Re
         raise _error(response)
     rows = response.json()["messages"]
     out.line(f"conversation {conversation_id} (resumed, {len(rows)} rows)")
-    for row in rows[-HISTORY_SHOWN:]:
+    shown = rows[-HISTORY_SHOWN:]
+    endings = _endings(client, conversation_id)
+    last_of_turn = {row.get("turn_id"): index for index, row in enumerate(shown)}
+    for index, row in enumerate(shown):
         if row["role"] in ("user", "assistant") and _text(row):
             who = "you" if row["role"] == "user" else "assistant"
             out.line(f"  {who}: {_short(_text(row))}")
+        note = endings.get(row.get("turn_id") or "")
+        if note and last_of_turn.get(row.get("turn_id")) == index:
+            out.line(note)
     return conversation_id
+
+
+def _endings(client: httpx.Client, conversation_id: str) -> dict[str, str]:
+    """The ending line of each turn that did not end with an answer, by turn id."""
+    response = client.get(f"/v1/conversations/{conversation_id}/turns")
+    if response.status_code != 200:
+        return {}
+    found: dict[str, str] = {}
+    for turn in response.json()["turns"]:
+        note = _ending(turn)
+        if note and turn.get("stop_reason") != "paused":
+            found[str(turn["id"])] = note
+    return found
 
 
 def send_turn(client: httpx.Client, cid: str, text: str, out: Renderer) -> None:

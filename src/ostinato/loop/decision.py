@@ -7,19 +7,25 @@ Everything that decides how a turn proceeds lives here, as two functions from
 
 Rules, in the order they are checked after a model reply:
 
-1. The same non-empty reply text three model calls running ends the turn ``crashed``.
-2. No tool calls: the turn ends, ``end_turn`` (or ``budget_exhausted`` after the
-   wrap-up call).
-3. The same tool with the same arguments three calls running ends the turn ``crashed``.
-4. Tool calls during the wrap-up call are not run; the turn ends ``budget_exhausted``.
+1. The same non-empty reply text three model calls running ends the turn ``crashed``
+   (the person has that text).
+2. No tool calls: the turn ends, ``end_turn``; after a wrap-up call, with the stop that
+   called for it (``budget_exhausted``, or ``crashed`` after a repetition).
+3. The same tool with the same arguments three calls running is not run again (each call
+   of the step gets a result saying why) and the turn is stopping ``crashed``: the next
+   call is a wrap-up call. During a wrap-up call it ends the turn at once.
+4. Tool calls during a wrap-up call are not run; the turn ends with the stop that called
+   for the wrap-up.
 5. Otherwise the tools run (a broken call, cut off or unparseable, gets an error result).
    A call to a ``ui`` tool is not run: a person answers it, and once the other calls of
    the step have run, the turn ends ``paused`` (one such card at a time).
 
-After a round of tools: the second time a tool returns the same error this turn, a
-one-time note asks the model to re-check its inputs or ask the user. When the model-call
-budget is spent, the next call is the wrap-up call, with tools off, so the user always gets
-a sentence.
+After a round of tools, in this order: the second time a tool returns the same error this
+turn, a one-time note asks the model to re-check its inputs or ask the user; a ``ui`` call
+waiting ends the turn ``paused``; a turn stopping for a repetition makes its wrap-up call
+(with a note saying why); when the model-call budget is spent, the next call is the
+wrap-up call. A wrap-up call has tools off, so the person always gets a sentence (if it
+fails, the driver stores a fixed one: ``WRAP_UP_FALLBACK``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,23 @@ REPEATED_CALL = (
 )
 REPEATED_TEXT = "not run: the same reply was repeated {n} times running, so the turn was stopped"
 OUT_OF_CALLS = "not run: this turn used all of its model calls"
+TOOLS_OFF = "not run: the turn was stopped for repeating itself, and tools are off"
+STOPPED_FOR_REPEATING = (
+    "Note: the turn was stopped because the same tool call was repeated without progress; "
+    "tools are off now. Tell the user in a sentence or two what you found and what stopped "
+    "you."
+)
+WRAP_UP_FALLBACK: dict[TurnStopReason, str] = {
+    "crashed": (
+        "I stopped because I kept repeating the same step without making progress. "
+        "Tell me how you would like to go on."
+    ),
+    "budget_exhausted": (
+        "I stopped because this turn used all of its model calls before I could finish. "
+        "Tell me how you would like to go on."
+    ),
+}
+"""The sentence stored when a wrap-up call fails, by the stop that called for it."""
 ONE_CARD = "not run: only one question can wait for the user at a time; ask it after this one"
 
 
@@ -61,6 +84,7 @@ class LoopState:
     errors_seen: frozenset[str] = frozenset()
     nudged: bool = False
     ui_tools: frozenset[str] = frozenset()  # calls to these pause the turn for a person
+    stopping: TurnStopReason | None = None  # decided; the wrap-up call comes first
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +145,21 @@ def after_reply(state: LoopState, reply: ModelReply) -> tuple[LoopState, NextSte
         errors_seen=state.errors_seen,
         nudged=state.nudged,
         ui_tools=state.ui_tools,
+        stopping=state.stopping,
     )
     if text and text_run >= REPEAT_LIMIT:
         return state, Finish("crashed", _refuse(calls, REPEATED_TEXT.format(n=text_run)))
+    wrap_up_stop = state.stopping or "budget_exhausted"
     if not calls:
-        return state, Finish("budget_exhausted" if state.wrapping_up else "end_turn", {})
+        return state, Finish(wrap_up_stop if state.wrapping_up else "end_turn", {})
     if repeated >= REPEAT_LIMIT:
-        return state, Finish("crashed", _refuse(calls, REPEATED_CALL.format(n=repeated)))
+        refused = _refuse(calls, REPEATED_CALL.format(n=repeated))
+        if state.wrapping_up:
+            return state, Finish(state.stopping or "crashed", refused)
+        return replace(state, wrapping_up=True, stopping="crashed"), RunTools(calls, refused)
     if state.wrapping_up:
-        return state, Finish("budget_exhausted", _refuse(calls, OUT_OF_CALLS))
+        why = TOOLS_OFF if state.stopping else OUT_OF_CALLS
+        return state, Finish(wrap_up_stop, _refuse(calls, why))
     broken = dict(reply.broken_calls)
     awaiting = None
     for call in calls:
@@ -156,6 +186,8 @@ def after_tools(
         state = replace(state, errors_seen=frozenset(seen), nudged=state.nudged or nudge)
     if awaiting is not None:
         return state, Finish("paused", {})
+    if state.stopping is not None:
+        return state, CallModel(tools_off=True, note=STOPPED_FOR_REPEATING)
     if state.model_calls >= state.max_model_calls:
         return replace(state, wrapping_up=True), CallModel(tools_off=True, note=note)
     return state, CallModel(note=note)

@@ -22,9 +22,10 @@ from ostinato.attachments import placeholder
 from ostinato.bus import Bus
 from ostinato.context.keeper import ContextKeeper
 from ostinato.errors import ContextTooLong, ModelError
-from ostinato.frames import ErrorFrame
-from ostinato.loop.calling import stream_reply
+from ostinato.frames import ErrorFrame, TextDiscarded
+from ostinato.loop.calling import Shown, stream_reply
 from ostinato.loop.decision import (
+    WRAP_UP_FALLBACK,
     CallModel,
     Finish,
     LoopState,
@@ -34,7 +35,7 @@ from ostinato.loop.decision import (
     after_reply,
     after_tools,
 )
-from ostinato.loop.history import repair, unique_tool_ids
+from ostinato.loop.history import as_sent, repair, unique_tool_ids
 from ostinato.loop.record import TurnRecord
 from ostinato.loop.running import ToolRunner
 from ostinato.loop.tools import Consent
@@ -90,7 +91,7 @@ class TurnDriver:
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
         repaired, self.tool_ids = repair(
-            [placeholder(m) for m in history], running={call.id for call, _ in carried}
+            [as_sent(placeholder(m)) for m in history], running={call.id for call, _ in carried}
         )
         self.record = TurnRecord(
             store, bus, turn, repaired, history[-1].seq or 0 if history else 0, carried
@@ -112,6 +113,7 @@ class TurnDriver:
         self.prior_count = len(repaired) - turn_rows  # rows before this turn's own
         self.carried = tuple(call for call, _ in carried)
         self.awaiting: ToolUseBlock | None = None
+        self.shown: Shown | None = None  # what the model call not yet committed has shown
 
     # The context keeper's view of the turn (``context.keeper.Host``).
 
@@ -144,9 +146,7 @@ class TurnDriver:
                 match step:
                     case CallModel(tools_off=tools_off):
                         self.watch.next_step()
-                        reply = await self._call_model(tools_off)
-                        state, step = after_reply(state, reply)
-                        await self._commit_reply(reply, step)
+                        state, step = await self._model_step(state, tools_off)
                     case RunTools(calls=calls, broken=broken, awaiting=awaiting):
                         runnable = tuple(c for c in calls if c.id != awaiting)
                         runs = await self.tools.run(runnable, broken)
@@ -164,6 +164,7 @@ class TurnDriver:
                     case _:
                         assert_never(step)
         except ModelError as exc:
+            self._discard_shown("failed")
             self.record.emit(
                 ErrorFrame(
                     run_id=self.turn.run_id,
@@ -188,6 +189,7 @@ class TurnDriver:
         is down), the error goes up and recovery closes the turn at the next start."""
         log.exception("turn %s failed unexpectedly", self.turn.id)
         message = redact(f"{type(exc).__name__}: {exc}")[:500]
+        self._discard_shown("failed")
         self.record.emit(
             ErrorFrame(
                 run_id=self.turn.run_id, seq=self.seq, code="internal_error", message=message
@@ -201,7 +203,31 @@ class TurnDriver:
 
     async def _teardown_cancelled(self) -> None:
         await self.record.answer_all(INTERRUPTED, "interrupted")
+        await self._keep_shown()
         await self._finish("cancelled")
+
+    async def _keep_shown(self) -> None:
+        """Keep the text a cancelled model call had shown, as an assistant row marked
+        ``partial`` (no thinking, and no tool call: one cut short is never a call)."""
+        shown, self.shown = self.shown, None
+        if shown is None or not shown.deltas:
+            return
+        text = "".join(shown.text)
+        if not text.strip():
+            self.record.emit(
+                TextDiscarded(run_id=self.turn.run_id, seq=self.seq, reason="cancelled")
+            )
+            return
+        metadata: dict[str, Any] = {"stop_reason": "cancelled", "partial": True}
+        if shown.tool_call:
+            metadata["cut_tool_call"] = True
+        await self.record.commit([Message("assistant", (TextBlock(text),), metadata=metadata)])
+
+    def _discard_shown(self, reason: str) -> None:
+        """What a model call showed will not be stored: tell the surfaces to drop it."""
+        shown, self.shown = self.shown, None
+        if shown is not None and shown.deltas:
+            self.record.emit(TextDiscarded(run_id=self.turn.run_id, seq=self.seq, reason=reason))
 
     # --- model calls -----------------------------------------------------------------
 
@@ -238,13 +264,41 @@ class TurnDriver:
             self.context.observe(self, request, reply.usage)
         return reply
 
+    async def _model_step(self, state: LoopState, tools_off: bool) -> tuple[LoopState, NextStep]:
+        """A model call and the decision on its reply, committed. A wrap-up call that
+        fails still leaves the person a sentence: a fixed one, stored instead."""
+        try:
+            reply = await self._call_model(tools_off)
+        except ModelError as exc:
+            if not state.wrapping_up:
+                raise
+            return state, await self._fixed_wrap_up(state.stopping or "budget_exhausted", exc)
+        state, step = after_reply(state, reply)
+        await self._commit_reply(reply, step)
+        return state, step
+
+    async def _fixed_wrap_up(self, reason: TurnStopReason, exc: ModelError) -> Finish:
+        log.warning("turn %s: the wrap-up call failed (%s)", self.turn.id, exc.code)
+        self._discard_shown("failed")
+        metadata = {
+            "metrics": self.metrics(),
+            "stop_reason": reason,
+            "wrap_up_error": redact(f"{exc.code}: {exc.message}"),
+        }
+        text = WRAP_UP_FALLBACK[reason]
+        await self.record.commit([Message("assistant", (TextBlock(text),), metadata=metadata)])
+        return Finish(reason, {})
+
     async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
         builder = MessageBuilder(request)
+        self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
+        self.shown = Shown()
         with observe.model_call(self.model.name, request, purpose) as call:
             await stream_reply(
                 self.model,
                 request,
                 builder,
+                self.shown,
                 deadline=self.settings.model_timeout,
                 emit=self.record.emit,
                 run_id=self.turn.run_id,
@@ -277,6 +331,7 @@ class TurnDriver:
         if not message.blocks:
             # An empty reply is still a reply: keep the row so the turn has its answer.
             message = Message(role="assistant", blocks=(TextBlock(""),), metadata=message.metadata)
+        self.shown = None  # the reply is what was shown, and more: it is stored whole
         starts: list[StartToolCall] = []
         if isinstance(step, RunTools):
             now = utcnow()

@@ -1,9 +1,13 @@
-"""Making a stored history valid for every provider. Pure.
+"""Making a stored history valid for every provider, and honest to the model. Pure.
 
 The store should never hold an orphan (every turn answers its tool calls before it ends,
 and recovery answers those of a crashed turn), but a request must be valid even if it
 does: ``repair`` answers any unanswered tool_use right after the message that made it and
 drops tool_results whose tool_use is not in the history.
+
+A reply cut short by a cancel is stored as the text that was shown (``partial`` in its
+metadata); ``as_sent`` marks it as cut off, so a model never takes it for a finished
+answer (above all one that stopped short of a tool call).
 """
 
 from __future__ import annotations
@@ -12,10 +16,29 @@ import dataclasses
 import os
 from collections.abc import Collection, Sequence
 
-from ostinato.messages import Block, Message, ToolResultBlock, ToolUseBlock
+from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ostinato.models.assembly import ModelReply
 
 MISSING_RESULT = "no result was recorded for this tool call (it was interrupted)"
+CUT_OFF = "[cut off: the user cancelled the turn before this reply was finished]"
+
+
+def as_sent(message: Message) -> Message:
+    """The message as a model is given it: a cancelled reply's text ends with ``CUT_OFF``."""
+    if message.role != "assistant" or not message.metadata.get("partial"):
+        return message
+    text = message.text
+    blocks = (TextBlock(f"{text}\n\n{CUT_OFF}" if text else CUT_OFF),)
+    return Message(
+        "assistant",
+        blocks,
+        message.hidden,
+        message.metadata,
+        message.seq,
+        message.id,
+        message.turn_id,
+        message.created_at,
+    )
 
 
 def tool_ids(messages: Sequence[Message]) -> tuple[set[str], set[str]]:

@@ -33,6 +33,7 @@ from ostinato.frames import (
     InputQueued,
     MessageCommitted,
     TextDeltaFrame,
+    TextDiscarded,
     ThinkingDeltaFrame,
     ToolProgress,
     TurnFinished,
@@ -47,7 +48,7 @@ REPLAY_PAGE = 500
 OVERFLOW = "this stream fell too far behind and was closed; reconnect with Last-Event-ID"
 CLOSING = "the server is shutting down; reconnect with Last-Event-ID"
 REVOKED = "the credential this stream was opened with was revoked or has expired; sign in again"
-EPHEMERAL = (TextDeltaFrame, ThinkingDeltaFrame, ToolProgress)
+EPHEMERAL = (TextDeltaFrame, ThinkingDeltaFrame, TextDiscarded, ToolProgress)
 """Progress frames that carry nothing durable: ``deltas=false`` leaves them out."""
 
 

@@ -198,3 +198,43 @@ async def test_cancel_on_disconnect_cancels_that_turn_only(
 async def _ended(runtime: Runtime, cid: str) -> bool:
     turns = await runtime.store.list_turns(cid)
     return not runtime.busy(cid) and all(t.status == "finished" for t in turns)
+
+
+async def test_a_json_turn_cancelled_from_elsewhere_answers_its_result(
+    client: httpx.AsyncClient, gated_runtime: Runtime, gated: GatedModel, conversation_id: str
+) -> None:
+    base = f"/v1/conversations/{conversation_id}"
+    waiting = asyncio.ensure_future(client.post(f"{base}/turns", json={"text": "go"}))
+    await eventually(lambda: _streaming(gated, gated_runtime, conversation_id))
+    outcome = await client.post(f"{base}/cancel")
+    assert outcome.status_code == 200 and outcome.json()["cancelled_turn"]
+    response = await waiting
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["turn_id"] == outcome.json()["cancelled_turn"]
+    assert body["stop_reason"] == "cancelled" and body["error"] is None
+    assert body["messages"][0]["role"] == "user"
+    assert body["messages"][0]["blocks"] == [{"type": "text", "text": "go"}]
+    stored = (await client.get(f"{base}/messages")).json()["messages"]
+    assert body["messages"] == stored
+    turn = await last_turn(gated_runtime.store, conversation_id)
+    assert body["metrics"] == turn.metrics and body["run_id"] == turn.run_id
+
+
+async def _streaming(gated: GatedModel, runtime: Runtime, cid: str) -> bool:
+    return gated.calls == 1 and runtime.busy(cid)
+
+
+async def test_a_json_turn_superseded_answers_cancelled(
+    client: httpx.AsyncClient, gated_runtime: Runtime, gated: GatedModel, conversation_id: str
+) -> None:
+    url = f"/v1/conversations/{conversation_id}/turns"
+    first = asyncio.ensure_future(client.post(url, json={"text": "first"}))
+    await eventually(lambda: _streaming(gated, gated_runtime, conversation_id))
+    gated.open(2)
+    second = await client.post(url, json={"text": "instead", "policy": "supersede"})
+    assert second.status_code == 200 and second.json()["stop_reason"] == "end_turn"
+    superseded = await first
+    assert superseded.status_code == 200, superseded.text
+    assert superseded.json()["stop_reason"] == "cancelled"
+    assert [m["blocks"][0]["text"] for m in superseded.json()["messages"]][:1] == ["first"]

@@ -31,6 +31,7 @@ from ostinato.models.base import Model
 from ostinato.runtime import Runtime
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context, ServerContext
+from ostinato.server.results import finished_result
 from ostinato.server.schemas import (
     CONFLICT,
     ERROR_RESPONSES,
@@ -38,7 +39,6 @@ from ostinato.server.schemas import (
     NOT_BLANK,
     SSE_RESPONSE,
     CancelOut,
-    MessageOut,
     TurnOut,
     TurnRequest,
 )
@@ -128,16 +128,8 @@ async def post_turn(
     if not wants_events(request):
         started, queued = await admitted(context, caller.owner, conversation_id, body, model, files)
         handle = await asyncio.shield(started)
-        result = await handle.result()
-        return TurnOut(
-            turn_id=result.turn_id,
-            run_id=result.run_id,
-            stop_reason=result.stop_reason,
-            messages=[MessageOut.of(m) for m in (*handle.rows, *result.messages)],
-            metrics=result.metrics,
-            error=result.error,
-            queued_position=queued.position if queued is not None else None,
-        )
+        position = queued.position if queued is not None else None
+        return await finished_result(handle, runtime.store, position)
     ticket = await context.streams.open(caller)
     subscription = runtime.bus.subscribe(conversation_id)
 

@@ -26,14 +26,22 @@ async def call(tools: list[Tool], name: str, context: ToolContext, **arguments: 
     return result
 
 
-def test_the_four_tools_and_how_they_are_offered() -> None:
+def test_the_six_tools_and_how_they_are_offered() -> None:
     from ostinato.store import MemoryStore
 
     tools = {t.name: t for t in memory_tools(MemoryStore())}
-    assert sorted(tools) == ["forget", "memory_conflicts", "recall", "remember"]
+    assert sorted(tools) == [
+        "forget",
+        "memory_conflicts",
+        "memory_graph",
+        "recall",
+        "relate_memories",
+        "remember",
+    ]
     assert all(t.risk == "safe" for t in tools.values())
     assert tools["recall"].category == "read" and tools["recall"].idempotent
-    assert tools["memory_conflicts"].category == "read"
+    assert tools["memory_conflicts"].category == "action"  # it resolves, too
+    assert tools["memory_graph"].category == "read"
     assert tools["remember"].category == "action" and not tools["remember"].idempotent
     assert tools["forget"].category == "action"
     remember = tools["remember"].parameters
@@ -42,7 +50,12 @@ def test_the_four_tools_and_how_they_are_offered() -> None:
     assert "context" not in tools["recall"].parameters["properties"]
     assert "2,000 characters" in remember["properties"]["fact"]["description"]
     # remember and forget write memory: after outside content in a turn, they ask
-    assert [n for n, t in sorted(tools.items()) if t.writes_memory] == ["forget", "remember"]
+    assert [n for n, t in sorted(tools.items()) if t.writes_memory] == [
+        "forget",
+        "memory_conflicts",
+        "relate_memories",
+        "remember",
+    ]
 
 
 async def test_recalled_facts_are_marked_as_data_not_instructions() -> None:

@@ -82,8 +82,8 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
         await conn.execute(
             sa.text(
                 "TRUNCATE conversations, turns, messages, tool_calls, approvals, grants,"
-                " queued_inputs, summaries, memories, tool_switches, api_keys, limit_slots,"
-                " limit_events"
+                " queued_inputs, summaries, memories, memory_relations, tool_switches, api_keys,"
+                " limit_slots, limit_events"
             )
         )
     return store

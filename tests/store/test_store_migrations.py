@@ -40,6 +40,7 @@ PEOPLE_TABLES = {
     "api_keys",
     "limit_slots",
     "limit_events",
+    "memory_relations",
 }
 T = TypeVar("T")
 

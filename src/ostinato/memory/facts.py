@@ -7,11 +7,12 @@ set; the newest facts when a query has no words to search for).
 
 from __future__ import annotations
 
+from ostinato.memory import graph
+from ostinato.memory.graph import Edge, FactConflict, MemoryGraph
 from ostinato.memory.ranking import EmbeddingCache, Ranker, hybrid_search
 from ostinato.store.base import (
     MEMORY_CAPACITY,
     ForgetFact,
-    MemoryConflict,
     MemoryFact,
     MemoryHit,
     RememberFact,
@@ -89,5 +90,19 @@ class Memory:
     ) -> list[MemoryFact]:
         return await self.store.list_memories(scope, include_closed=include_closed, limit=limit)
 
-    async def conflicts(self, scope: str) -> list[MemoryConflict]:
-        return await self.store.memory_conflicts(scope)
+    async def conflicts(self, scope: str) -> list[FactConflict]:
+        """Current facts of one subject and the same relation that say different
+        things (see ``graph``)."""
+        return await graph.conflicts(self.store, scope)
+
+    async def resolve(self, scope: str, keep: str) -> list[MemoryFact]:
+        """Keep ``keep`` and close the facts it conflicts with (the closed ones)."""
+        return await graph.resolve(self.store, scope, keep)
+
+    async def graph(self, scope: str, memory_id: str, *, depth: int = 1) -> MemoryGraph:
+        """The facts linked to ``memory_id`` within ``depth`` steps."""
+        return await graph.neighbourhood(self.store, scope, memory_id, depth=depth)
+
+    async def relate(self, scope: str, source: str, relation: str, target: str) -> Edge:
+        """Record that ``source`` is ``relation`` of ``target``."""
+        return await graph.relate(self.store, scope, source, relation, target)

@@ -1,4 +1,5 @@
-"""The memory tools a model calls: remember, recall, forget, memory_conflicts.
+"""The memory tools a model calls: remember, recall, forget, and (from ``graph_tools``)
+relate_memories, memory_graph, memory_conflicts.
 
 Each works in the scope of the conversation it runs in (its owner's facts, or the
 conversation's own when it has no owner). Results are small JSON objects; a refusal
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 from ostinato.errors import ClientError, ToolError
 from ostinato.memory.facts import Memory, scope_for
+from ostinato.memory.graph_tools import relation_tools
 from ostinato.memory.ranking import Ranker
 from ostinato.store.base import MEMORY_TEXT_LIMIT, MemoryFact, Store
 from ostinato.tools.base import Tool, ToolContext
@@ -53,7 +55,8 @@ async def _refusal_as_tool_error(call: Awaitable[T]) -> T:
 def memory_tools(
     store: Store, ranker: Ranker | None = None, *, capacity: int | None = None
 ) -> list[Tool]:
-    """``remember``, ``recall``, ``forget`` and ``memory_conflicts`` over ``store``.
+    """``remember``, ``recall``, ``forget`` and the graph tools (``relate_memories``,
+    ``memory_graph``, ``memory_conflicts``) over ``store``.
 
     ``ranker`` mixes embedding similarity into recall (see ``ranking``); ``capacity`` is
     how many current facts one scope may hold (by default ``OSTINATO_MEMORY_CAPACITY``,
@@ -122,17 +125,6 @@ def memory_tools(
         closed = await _refusal_as_tool_error(memory.forget(scope, memory_id))
         return {"forgot": closed.id, "fact": closed.text}
 
-    async def memory_conflicts(context: ToolContext) -> dict[str, Any]:
-        """List remembered facts that share a subject but say different things, so they
-        can be resolved (remember the right one with supersedes, or forget the wrong
-        one)."""
-        found = await memory.conflicts(scope_for(context.owner, context.conversation_id))
-        return {
-            "conflicts": [
-                {"subject": c.subject, "memories": [_brief(f) for f in c.facts]} for c in found
-            ]
-        }
-
     def tool(fn: Callable[..., Any], **options: Any) -> Tool:
         return function_tool(fn, risk="safe", **options)
 
@@ -140,7 +132,7 @@ def memory_tools(
         tool(remember, category="action", idempotent=False, writes_memory=True),
         tool(recall, category="read"),
         tool(forget, category="action", writes_memory=True),
-        tool(memory_conflicts, category="read"),
+        *relation_tools(store),  # relate_memories, memory_graph, memory_conflicts
     ]
     assert MEMORY_TEXT_LIMIT == 2_000  # the remember docstring says so
     return tools

@@ -24,6 +24,7 @@ from ostinato.store.memory_records import MemoryFull as MemoryFull
 from ostinato.store.memory_records import MemoryHit as MemoryHit
 from ostinato.store.memory_records import check_fact_text as check_fact_text
 from ostinato.store.memory_records import normalize_subject as normalize_subject
+from ostinato.store.relations import RelationOp, RelationReads
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
@@ -324,10 +325,11 @@ WriteOp: TypeAlias = (
     | ForgetFact
     | SetToolSwitch
     | AccountOp  # keys, limits, conversation settings (``store.accounts``)
+    | RelationOp  # relations between facts, resolving conflicts (``store.relations``)
 )
 
 
-class Store(AccountReads, Protocol):
+class Store(AccountReads, RelationReads, Protocol):
     """What the loop, the turn manager and the server need from storage."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:

@@ -24,7 +24,9 @@ from ostinato.store.base import (
     WriteOp,
 )
 from ostinato.store.memory_accounts import api_key, api_keys
+from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_writes import MemoryTables, apply
+from ostinato.store.relations import MemoryRelation
 from ostinato.store.search import overlap_score, search_terms
 
 
@@ -201,6 +203,9 @@ class MemoryStore(MemoryTables):
             ),
             key=lambda q: q.position,
         )
+
+    async def memory_relations(self, scope: str, memory_id: str) -> list[MemoryRelation]:
+        return relations_of(self, scope, memory_id)
 
     async def switched_off_tools(self, scope: str) -> frozenset[str]:
         return frozenset(t for (s, t), on in self._switches.items() if s == scope and not on)

@@ -53,6 +53,8 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.memory_accounts import ACCOUNT_WRITES
+from ostinato.store.memory_relations import RELATION_WRITES
+from ostinato.store.relations import MemoryRelation
 
 Undo = list[Callable[[], None]]
 
@@ -78,6 +80,8 @@ class MemoryTables:
     _keys: dict[str, ApiKey] = field(default_factory=dict)  # store.accounts: API keys,
     _slots: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)  # limit slots,
     _events: list[tuple[str, str, datetime]] = field(default_factory=list)  # limit events
+    # store.relations: (source, relation, target) -> the relation
+    _relations: dict[tuple[str, str, str], MemoryRelation] = field(default_factory=dict)
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:
@@ -385,5 +389,6 @@ WRITES: dict[type, Write] = {
     ForgetFact: _forget,
     SetToolSwitch: _set_tool_switch,
     **ACCOUNT_WRITES,
+    **RELATION_WRITES,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -9,6 +9,7 @@ from ostinato.server.routes import (
     events,
     health,
     memories,
+    memory_graph,
     messages,
     records,
     timeline,
@@ -28,6 +29,7 @@ ROUTERS = (
     approvals.router,
     events.router,
     websocket.router,
+    memory_graph.router,
     memories.router,
     tools.router,
 )

@@ -1,9 +1,10 @@
 """Long-term memory facts as SQL: remembering (closing the fact it supersedes, within
-the scope's capacity) and forgetting; bitemporal, so nothing is deleted."""
+the scope's capacity), forgetting, relating two facts and resolving a conflict;
+bitemporal, so nothing is deleted."""
 
 from __future__ import annotations
 
-from ostinato.errors import Conflict, NotFound, StoreError
+from ostinato.errors import Conflict, InvalidRequest, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.store.base import (
     ForgetFact,
@@ -13,7 +14,13 @@ from ostinato.store.base import (
     check_fact_text,
     normalize_subject,
 )
-from ostinato.store.sql import rows
+from ostinato.store.relations import (
+    MemoryRelation,
+    RelateFacts,
+    ResolveConflict,
+    check_relation,
+)
+from ostinato.store.sql import relation_sql, rows
 from ostinato.store.sql.executor import Executor, WriteTime
 from ostinato.store.sql.rows import Row
 
@@ -94,3 +101,38 @@ def forget(ex: Executor, op: ForgetFact, now: WriteTime) -> MemoryFact:
     if closed is None:
         closed = _fact_row(ex, op.scope, op.memory_id)
     return rows.memory(closed, ex.read_time)
+
+
+def _current_fact(ex: Executor, scope: str, memory_id: str) -> Row:
+    found = _fact_row(ex, scope, memory_id)
+    if found[6] is not None:  # valid_to
+        raise Conflict(f"memory {memory_id!r} is closed; use the fact that replaced it")
+    return found
+
+
+def relate(ex: Executor, op: RelateFacts, now: WriteTime) -> MemoryRelation:
+    """Link two current facts of a scope; relating them again returns the first link."""
+    kind = check_relation(op.source, op.relation, op.target)
+    _current_fact(ex, op.scope, op.source)
+    _current_fact(ex, op.scope, op.target)
+    key = {"source": op.source, "relation": kind, "target": op.target}
+    ex.execute("insert_relation", {**key, "scope": op.scope, "created_at": now.bound})
+    found = ex.row("find_relation", key)
+    assert found is not None
+    return relation_sql.relation(found, ex.read_time)
+
+
+def resolve(ex: Executor, op: ResolveConflict, now: WriteTime) -> list[MemoryFact]:
+    """Keep one fact, close the others that are still current (superseded by it)."""
+    if op.keep in op.close:
+        raise InvalidRequest("the fact to keep cannot also be one to close")
+    ex.row("lock_memory_scope", {"scope": op.scope})
+    _current_fact(ex, op.scope, op.keep)
+    closed: list[MemoryFact] = []
+    for memory_id in dict.fromkeys(op.close):
+        row = _close_fact(ex, op.scope, memory_id, now, op.keep)
+        if row is None:
+            _fact_row(ex, op.scope, memory_id)  # NotFound, unless it was closed already
+        else:
+            closed.append(rows.memory(row, ex.read_time))
+    return closed

@@ -51,10 +51,11 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
+from ostinato.store.relations import RelateFacts, ResolveConflict
 from ostinato.store.sql import rows
 from ostinato.store.sql.account_sql import apply_account_op
 from ostinato.store.sql.executor import Executor, WriteTime, dump_json
-from ostinato.store.sql.fact_ops import forget, remember
+from ostinato.store.sql.fact_ops import forget, relate, remember, resolve
 
 # How many times an append retries after losing a race for its ``seq``.
 SEQ_ATTEMPTS = 8
@@ -386,5 +387,7 @@ OPS: dict[type, WriteFunction] = {
     ForgetFact: forget,
     SetToolSwitch: _set_tool_switch,
     **dict.fromkeys(ACCOUNT_OPS, lambda ex, op, now: apply_account_op(ex, op, now.value)),
+    RelateFacts: relate,
+    ResolveConflict: resolve,
 }
 """One function per write op; ``tests/store`` checks every ``WriteOp`` has one."""

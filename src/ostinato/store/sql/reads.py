@@ -25,8 +25,9 @@ from ostinato.store.base import (
     ToolCallRecord,
     Turn,
 )
+from ostinato.store.relations import MemoryRelation
 from ostinato.store.search import fts5_query, search_terms, websearch_query
-from ostinato.store.sql import rows, statements
+from ostinato.store.sql import relation_sql, rows, statements
 from ostinato.store.sql.account_sql import AccountReads
 from ostinato.store.sql.rows import Row, TimeDecoder
 
@@ -184,6 +185,11 @@ class SQLReads(AccountReads, ABC):
         params = {"scope": scope, "match": match, "limit": limit}
         found = await self._fetch(statements.search_memories(self._dialect), params)
         return [MemoryHit(rows.memory(r, self._decode_time), float(r[-1])) for r in found]
+
+    async def memory_relations(self, scope: str, memory_id: str) -> list[MemoryRelation]:
+        params = {"scope": scope, "memory_id": memory_id}
+        found = await self._fetch(relation_sql.relations_of(), params)
+        return [relation_sql.relation(r, self._decode_time) for r in found]
 
     async def memory_conflicts(self, scope: str) -> list[MemoryConflict]:
         """Subjects of ``scope`` with more than one distinct current fact, by subject."""

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.account_sql import AccountWriteName, account_statements
+from ostinato.store.sql.relation_sql import RelationWriteName, relation_statements
 from ostinato.store.sql.tables import (
     approvals,
     conversations,
@@ -43,6 +44,7 @@ from ostinato.store.sql.turn_sql import TurnWriteName, turn_statements
 WriteName: TypeAlias = (
     AccountWriteName
     | TurnWriteName
+    | RelationWriteName
     | Literal[
         "insert_conversation",
         "set_state",
@@ -116,6 +118,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **_people_statements(dialect),
         **_memory_statements(dialect),
         **account_statements(dialect),
+        **relation_statements(dialect),
     }
 
 

@@ -235,6 +235,19 @@ memories = sa.Table(
     sa.Index(None, "scope", "subject"),
 )
 
+# Relations between facts of one scope (``store.relations``; revision 0005): ``source``
+# is ``relation`` of ``target``. Never deleted, like the facts they link.
+memory_relations = sa.Table(
+    "memory_relations",
+    metadata,
+    sa.Column("source", _ID, sa.ForeignKey("memories.id"), primary_key=True),
+    sa.Column("relation", sa.String(), primary_key=True),
+    sa.Column("target", _ID, sa.ForeignKey("memories.id"), primary_key=True),
+    sa.Column("scope", sa.String(), nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Index(None, "scope", "target"),
+)
+
 
 # Tools a user (or a conversation without an owner) switched off or back on (0004).
 tool_switches = sa.Table(

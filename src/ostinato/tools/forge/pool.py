@@ -43,8 +43,8 @@ class _Worker:
         try:
             line = await self.process.stdout.readline()
         except ValueError:  # a line over the limit: more than any result may be
-            message = "the sandbox's worker sent more than a result may be"
-            raise SandboxError(message, "output") from None
+            too_long = "the sandbox's worker sent more than a result may be"
+            raise SandboxError(too_long, "output") from None
         if not line:
             code = await self.process.wait()
             raise SandboxError(f"the sandbox's worker stopped (exit status {code})", "crash")

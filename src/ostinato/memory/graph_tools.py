@@ -36,7 +36,10 @@ def _scope(context: ToolContext) -> str:
 
 def relation_tools(store: Store) -> list[Tool]:
     """``relate_memories``, ``memory_graph`` and ``memory_conflicts`` over ``store``."""
+    return [_relate_tool(store), _graph_tool(store), _conflicts_tool(store)]
 
+
+def _relate_tool(store: Store) -> Tool:
     async def relate_memories(
         memory_id: str,
         relation: Literal["part_of", "relates_to", "about"],
@@ -59,6 +62,10 @@ def relation_tools(store: Store) -> list[Tool]:
             raise ToolError(exc.message) from None
         return {"related": {"from": edge.source, "relation": edge.relation, "to": edge.target}}
 
+    return function_tool(relate_memories, category="action", risk="safe", writes_memory=True)
+
+
+def _graph_tool(store: Store) -> Tool:
     async def memory_graph(memory_id: str, context: ToolContext, depth: int = 1) -> dict[str, Any]:
         """The facts linked to a remembered fact: what it is part of or about, what is
         about it, what it replaced and what replaced it (closed facts are history).
@@ -82,6 +89,10 @@ def relation_tools(store: Store) -> list[Tool]:
             out["note"] = f"cut at {graph.MAX_FACTS} facts"
         return out
 
+    return function_tool(memory_graph, category="read", risk="safe")
+
+
+def _conflicts_tool(store: Store) -> Tool:
     async def memory_conflicts(context: ToolContext, resolve: str | None = None) -> dict[str, Any]:
         """List remembered facts that say different things about the same subject (and
         the same thing, when they are about one). To resolve a conflict, ask the user which
@@ -101,13 +112,9 @@ def relation_tools(store: Store) -> list[Tool]:
         found = await graph.conflicts(store, scope)
         return {"conflicts": [_conflict(c) for c in found]}
 
-    return [
-        function_tool(relate_memories, category="action", risk="safe", writes_memory=True),
-        function_tool(memory_graph, category="read", risk="safe"),
-        function_tool(
-            memory_conflicts, category="action", risk="safe", idempotent=False, writes_memory=True
-        ),
-    ]
+    return function_tool(
+        memory_conflicts, category="action", risk="safe", idempotent=False, writes_memory=True
+    )
 
 
 def _conflict(conflict: graph.FactConflict) -> dict[str, Any]:

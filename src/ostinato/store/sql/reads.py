@@ -193,7 +193,7 @@ class SQLReads(AccountReads, ABC):
 
     async def memory_conflicts(self, scope: str) -> list[MemoryConflict]:
         """Subjects of ``scope`` with more than one distinct current fact, by subject."""
-        found = await self._fetch(statements.memory_conflicts(), {"scope": scope})
+        found = await self._fetch(relation_sql.memory_conflicts(), {"scope": scope})
         by_subject: dict[str, list[MemoryFact]] = {}
         for row in found:
             fact = rows.memory(row, self._decode_time)

@@ -1,6 +1,6 @@
-"""Relations between memory facts in SQL, for both engines: the write statements their
-ops run (by name, through the ``Executor``; the ops are in ``fact_ops``), the read, and
-decoding a row."""
+"""Memory facts as a graph in SQL, for both engines: the write statements of the relation
+ops (run by name through the ``Executor``; the ops are in ``fact_ops``), the reads
+(relations of a fact, facts in conflict) and decoding a relation row."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.sql.rows import Row, TimeDecoder
-from ostinato.store.sql.tables import memory_relations
+from ostinato.store.sql.tables import memories, memory_relations
 
 RelationWriteName: TypeAlias = Literal["insert_relation", "find_relation"]
 
@@ -49,6 +49,24 @@ def relations_of() -> sa.Select[Any]:
             sa.or_(memory_relations.c.source == fact, memory_relations.c.target == fact),
         )
         .order_by(memory_relations.c.created_at, *(memory_relations.c[n] for n in _KEY))
+    )
+
+
+@cache
+def memory_conflicts() -> sa.Select[Any]:
+    """Current facts whose subject has more than one distinct current text."""
+    scope = sa.bindparam("scope", type_=memories.c.scope.type)
+    current = sa.and_(memories.c.scope == scope, memories.c.valid_to.is_(None))
+    clashing = (
+        sa.select(memories.c.subject)
+        .where(current, memories.c.subject.is_not(None))
+        .group_by(memories.c.subject)
+        .having(sa.func.count(sa.distinct(memories.c.text)) > 1)
+    )
+    return (
+        sa.select(memories)
+        .where(current, memories.c.subject.in_(clashing))
+        .order_by(memories.c.subject, memories.c.recorded_at, memories.c.id)
     )
 
 

@@ -449,24 +449,6 @@ def list_memories(include_closed: bool) -> sa.Select[Any]:
 
 
 @cache
-def memory_conflicts() -> sa.Select[Any]:
-    """Current facts whose subject has more than one distinct current text."""
-    scope = _param(memories.c.scope, "scope")
-    current = sa.and_(memories.c.scope == scope, memories.c.valid_to.is_(None))
-    clashing = (
-        sa.select(memories.c.subject)
-        .where(current, memories.c.subject.is_not(None))
-        .group_by(memories.c.subject)
-        .having(sa.func.count(sa.distinct(memories.c.text)) > 1)
-    )
-    return (
-        sa.select(memories)
-        .where(current, memories.c.subject.in_(clashing))
-        .order_by(memories.c.subject, memories.c.recorded_at, memories.c.id)
-    )
-
-
-@cache
 def search_memories(dialect: str) -> sa.TextClause:
     """Current facts of ``:scope`` matching ``:match``, best first, then a ``score``
     column (higher is better). ``:match`` comes from ``ostinato.store.search``."""

@@ -1,5 +1,6 @@
 """``/v1/memories`` as a graph through the ASGI app, on every store engine: relations,
-a fact's neighbourhood, conflicts and resolving one; another owner's facts are 404."""
+a fact's neighbourhood, conflicts and resolving one; another owner's facts are 404 (two
+callers with API keys)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ from typing import Any
 
 import httpx
 
+from tests.server.conftest import Callers
 
-async def fact(client: httpx.AsyncClient, text: str, owner: str = "ann", **kw: Any) -> str:
-    made = await client.post("/v1/memories", json={"owner": owner, "fact": text, **kw})
+
+async def fact(client: httpx.AsyncClient, text: str, **kw: Any) -> str:
+    made = await client.post("/v1/memories", json={"fact": text, **kw})
     assert made.status_code == 201, made.text
     return str(made.json()["id"])
 
 
 async def relate(
-    client: httpx.AsyncClient, source: str, relation: str, target: str, owner: str = "ann"
+    client: httpx.AsyncClient, source: str, relation: str, target: str
 ) -> httpx.Response:
     return await client.post(
-        f"/v1/memories/{source}/relations",
-        params={"owner": owner},
-        json={"relation": relation, "target": target},
+        f"/v1/memories/{source}/relations", json={"relation": relation, "target": target}
     )
 
 
@@ -32,7 +33,7 @@ async def test_relate_then_read_the_graph(client: httpx.AsyncClient) -> None:
     assert made.json() == {"source": born, "relation": "about", "target": maya}
     assert (await relate(client, born, "about", maya)).json() == made.json()  # once
 
-    found = await client.get(f"/v1/memories/{maya}/graph", params={"owner": "ann"})
+    found = await client.get(f"/v1/memories/{maya}/graph")
     assert found.status_code == 200
     body = found.json()
     assert body["center"] == maya and not body["truncated"]
@@ -46,7 +47,7 @@ async def test_conflicts_are_listed_and_one_is_resolved(client: httpx.AsyncClien
     five = await fact(client, "born on 5 May", subject="birthday")
     for source in (three, five):
         assert (await relate(client, source, "about", maya)).status_code == 201
-    listed = (await client.get("/v1/memories/conflicts", params={"owner": "ann"})).json()
+    listed = (await client.get("/v1/memories/conflicts")).json()
     (conflict,) = listed["conflicts"]
     assert (conflict["subject"], conflict["relation"], conflict["target"]) == (
         "birthday",
@@ -55,32 +56,31 @@ async def test_conflicts_are_listed_and_one_is_resolved(client: httpx.AsyncClien
     )
     assert [m["id"] for m in conflict["memories"]] == [three, five]
 
-    resolved = await client.post(
-        "/v1/memories/conflicts/resolve", params={"owner": "ann"}, json={"keep": five}
-    )
+    resolved = await client.post("/v1/memories/conflicts/resolve", json={"keep": five})
     assert resolved.status_code == 200
     assert resolved.json()["kept"] == five
     (closed,) = resolved.json()["closed"]
     assert closed["id"] == three and not closed["current"] and closed["superseded_by"] == five
-    listed = (await client.get("/v1/memories/conflicts", params={"owner": "ann"})).json()
+    listed = (await client.get("/v1/memories/conflicts")).json()
     assert listed == {"conflicts": []}
-    again = await client.post(
-        "/v1/memories/conflicts/resolve", params={"owner": "ann"}, json={"keep": five}
-    )
+    again = await client.post("/v1/memories/conflicts/resolve", json={"keep": five})
     assert again.status_code == 409
 
 
-async def test_another_owners_facts_are_not_found(client: httpx.AsyncClient) -> None:
-    mine = await fact(client, "Ann's fact")
-    theirs = await fact(client, "Bob's fact", owner="bob")
+async def test_another_owners_facts_are_not_found(callers: Callers) -> None:
+    ann, bob = callers.ann, callers.bob
+    mine = await fact(ann, "Ann's fact")
+    theirs = await fact(bob, "Bob's fact")
+    await fact(bob, "Bob's other fact", subject="s")
+    await fact(bob, "Bob's clashing fact", subject="s")
+    assert (await ann.get("/v1/memories/conflicts")).json() == {"conflicts": []}
+    assert len((await bob.get("/v1/memories/conflicts")).json()["conflicts"]) == 1
     for response in (
-        await client.get(f"/v1/memories/{theirs}/graph", params={"owner": "ann"}),
-        await relate(client, mine, "about", theirs),
-        await relate(client, theirs, "about", mine),
-        await client.post(
-            "/v1/memories/conflicts/resolve", params={"owner": "ann"}, json={"keep": theirs}
-        ),
-        await client.get("/v1/memories/" + "x" * 200 + "/graph", params={"owner": "ann"}),
+        await ann.get(f"/v1/memories/{theirs}/graph"),
+        await relate(ann, mine, "about", theirs),
+        await relate(ann, theirs, "about", mine),
+        await ann.post("/v1/memories/conflicts/resolve", json={"keep": theirs}),
+        await ann.get("/v1/memories/" + "x" * 200 + "/graph"),
     ):
         assert response.status_code == 404, response.text
         assert response.json()["error"]["code"] == "not_found"
@@ -91,11 +91,7 @@ async def test_bad_requests_are_422(client: httpx.AsyncClient) -> None:
     b = await fact(client, "fact b")
     assert (await relate(client, a, "likes", b)).status_code == 422
     assert (await relate(client, a, "about", a)).status_code == 422
-    no_owner = await client.get(f"/v1/memories/{a}/graph")
-    assert no_owner.status_code == 422
-    deep = await client.get(f"/v1/memories/{a}/graph", params={"owner": "ann", "depth": 9})
+    deep = await client.get(f"/v1/memories/{a}/graph", params={"depth": 9})
     assert deep.status_code == 422
-    extra = await client.post(
-        "/v1/memories/conflicts/resolve", params={"owner": "ann"}, json={"keep": a, "x": 1}
-    )
+    extra = await client.post("/v1/memories/conflicts/resolve", json={"keep": a, "x": 1})
     assert extra.status_code == 422

@@ -52,7 +52,8 @@ def test_which_tools_bring_outside_content() -> None:
     named["http_fetch"] = http_fetch_tool()
     outside = {name for name, t in named.items() if brings_outside_content(t)}
     assert outside == {"http_fetch", "shell", "read_file", "read_attachment"}
-    assert {name for name, t in named.items() if t.writes_memory} == {"remember", "forget"}
+    writers = {name for name, t in named.items() if t.writes_memory}
+    assert writers == {"remember", "forget", "relate_memories", "memory_conflicts"}
     assert brings_outside_content(None)  # a tool no longer mounted: assume it did
 
 

@@ -56,14 +56,14 @@ async def test_conflicts_are_listed_and_one_is_resolved(client: httpx.AsyncClien
     )
     assert [m["id"] for m in conflict["memories"]] == [three, five]
 
-    resolved = await client.post("/v1/memories/conflicts/resolve", json={"keep": five})
+    resolved = await client.post(f"/v1/memories/{five}/resolve")
     assert resolved.status_code == 200
     assert resolved.json()["kept"] == five
     (closed,) = resolved.json()["closed"]
     assert closed["id"] == three and not closed["current"] and closed["superseded_by"] == five
     listed = (await client.get("/v1/memories/conflicts")).json()
     assert listed == {"conflicts": []}
-    again = await client.post("/v1/memories/conflicts/resolve", json={"keep": five})
+    again = await client.post(f"/v1/memories/{five}/resolve")
     assert again.status_code == 409
 
 
@@ -79,7 +79,7 @@ async def test_another_owners_facts_are_not_found(callers: Callers) -> None:
         await ann.get(f"/v1/memories/{theirs}/graph"),
         await relate(ann, mine, "about", theirs),
         await relate(ann, theirs, "about", mine),
-        await ann.post("/v1/memories/conflicts/resolve", json={"keep": theirs}),
+        await ann.post(f"/v1/memories/{theirs}/resolve"),
         await ann.get("/v1/memories/" + "x" * 200 + "/graph"),
     ):
         assert response.status_code == 404, response.text
@@ -93,5 +93,7 @@ async def test_bad_requests_are_422(client: httpx.AsyncClient) -> None:
     assert (await relate(client, a, "about", a)).status_code == 422
     deep = await client.get(f"/v1/memories/{a}/graph", params={"depth": 9})
     assert deep.status_code == 422
-    extra = await client.post("/v1/memories/conflicts/resolve", json={"keep": a, "x": 1})
+    extra = await client.post(
+        f"/v1/memories/{a}/relations", json={"relation": "about", "target": b, "x": 1}
+    )
     assert extra.status_code == 422

@@ -37,6 +37,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("DELETE", "/v1/conversations/{conversation_id}/grants/{grant_id}"): None,
     ("POST", "/v1/memories"): {"fact": "bob likes tea"},
     ("DELETE", "/v1/memories/{memory_id}"): None,
+    ("POST", "/v1/memories/{memory_id}/relations"): {"relation": "about", "target": "x"},
+    ("POST", "/v1/memories/{memory_id}/resolve"): None,
     ("PUT", "/v1/tools/{name}"): {"enabled": False},
 }
 

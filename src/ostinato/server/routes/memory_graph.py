@@ -1,6 +1,7 @@
-"""``/v1/memories`` as a graph: relate two facts, a fact's neighbourhood, conflicts and
-resolving one (the person's choice is kept, the facts it conflicts with are closed and
-kept as history). The owner is ``RequestOwner``; another owner's fact is not found."""
+"""``/v1/memories`` as a graph: relate two facts, a fact's neighbourhood, conflicts, and
+resolving one by keeping a fact (``POST /v1/memories/{id}/resolve``: the facts it
+conflicts with are closed and kept as history). The owner is ``RequestOwner``; another
+owner's fact is not found."""
 
 from __future__ import annotations
 
@@ -62,12 +63,6 @@ class ConflictList(BaseModel):
     conflicts: list[ConflictOut]
 
 
-class ResolveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    keep: str = Field(min_length=1, max_length=_ID, description="The fact that is right.")
-
-
 class Resolved(BaseModel):
     kept: str
     closed: list[MemoryOut]
@@ -101,11 +96,12 @@ async def list_conflicts(context: Context, owner: RequestOwner) -> ConflictList:
     )
 
 
-@router.post("/conflicts/resolve", response_model=Resolved, responses=_ERRORS)
-async def resolve_conflict(context: Context, owner: RequestOwner, body: ResolveRequest) -> Resolved:
-    """Keep one fact; the facts it conflicts with are closed (superseded by it)."""
-    closed = await _memory(context).resolve(owner, _checked(body.keep))
-    return Resolved(kept=body.keep, closed=[MemoryOut.of(f) for f in closed])
+@router.post("/{memory_id}/resolve", response_model=Resolved, responses=_ERRORS)
+async def resolve_conflict(context: Context, memory_id: str, owner: RequestOwner) -> Resolved:
+    """Keep this fact: the facts it conflicts with are closed (superseded by it). 409
+    when it is in no conflict."""
+    closed = await _memory(context).resolve(owner, _checked(memory_id))
+    return Resolved(kept=memory_id, closed=[MemoryOut.of(f) for f in closed])
 
 
 @router.get("/{memory_id}/graph", response_model=GraphOut, responses=_ERRORS)

@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0006"
+HEAD = "0007"
 PEOPLE_TABLES = {
     "approvals",
     "grants",

@@ -235,7 +235,7 @@ memories = sa.Table(
     sa.Index(None, "scope", "subject"),
 )
 
-# Relations between facts of one scope (``store.relations``; revision 0005): ``source``
+# Relations between facts of one scope (``store.relations``; revision 0007): ``source``
 # is ``relation`` of ``target``. Never deleted, like the facts they link.
 memory_relations = sa.Table(
     "memory_relations",

@@ -1,7 +1,7 @@
 """Relations between long-term memory facts (part_of, relates_to, about).
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 
 ``memory_relations``: ``source`` is ``relation`` of ``target``, both facts of ``scope``;
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision: str | None = "0005"
+revision = "0007"
+down_revision: str | None = "0006"
 branch_labels: str | None = None
 depends_on: str | None = None
 

@@ -30,6 +30,8 @@ from ostinato.runtime import Runtime
 from ostinato.skills import Router, Skill
 from ostinato.sources import mcp_clients, tool_sources
 from ostinato.store.base import Store
+from ostinato.tools.fetch import Fetcher, FetchPolicy, parse_allow_hosts
+from ostinato.tools.forge.pool import Sandbox
 from ostinato.tools.mounting import Mount
 
 if TYPE_CHECKING:
@@ -137,7 +139,9 @@ async def build_runtime(
     memory = Memory(
         store, default_ranker(config.memory.embedding_model), capacity=config.memory.capacity
     )
-    mount = Mount(await tool_sources(config, memory, mcp, env))
+    fetch = FetchPolicy(allow_hosts=parse_allow_hosts(config.tools.fetch_allow_hosts))
+    sandbox = Sandbox(fetcher=Fetcher(fetch))
+    mount = Mount(await tool_sources(config, memory, mcp, env, sandbox))
     runtime = Runtime(
         store,
         model=default_model,
@@ -158,5 +162,6 @@ async def build_runtime(
             else None
         ),
         memory=memory,
+        sandbox=sandbox,
     )
     return Deployment(runtime, models, mcp)

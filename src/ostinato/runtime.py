@@ -52,6 +52,7 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.tools.builtins import default_registry
+from ostinato.tools.forge.pool import Sandbox
 from ostinato.tools.mounting import Mount, Source
 from ostinato.tools.registry import ToolRegistry
 from ostinato.turns import (
@@ -105,6 +106,7 @@ class Runtime:
         protected_tools: frozenset[str] = frozenset({"ask_user", "read_attachment"}),
         after_turn: AfterTurn | None = None,
         memory: Memory | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         """``model`` is the default model (or a function of the conversation).
         ``router`` picks a skill per turn (default: one skill made of ``agent``), and
@@ -126,6 +128,7 @@ class Runtime:
         self.history_limit = max(s.agent.history_messages for s in self.router.skills)
         self.after_turn = after_turn
         self.memory: Memory | None = memory
+        self.sandbox = sandbox or Sandbox()  # forged tools'; its workers start when used
         self._switches: dict[str, frozenset[str]] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self.consent = ConsentGate(store, self.bus, approvals)
@@ -482,4 +485,5 @@ class Runtime:
             work.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        await self.sandbox.aclose()
         await self.store.close()

@@ -31,6 +31,8 @@ from ostinato.subagents import subagent_tools
 from ostinato.tools.base import Tool
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.fetch import http_fetch_tool
+from ostinato.tools.forge.pool import Sandbox
+from ostinato.tools.forge.tools import forge_tools, forged_source
 from ostinato.tools.mounting import Source, ToolLister
 
 if TYPE_CHECKING:
@@ -48,12 +50,21 @@ def builtin_tools(config: Config, memory: Memory) -> list[Tool]:
 
 
 async def tool_sources(
-    config: Config, memory: Memory, clients: McpClients | None, env: Mapping[str, str]
+    config: Config,
+    memory: Memory,
+    clients: McpClients | None,
+    env: Mapping[str, str],
+    sandbox: Sandbox | None = None,
 ) -> list[Source]:
     """The sources, in mount order. ``ConfigError`` for an OpenAPI auth that names no
     secret or a secret that is not set; ``clients`` holds the MCP sessions (``None``
     when no MCP server is configured)."""
     sources = [Source("builtins", builtin_tools(config, memory), builtin=True)]
+    if sandbox is not None:  # forged tools: the tools to make them, then each owner's
+        sources[0] = Source(
+            "builtins", [*sources[0].tools, *forge_tools(memory.store, sandbox)], builtin=True
+        )
+        sources.append(forged_source(memory.store, sandbox))
     for openapi in config.tools.openapi:
         sources.append(await openapi_source(openapi, env))
     if config.tools.mcp:

@@ -40,7 +40,14 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/memories/{memory_id}/relations"): {"relation": "about", "target": "x"},
     ("POST", "/v1/memories/{memory_id}/resolve"): None,
     ("PUT", "/v1/tools/{name}"): {"enabled": False},
+    ("POST", "/v1/tools/forged"): {
+        "name": "bobs",
+        "description": "Bob's tool.",
+        "parameters": {"type": "object"},
+        "code": "() => 'bob'",
+    },
 }
+FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
 
 
 async def _anns_things(callers: Callers) -> dict[str, str]:
@@ -71,10 +78,13 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "grant_id": grant.id,
         "memory_id": memory,
         "name": "clock",
+        "forged": "anns",
     }
 
 
 def _fill(path: str, things: dict[str, str]) -> str:
+    if path.startswith(FORGED):
+        path = path.replace("{name}", things["forged"])
     for name in _params(path):
         assert name in things, f"teach this test how to name one of ann's {name!r}"
         path = path.replace("{" + name + "}", things[name])
@@ -123,11 +133,14 @@ async def _ask(
 
 async def test_every_route_keeps_anns_things_from_bob(callers: Callers) -> None:
     things = await _anns_things(callers)
-    missing = {name: new_id() for name in things if name != "name"} | {"name": "clock"}
+    missing = {name: new_id() for name in things if name not in ("name", "forged")} | {
+        "name": "clock",
+        "forged": "nobodys",
+    }
     routes = _routes(callers.app.routes)
     assert len(routes) >= 15
     for method, template in routes:
-        named = [p for p in _params(template) if p != "name"]
+        named = [p for p in _params(template) if p != "name" or template.startswith(FORGED)]
         path = _fill(template, things)
         status, body = await _ask(callers, callers.bob, method, template, path)
         if not named:  # bob's own listing or creation: nothing of ann's in it

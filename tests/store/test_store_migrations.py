@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0007"
+HEAD = "0008"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -41,6 +41,7 @@ PEOPLE_TABLES = {
     "limit_slots",
     "limit_events",
     "memory_relations",
+    "forged_tools",
 }
 T = TypeVar("T")
 

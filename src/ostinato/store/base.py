@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 from ostinato.approvals import Approval, Ending, Grant, Remember
 from ostinato.messages import JSON, Message
 from ostinato.store.accounts import AccountOp, AccountReads
+from ostinato.store.forged import ForgedOp, ForgedReads
 from ostinato.store.memory_records import MEMORY_CAPACITY as MEMORY_CAPACITY
 from ostinato.store.memory_records import MEMORY_SUBJECT_LIMIT as MEMORY_SUBJECT_LIMIT
 from ostinato.store.memory_records import MEMORY_TEXT_LIMIT as MEMORY_TEXT_LIMIT
@@ -326,10 +327,11 @@ WriteOp: TypeAlias = (
     | SetToolSwitch
     | AccountOp  # keys, limits, conversation settings (``store.accounts``)
     | RelationOp  # relations between facts, resolving conflicts (``store.relations``)
+    | ForgedOp  # forged tools and their versions (``store.forged``)
 )
 
 
-class Store(AccountReads, RelationReads, Protocol):
+class Store(AccountReads, RelationReads, ForgedReads, Protocol):
     """What the loop, the turn manager and the server need from storage."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:

@@ -23,7 +23,9 @@ from ostinato.store.base import (
     Turn,
     WriteOp,
 )
+from ostinato.store.forged import ForgedTool
 from ostinato.store.memory_accounts import api_key, api_keys
+from ostinato.store.memory_forged import forged_tool_versions, forged_tools
 from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_writes import MemoryTables, apply
 from ostinato.store.relations import MemoryRelation
@@ -203,6 +205,12 @@ class MemoryStore(MemoryTables):
             ),
             key=lambda q: q.position,
         )
+
+    async def forged_tools(self, owner: str) -> list[ForgedTool]:
+        return forged_tools(self, owner)
+
+    async def forged_tool_versions(self, owner: str, name: str) -> list[ForgedTool]:
+        return forged_tool_versions(self, owner, name)
 
     async def memory_relations(self, scope: str, memory_id: str) -> list[MemoryRelation]:
         return relations_of(self, scope, memory_id)

@@ -52,7 +52,9 @@ from ostinato.store.base import (
     normalize_subject,
     utcnow,
 )
+from ostinato.store.forged import ForgedTool
 from ostinato.store.memory_accounts import ACCOUNT_WRITES
+from ostinato.store.memory_forged import FORGED_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
 from ostinato.store.relations import MemoryRelation
 
@@ -82,6 +84,7 @@ class MemoryTables:
     _events: list[tuple[str, str, datetime]] = field(default_factory=list)  # limit events
     # store.relations: (source, relation, target) -> the relation
     _relations: dict[tuple[str, str, str], MemoryRelation] = field(default_factory=dict)
+    _forged: dict[tuple[str, str], list[ForgedTool]] = field(default_factory=dict)  # versions
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:
@@ -390,5 +393,6 @@ WRITES: dict[type, Write] = {
     SetToolSwitch: _set_tool_switch,
     **ACCOUNT_WRITES,
     **RELATION_WRITES,
+    **FORGED_WRITES,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

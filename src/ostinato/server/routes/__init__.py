@@ -7,6 +7,7 @@ from ostinato.server.routes import (
     caller,
     conversations,
     events,
+    forged,
     health,
     memories,
     memory_graph,
@@ -31,5 +32,6 @@ ROUTERS = (
     websocket.router,
     memory_graph.router,
     memories.router,
+    forged.router,
     tools.router,
 )

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.account_sql import AccountWriteName, account_statements
+from ostinato.store.sql.forged_sql import ForgedWriteName, forged_statements
 from ostinato.store.sql.relation_sql import RelationWriteName, relation_statements
 from ostinato.store.sql.tables import (
     approvals,
@@ -45,6 +46,7 @@ WriteName: TypeAlias = (
     AccountWriteName
     | TurnWriteName
     | RelationWriteName
+    | ForgedWriteName
     | Literal[
         "insert_conversation",
         "set_state",
@@ -119,6 +121,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **_memory_statements(dialect),
         **account_statements(dialect),
         **relation_statements(dialect),
+        **forged_statements(dialect),
     }
 
 

@@ -248,6 +248,23 @@ memory_relations = sa.Table(
     sa.Index(None, "scope", "target"),
 )
 
+# Forged tools (``store.forged``; revision 0008): every version of each owner's tools,
+# the parameters' schema as JSON text; the newest version of a removed tool has
+# ``removed_at``.
+forged_tools = sa.Table(
+    "forged_tools",
+    metadata,
+    sa.Column("owner", sa.String(), primary_key=True),
+    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("parameters", sa.Text, nullable=False),
+    sa.Column("code", sa.Text, nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("removed_at", _TIME, nullable=True),
+    sa.Column("conversation_id", _ID, nullable=True),
+)
+
 
 # Tools a user (or a conversation without an owner) switched off or back on (0004).
 tool_switches = sa.Table(

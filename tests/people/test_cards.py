@@ -107,3 +107,34 @@ async def test_cancel_dismisses_a_waiting_card() -> None:
     assert (await h.store.get_conversation(cid)).state == "idle"  # type: ignore[union-attr]
     with pytest.raises(Conflict):
         await h.runtime.cancel(cid)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"options": ["red"]}, {"question": "Which?", "options": "red"}, {"question": 7}],
+    ids=["no question", "options not a list", "question not text"],
+)
+async def test_a_card_with_arguments_that_do_not_fit_is_an_error_not_a_pause(
+    arguments: dict[str, object],
+) -> None:
+    h = Harness(tool_step(("ask_user", arguments, "bad")), text_step("Let me ask properly."))
+    cid = await h.conversation()
+    result = await h.runtime.run_turn(cid, "paint it")
+    assert result.stop_reason == "end_turn"  # no card waits for a person
+    assert not any(isinstance(f, InputRequested) for f in h.bus.frames)
+    rows = await h.messages(cid)
+    assert [m.role for m in rows] == ["user", "assistant", "tool", "assistant"]
+    assert "awaiting" not in rows[1].metadata
+    seen = h.model.requests[-1].messages[-1].tool_results[0]
+    assert seen.tool_use_id == "bad" and seen.is_error
+    (record,) = await h.store.list_tool_calls(cid)
+    assert record.status == "error"
+    assert (await h.store.get_conversation(cid)).state == "idle"  # type: ignore[union-attr]
+
+
+async def test_a_fitting_card_after_an_unfit_one_still_pauses() -> None:
+    h = Harness(tool_step(("ask_user", {}, "bad")), tool_step(ASK))
+    cid = await h.conversation()
+    assert (await h.runtime.run_turn(cid, "paint it")).stop_reason == "paused"
+    rows = await h.store.list_messages(cid)
+    assert rows[-1].metadata["awaiting"] == "card1"

@@ -99,3 +99,14 @@ def test_the_default_registry_has_the_cards() -> None:
         "suggest_replies": "action",
         "show": "action",
     }
+
+
+async def test_choose_or_ask_form_with_bad_arguments_answers_the_model_and_does_not_pause() -> None:
+    bad_choose = ("choose", {"question": "Size?", "options": [{"label": "no id"}]}, "c1")
+    bad_form = ("ask_form", {"questions": []}, "f1")
+    h = Harness(tool_step(bad_choose), tool_step(bad_form), text_step("Sorry."), tools=registry())
+    cid = await h.conversation()
+    assert (await h.runtime.run_turn(cid, "book it")).stop_reason == "end_turn"
+    assert not any(isinstance(f, InputRequested) for f in h.bus.frames)
+    results = [r for m in await h.messages(cid) for r in m.tool_results]
+    assert [(r.tool_use_id, r.is_error) for r in results] == [("c1", True), ("f1", True)]

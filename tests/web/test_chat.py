@@ -268,3 +268,28 @@ def test_phone_width_and_dark(browser: Any, site: Site) -> None:
         assert background == "rgb(21, 23, 26)"
     finally:
         context.close()
+
+
+def test_rename_a_conversation(context: Any, site: Site) -> None:
+    cid = site.conversation("Old name")
+    page = context.new_page()
+    page.goto(f"{site.url}/c/{cid}")
+    nav = page.get_by_role("navigation", name="Conversations")
+    nav.get_by_role("button", name="Rename Old name").click()
+    title = nav.get_by_role("textbox", name="New title")
+    expect(title).to_be_focused()
+    title.fill("Trip to Lisbon")
+    title.press("Enter")
+    expect(nav.get_by_role("link", name="Trip to Lisbon")).to_be_visible()
+    expect(nav.get_by_role("link", name="Old name")).to_have_count(0)
+    assert site.api("GET", f"/v1/conversations/{cid}")["title"] == "Trip to Lisbon"
+    page.reload()  # stored, not only shown
+    expect(nav.get_by_role("link", name="Trip to Lisbon")).to_be_visible()
+
+    nav.get_by_role("button", name="Rename Trip to Lisbon").click()
+    title.fill("x" * 501)  # too long: refused by the server, and the refusal shown in place
+    title.press("Enter")
+    expect(nav.get_by_role("alert")).to_contain_text("500")
+    title.press("Escape")
+    expect(nav.get_by_role("link", name="Trip to Lisbon")).to_be_visible()
+    assert site.api("GET", f"/v1/conversations/{cid}")["title"] == "Trip to Lisbon"

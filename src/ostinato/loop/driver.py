@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -21,7 +21,7 @@ from ostinato.agents import AgentConfig
 from ostinato.attachments import placeholder
 from ostinato.bus import Bus
 from ostinato.context.keeper import ContextKeeper
-from ostinato.errors import ContextTooLong, ModelError
+from ostinato.errors import ContextTooLong, ModelError, ToolError
 from ostinato.frames import ErrorFrame, TextDiscarded
 from ostinato.loop.calling import Shown, stream_reply
 from ostinato.loop.decision import (
@@ -274,6 +274,7 @@ class TurnDriver:
                 raise
             return state, await self._fixed_wrap_up(state.stopping or "budget_exhausted", exc)
         state, step = after_reply(state, reply)
+        step = self._unless_unfit(step)
         await self._commit_reply(reply, step)
         return state, step
 
@@ -315,6 +316,21 @@ class TurnDriver:
         if self.route is not None:
             metrics["route"] = self.route
         return metrics
+
+    def _unless_unfit(self, step: NextStep) -> NextStep:
+        """A ``ui`` call whose arguments do not fit its tool's schema pauses nothing: it
+        runs like any other call, so validation answers the model with an error result
+        (invariant 5) instead of a card a person cannot answer."""
+        if not isinstance(step, RunTools) or step.awaiting is None:
+            return step
+        call = next(c for c in step.calls if c.id == step.awaiting)
+        tool = self.catalog.by_name.get(call.name)
+        try:
+            if tool is not None:
+                tool.validate(call.input)
+        except ToolError:
+            return replace(step, awaiting=None)
+        return step
 
     async def _commit_reply(self, reply: ModelReply, step: NextStep) -> None:
         message = reply.message

@@ -88,14 +88,31 @@ class Site:
 
     # --- the API, as another surface (curl) would use it --------------------------------
 
-    def api(self, method: str, path: str, body: Any = None) -> Any:
-        response = httpx.request(method, f"{self.url}{path}", json=body, timeout=60)
+    def api(self, method: str, path: str, body: Any = None, key: str | None = None) -> Any:
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        response = httpx.request(
+            method, f"{self.url}{path}", json=body, headers=headers, timeout=60
+        )
         assert response.status_code < 300, (response.status_code, response.text)
         return response.json() if response.content else None
 
-    def conversation(self, title: str | None = None) -> str:
-        cid: str = self.api("POST", "/v1/conversations", {"title": title} if title else {})["id"]
+    def conversation(self, title: str | None = None, key: str | None = None) -> str:
+        body = {"title": title} if title else {}
+        cid: str = self.api("POST", "/v1/conversations", body, key=key)["id"]
         return cid
+
+    def keys(self, *args: str) -> str:
+        """``ostinato keys ARGS`` on this site's database: what it prints."""
+        argv = [sys.executable, "-m", "ostinato", "keys", *args, "--database-url", self.db]
+        done = subprocess.run(argv, env=self.env, cwd=self.root, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr.decode()
+        return done.stdout.decode()
+
+    def new_key(self, owner: str) -> tuple[str, str]:
+        """A new API key of ``owner``: its id, and the key."""
+        printed = self.keys("create", "--owner", owner, "--name", "browser").split()
+        key = printed[0]
+        return key.split("_")[1], key
 
 
 def fill(db_url: str, size: int, title: str) -> str:

@@ -2,9 +2,11 @@
 // ({"error": {"code", "message"}}); ApiError carries it.
 import type {
   Approval,
+  Caller,
   Conversation,
   QueuedRecord,
   Row,
+  SignInOptions,
   ToolCallRecord,
   TurnRecord,
 } from "./types";
@@ -19,10 +21,24 @@ export class ApiError extends Error {
   }
 }
 
-/** Called when the server answers 401: the page shows the sign-in screen. */
-export const onUnauthorized: { handler: (() => void) | null } = { handler: null };
+/** Called when the server answers 401 (or a stream says the credential ended): the page
+ * shows the sign-in screen, with the server's reason. */
+export const onUnauthorized: { handler: ((message: string) => void) | null } = { handler: null };
 
-async function fail(response: Response): Promise<never> {
+export function signedOut(message: string): void {
+  onUnauthorized.handler?.(message);
+}
+
+/** The CSRF token of a caller whose requests ride a cookie (a session, or an anonymous
+ * owner): sent with every state-changing request. */
+export const csrf: { token: string | null } = { token: null };
+
+function headersFor(method: string, headers: Record<string, string>): Record<string, string> {
+  if (method !== "GET" && csrf.token) headers["x-csrf-token"] = csrf.token;
+  return headers;
+}
+
+async function fail(response: Response, notify = true): Promise<never> {
   let code = "http_" + response.status;
   let message = `the server answered ${response.status}`;
   try {
@@ -34,12 +50,17 @@ async function fail(response: Response): Promise<never> {
   } catch {
     // not JSON: keep the status line
   }
-  if (response.status === 401 && onUnauthorized.handler) onUnauthorized.handler();
+  if (response.status === 401 && notify) signedOut(message);
   throw new ApiError(response.status, code, message);
 }
 
-export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const init: RequestInit = { method, headers: { accept: "application/json" } };
+export async function request<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  notify = true,
+): Promise<T> {
+  const init: RequestInit = { method, headers: headersFor(method, { accept: "application/json" }) };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     (init.headers as Record<string, string>)["content-type"] = "application/json";
@@ -50,7 +71,7 @@ export async function request<T>(method: string, path: string, body?: unknown): 
   } catch {
     throw new ApiError(0, "unreachable", "the server cannot be reached");
   }
-  if (!response.ok) return fail(response);
+  if (!response.ok) return fail(response, notify);
   if (response.status === 204) return undefined as T;
   return (await response.json()) as T;
 }
@@ -58,6 +79,11 @@ export async function request<T>(method: string, path: string, body?: unknown): 
 const base = (id: string) => `/v1/conversations/${encodeURIComponent(id)}`;
 
 export const api = {
+  caller: (notify = true) => request<Caller>("GET", "/v1/caller", undefined, notify),
+  signInOptions: () => request<SignInOptions>("GET", "/v1/session", undefined, false),
+  signIn: (proof: Record<string, string>) =>
+    request<Caller>("POST", "/v1/session", proof, false),
+  signOut: () => request<void>("DELETE", "/v1/session", undefined, false),
   listConversations: (before?: string | null) =>
     request<{ conversations: Conversation[]; next: string | null }>(
       "GET",
@@ -104,7 +130,7 @@ export async function startTurn(
   files: File[] = [],
 ): Promise<string | undefined> {
   const controller = new AbortController();
-  const headers: Record<string, string> = { accept: "text/event-stream" };
+  const headers = headersFor("POST", { accept: "text/event-stream" });
   let payload: BodyInit;
   if (files.length) {
     const form = new FormData();

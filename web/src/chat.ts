@@ -2,7 +2,7 @@
 // `message` frames: one row per seq, so nothing shows twice), and what the live frames
 // add on top of the rows (the streaming text, tool progress, cards and approvals that
 // wait, queued messages, retries, errors). The view reads it; nothing else keeps state.
-import { api } from "./api";
+import { api, signedOut } from "./api";
 import type {
   Approval,
   ConversationState,
@@ -267,6 +267,7 @@ export class Chat {
         return this.onTurnFinished(f);
       case "error":
         if (f.code === "closing" || f.code === "overflow") return; // the stream reconnects
+        if (f.code === "unauthorized") return signedOut(String(f.message)); // key revoked
         this.notices.push({ seq: frame.seq, kind: "error", text: String(f.message) });
         return this.changed();
       default:

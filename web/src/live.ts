@@ -4,6 +4,7 @@
 // server restart, the server closing it), it is opened again after the newest seq the
 // page holds, and what the frames would have told meanwhile (approvals, the state) is
 // read again.
+import { api } from "./api";
 import type { Chat } from "./chat";
 import { FRAME_TYPES, type Frame } from "./types";
 
@@ -52,6 +53,7 @@ export class Live {
       this.source = null;
       chat.setConnected(false);
       if (this.stopped) return;
+      api.caller().catch(() => undefined); // a 401 (signed out elsewhere) shows the sign-in
       const delay = Math.min(MAX_DELAY_MS, 250 * 2 ** this.failures++);
       this.timer = window.setTimeout(() => this.open(), delay);
     };

@@ -2,12 +2,12 @@
 // open one, at `/` (a new conversation) or `/c/<id>`. Served by `ostinato serve`.
 import { render } from "preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { api, onUnauthorized } from "./api";
+import { api } from "./api";
 import { ConversationView } from "./conversation";
 import { Composer } from "./composer";
 import { navigate } from "./nav";
 import { Sidebar } from "./sidebar";
-import { SignIn, useSession } from "./signin";
+import { type Session, SignIn, useSession } from "./signin";
 import "./app.css";
 
 function route(): string | null {
@@ -44,13 +44,28 @@ function NewConversation({ onCreated }: { onCreated: (id: string, text: string, 
   );
 }
 
-function App() {
+function Account({ session }: { session: Session }) {
+  const caller = session.caller;
+  if (caller?.method === "key" || caller?.method === "oidc") {
+    return (
+      <span class="account">
+        <span class="owner" title="Signed in as">{caller.owner}</span>
+        <button class="link" onClick={session.signOut}>Sign out</button>
+      </span>
+    );
+  }
+  if (caller?.anonymous && session.options?.methods.length) {
+    return <button class="link" onClick={session.askToSignIn}>Sign in</button>;
+  }
+  return null;
+}
+
+function App({ session }: { session: Session }) {
   const [current, setCurrent] = useState<string | null>(route());
   const [first, setFirst] = useState<{ id: string; text: string; files: File[] } | null>(null);
   const [listVersion, setListVersion] = useState(0);
   const [navOpen, setNavOpen] = useState(false);
   const [showLookups, setShowLookups] = useState(localStorage.getItem("ostinato.showLookups") === "1");
-  const session = useSession();
 
   useEffect(() => {
     const onPop = () => {
@@ -67,9 +82,6 @@ function App() {
   }, []);
   const refreshList = useCallback(() => setListVersion((v) => v + 1), []);
 
-  if (session.state === "checking") return <p class="loading">Loading…</p>;
-  if (session.state === "signed-out") return <SignIn session={session} />;
-
   const toggleLookups = () => {
     localStorage.setItem("ostinato.showLookups", showLookups ? "0" : "1");
     setShowLookups(!showLookups);
@@ -84,9 +96,7 @@ function App() {
         <label class="toggle">
           <input type="checkbox" checked={showLookups} onChange={toggleLookups} /> Show lookups
         </label>
-        {session.canSignOut && (
-          <button class="link" onClick={session.signOut}>Sign out</button>
-        )}
+        <Account session={session} />
       </header>
       <Sidebar current={current} version={listVersion} onChanged={refreshList} />
       <main>
@@ -112,5 +122,12 @@ function App() {
   );
 }
 
-onUnauthorized.handler = () => dispatchEvent(new Event("ostinato:signed-out"));
-render(<App />, document.getElementById("app")!);
+/** The page: nothing but the sign-in screen until the server knows who this is. */
+function Root() {
+  const session = useSession();
+  if (session.state === "checking") return <p class="loading">Loading…</p>;
+  if (session.state === "signed-out") return <SignIn session={session} />;
+  return <App key={session.epoch} session={session} />;
+}
+
+render(<Root />, document.getElementById("app")!);

@@ -1,28 +1,178 @@
-// Sign-in. In the default mode (no identity) the page just works; when the server
-// answers 401, the page shows this screen instead of anyone's data.
+// Who the page acts for, and signing in and out. At start the page asks `GET /v1/caller`:
+// in the default mode everyone is the local owner and the page just works; with
+// anonymous callers allowed, that first answer gives this browser its own owner. Where
+// the server needs a sign-in, the page shows only this screen (nothing of anyone's data)
+// until a session cookie is set: by an API key given once (`POST /v1/session`), or by the
+// identity provider (oidc.ts). A 401 anywhere, a stream ended because its key was
+// revoked, or signing out in another tab brings the screen back.
 import { useEffect, useState } from "preact/hooks";
+import { ApiError, api, csrf, onUnauthorized } from "./api";
+import { beginSignIn, finishSignIn, returning } from "./oidc";
+import type { Caller, SignInOptions } from "./types";
+
+const SIGNED_OUT = "ostinato.signedOut"; // written on sign-out: other tabs follow
+const NO_COOKIE =
+  "The browser did not keep the sign-in cookie: serve this page over HTTPS " +
+  "(or see cookie_secure in the server's docs/auth.md).";
 
 export interface Session {
   state: "checking" | "signed-in" | "signed-out";
-  canSignOut: boolean;
-  signOut: () => void;
+  caller: Caller | null;
+  epoch: number; // a new one at each sign-in: the page starts afresh
+  notice: string | null; // why the person is asked to sign in
+  options: SignInOptions | null;
+  signInWithKey: (key: string) => Promise<void>;
+  signOut: () => Promise<void>;
+  askToSignIn: () => void;
+  continueAnonymously: () => void;
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }
 
 export function useSession(): Session {
-  const [state, setState] = useState<Session["state"]>("signed-in");
+  const [state, setState] = useState<Session["state"]>("checking");
+  const [caller, setCaller] = useState<Caller | null>(null);
+  const [epoch, setEpoch] = useState(0);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [options, setOptions] = useState<SignInOptions | null>(null);
+
+  const loadOptions = () =>
+    api.signInOptions().then(setOptions, (e) => setNotice(`Cannot reach the server: ${message(e)}`));
+  const adopt = (who: Caller) => {
+    csrf.token = who.csrf_token;
+    setCaller(who);
+    setNotice(null);
+    setState("signed-in");
+    setEpoch((n) => n + 1);
+    if (who.anonymous) loadOptions();
+  };
+  const out = (why: string | null) => {
+    csrf.token = null;
+    setCaller(null);
+    setNotice(why);
+    setState("signed-out");
+    loadOptions();
+  };
+  /** Who the server takes this browser for now (a 401: the sign-in screen). */
+  const check = async () => {
+    try {
+      adopt(await api.caller(false));
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401) out(null);
+      else out(`Cannot reach the server: ${message(e)}`);
+    }
+  };
+  /** A session was just made: keep it only if the browser kept its cookie. */
+  const confirm = async () => {
+    try {
+      adopt(await api.caller(false));
+    } catch (e) {
+      throw new Error(e instanceof ApiError && e.status === 401 ? NO_COOKIE : message(e));
+    }
+  };
+
   useEffect(() => {
-    const out = () => setState("signed-out");
-    addEventListener("ostinato:signed-out", out);
-    return () => removeEventListener("ostinato:signed-out", out);
+    onUnauthorized.handler = (why) => out(why);
+    const onStorage = (e: StorageEvent) => {
+      if (e.key === SIGNED_OUT && e.newValue) out("You signed out in another tab.");
+    };
+    addEventListener("storage", onStorage);
+    if (returning()) {
+      finishSignIn()
+        .then(confirm)
+        .catch((e) => out(message(e)));
+    } else {
+      check();
+    }
+    return () => {
+      onUnauthorized.handler = null;
+      removeEventListener("storage", onStorage);
+    };
   }, []);
-  return { state, canSignOut: false, signOut: () => undefined };
+
+  return {
+    state,
+    caller,
+    epoch,
+    notice,
+    options,
+    signInWithKey: async (key: string) => {
+      await api.signIn({ key });
+      await confirm();
+    },
+    signOut: async () => {
+      await api.signOut().catch(() => undefined);
+      localStorage.setItem(SIGNED_OUT, String(Date.now()));
+      out("You signed out.");
+    },
+    askToSignIn: () => out(null),
+    continueAnonymously: () => {
+      setState("checking");
+      check();
+    },
+  };
 }
 
-export function SignIn(_: { session: Session }) {
+export function SignIn({ session }: { session: Session }) {
+  const [key, setKey] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const options = session.options;
+  const attempt = async (action: () => Promise<void>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await action();
+    } catch (e) {
+      setError(message(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const oidc = options?.oidc ?? null;
   return (
-    <main class="signin">
-      <h1>Sign in</h1>
-      <p>This server needs you to sign in.</p>
+    <main class="signin" aria-labelledby="signin-title">
+      <h1 id="signin-title">Sign in</h1>
+      {session.notice && <p class="note" role="status">{session.notice}</p>}
+      {!options && <p class="loading">Loading…</p>}
+      {options?.methods.includes("keys") && (
+        <form
+          aria-label="Sign in with an API key"
+          onSubmit={(e) => {
+            e.preventDefault();
+            attempt(() => session.signInWithKey(key.trim()));
+          }}
+        >
+          <label for="api-key">API key</label>
+          <input
+            id="api-key"
+            type="password"
+            autocomplete="off"
+            spellcheck={false}
+            value={key}
+            onInput={(e) => setKey((e.target as HTMLInputElement).value)}
+          />
+          <button class="primary" disabled={busy || !key.trim()}>Sign in</button>
+          <p class="hint">
+            The page keeps a session cookie, not the key. <code>ostinato keys create</code> makes one.
+          </p>
+        </form>
+      )}
+      {oidc && (
+        <button class="primary" disabled={busy} onClick={() => attempt(() => beginSignIn(oidc))}>
+          Sign in with {new URL(oidc.authorization_endpoint).host}
+        </button>
+      )}
+      {options?.anonymous && (
+        <button class="link" onClick={session.continueAnonymously}>Continue without signing in</button>
+      )}
+      {options?.problem && <p class="card-error">{options.problem}</p>}
+      {options && !options.methods.length && !options.anonymous && (
+        <p>This server offers no sign-in for the page: its API takes credentials directly.</p>
+      )}
+      {error && <p class="card-error" role="alert">{error}</p>}
     </main>
   );
 }

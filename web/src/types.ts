@@ -105,3 +105,25 @@ export const FRAME_TYPES = [
   "turn.finished",
   "error",
 ] as const;
+
+/** `GET /v1/caller`: who the server takes this page for. */
+export interface Caller {
+  owner: string;
+  method: "local" | "key" | "oidc" | "anonymous";
+  anonymous: boolean;
+  csrf_token: string | null;
+}
+
+/** `GET /v1/session`: the ways to sign in on this server. */
+export interface SignInOptions {
+  methods: Array<"keys" | "oidc">;
+  anonymous: boolean;
+  oidc: {
+    authorization_endpoint: string;
+    client_id: string;
+    redirect_uri: string | null;
+    scope: string;
+    params: Record<string, string>;
+  } | null;
+  problem: string | null;
+}

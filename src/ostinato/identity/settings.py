@@ -82,12 +82,45 @@ class OidcSettings(_Section):
     )
     leeway_s: float = Field(default=30.0, ge=0, le=300, description="Clock skew allowed.")
     jwks_cache_s: float = Field(default=600.0, gt=0, description="Refetch keys this often.")
+    # signing in on the chat page (the authorization code flow with PKCE)
+    client_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The chat page's client id at the issuer; unset: no sign-in on the page.",
+    )
+    client_secret: SecretStr | None = Field(
+        default=None,
+        description="The client's secret, for a confidential client (unset: a public one).",
+    )
+    redirect_uri: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^/?#]+/",
+        description="Where the issuer sends the browser back; unset: the page's "
+        "`<origin>/signin/callback`. Register it with the issuer.",
+    )
+    scopes: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["openid"],
+        min_length=1,
+        description="Scopes the page asks for (comma-separated).",
+    )
+    authorize_params: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra parameters of the authorization request, e.g. Auth0's "
+        "`audience` (a JSON object in the environment).",
+    )
 
     @field_validator("audience", mode="before")
     @classmethod
     def _one_or_more(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _scopes(cls, value: Any) -> Any:
+        if isinstance(value, str):  # OAuth writes them space-separated; commas work too
+            return value.replace(",", " ").split()
         return value
 
     @field_validator("algorithms")
@@ -117,7 +150,17 @@ class AuthSettings(_Section):
         description="Signs cookies and CSRF tokens; the same in every process (unset: a "
         "random one per process).",
     )
-    cookie_secure: bool = Field(default=True, description="Cookies only over HTTPS.")
+    cookie_secure: bool = Field(
+        default=True,
+        description="Cookies marked `Secure` (HTTPS only) except on a loopback address "
+        "over plain HTTP; false: only when the request came over HTTPS.",
+    )
+    session_s: float = Field(
+        default=7 * 86_400,
+        gt=0,
+        le=400 * 86_400,
+        description="How long a sign-in on the chat page lasts (its session cookie).",
+    )
     key_cache_s: float = Field(
         default=1.0, ge=0, le=60, description="How long a key read from the store is trusted."
     )

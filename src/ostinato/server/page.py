@@ -1,7 +1,7 @@
-"""The chat page: ``/`` and ``/c/<id>`` answer the page's HTML, ``/assets/<name>`` its
-script and styles, all from files inside the package (``static/page/``, built from
-``web/`` by ``npm run build`` and committed, so a fresh install has nothing to build and
-the page needs no network).
+"""The chat page: ``/``, ``/c/<id>`` and ``/signin/callback`` answer the page's HTML,
+``/assets/<name>`` its script and styles, all from files inside the package
+(``static/page/``, built from ``web/`` by ``npm run build`` and committed, so a fresh
+install has nothing to build and the page needs no network).
 
 Asset names carry a hash of their content, so they are cached for good; the HTML is
 never cached, so a new build is picked up at the next load. Assets are sent gzipped to
@@ -78,6 +78,13 @@ async def home(request: Request) -> Response:
 async def conversation_page(request: Request, conversation_id: str) -> Response:
     """The chat page, on one conversation (the page reads it through the API, which
     decides who may see it; the HTML itself holds no data)."""
+    return _page(request)
+
+
+@router.get("/signin/callback")
+async def signin_callback(request: Request) -> Response:
+    """The chat page, where an identity provider sends the browser back after a sign-in
+    (the page finishes it with ``POST /v1/session``)."""
     return _page(request)
 
 

@@ -6,8 +6,12 @@ In the order it looks:
 2. ``Authorization: Bearer <credential>``: an API key (``ost_...``, mode ``keys``), an
    anonymous token (``anon....``, with ``allow_anonymous``) or a JWT (mode ``oidc``).
    A credential that is presented and wrong is refused, never treated as absent.
-3. the anonymous cookie (with ``allow_anonymous``).
-4. nothing: with ``allow_anonymous``, a new anonymous owner (its cookie and token go
+3. the session cookie of a sign-in on the chat page (``POST /v1/session``): its API key
+   is read again (so a revoked key ends it), or the owner its token named. A session
+   that has ended is refused (and the browser told to forget it), never treated as
+   absent.
+4. the anonymous cookie (with ``allow_anonymous``).
+5. nothing: with ``allow_anonymous``, a new anonymous owner (its cookie and token go
    back on the response); else refused.
 
 A key read from the store is trusted for ``key_cache_s``; a key revoked here is
@@ -27,7 +31,13 @@ from ostinato.identity.keys import PREFIX, matches, parse_key
 from ostinato.identity.settings import AuthSettings
 from ostinato.redaction import register_secret
 from ostinato.server.auth.caller import LOCAL, Caller
-from ostinato.server.auth.cookies import ANONYMOUS_COOKIE, TOKEN_PREFIX, Cookies
+from ostinato.server.auth.cookies import (
+    ANONYMOUS_COOKIE,
+    SESSION_COOKIE,
+    TOKEN_PREFIX,
+    Cookies,
+    Session,
+)
 from ostinato.server.auth.failures import InvalidToken
 from ostinato.store.accounts import ApiKey
 from ostinato.store.base import Store, utcnow
@@ -36,14 +46,16 @@ if TYPE_CHECKING:
     from ostinato.server.auth.oidc import OidcVerifier
 
 BAD_KEY = "the API key is not valid (unknown, revoked or expired)"
+ENDED = "your session has ended (it expired, or its API key was revoked): sign in again"
 
 
 class Unauthorized(Exception):
-    """No caller could be established: 401, and why."""
+    """No caller could be established: 401, and why (``headers`` go on the answer)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.headers = headers or []
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +76,8 @@ class Authenticator:
         self.store = store
         secret = settings.secret.get_secret_value() if settings.secret else None
         register_secret(secret)  # no error may show it
+        if settings.oidc is not None and settings.oidc.client_secret is not None:
+            register_secret(settings.oidc.client_secret.get_secret_value())
         self.cookies = Cookies(secret, secure=settings.cookie_secure)
         if oidc is None and settings.oidc is not None and "oidc" in settings.methods:
             from ostinato.server.auth.oidc import OidcVerifier  # JWT and HTTP: only here
@@ -84,16 +98,23 @@ class Authenticator:
         presented = _bearer(connection.headers.get("authorization"))
         if presented is not None:
             return Resolution(await self._from_bearer(presented))
+        session = connection.cookies.get(SESSION_COOKIE)
+        if session:
+            return Resolution(await self._from_session(session, connection))
         if self.settings.allow_anonymous:
             cookie = connection.cookies.get(ANONYMOUS_COOKIE)
             owner = self.cookies.anonymous_owner(cookie) if cookie else None
             if owner is not None:
                 return Resolution(Caller(owner, "anonymous", via_cookie=True))
             owner, signed = self.cookies.new_anonymous()
-            return Resolution(
-                Caller(owner, "anonymous"), self.cookies.set_cookie_headers(signed, owner)
-            )
+            secure = self.secure_for(connection)
+            headers = self.cookies.set_cookie_headers(signed, owner, secure=secure)
+            return Resolution(Caller(owner, "anonymous"), headers)
         raise Unauthorized(self._how_to_sign_in())
+
+    def secure_for(self, connection: HTTPConnection) -> bool:
+        """Whether the cookies of an answer to ``connection`` are marked ``Secure``."""
+        return self.cookies.secure_for(connection.url.scheme, connection.headers.get("host"))
 
     def _how_to_sign_in(self) -> str:
         ways = {"keys": "an API key", "oidc": "an access token from the identity provider"}
@@ -127,6 +148,38 @@ class Authenticator:
             raise Unauthorized(BAD_KEY)
         return Caller(key.owner, "key", credential=key.id, expires_at=key.expires_at)
 
+    async def sign_in_with_key(self, credential: str) -> Caller:
+        """The caller an API key proves (``Unauthorized`` if it does not, or if this
+        server takes no keys): the sign-in of ``POST /v1/session``."""
+        if not credential.startswith(PREFIX) or "keys" not in self.settings.methods:
+            raise Unauthorized("this server does not take API keys")
+        return await self._from_key(credential)
+
+    async def _from_session(self, value: str, connection: HTTPConnection) -> Caller:
+        session = self.cookies.session(value)
+        caller = await self._session_caller(session) if session is not None else None
+        if caller is None:
+            forget = self.cookies.end_session_headers(secure=self.secure_for(connection))
+            raise Unauthorized(ENDED, forget)
+        return caller
+
+    async def _session_caller(self, session: Session) -> Caller | None:
+        """The caller of a live session; None when its proof no longer holds."""
+        ends = datetime.fromtimestamp(session.expires_at, UTC)
+        methods = self.settings.methods
+        if session.method == "oidc":
+            if "oidc" not in methods:
+                return None
+            return Caller(session.subject, "oidc", expires_at=ends, via_cookie=True)
+        if "keys" not in methods:
+            return None
+        key = await self._key(session.subject)
+        if key is None or not key.usable(utcnow()):
+            return None
+        if key.expires_at is not None:
+            ends = min(ends, key.expires_at)
+        return Caller(key.owner, "key", credential=key.id, expires_at=ends, via_cookie=True)
+
     async def _key(self, key_id: str, *, fresh: bool = False) -> ApiKey | None:
         cached = self._keys.get(key_id)
         now = time.monotonic()
@@ -145,6 +198,8 @@ class Authenticator:
     async def still_valid(self, caller: Caller) -> bool:
         """Whether the credential ``caller`` came with still holds (open streams ask)."""
         now = utcnow()
+        if caller.expires_at is not None and caller.method != "oidc" and caller.expires_at <= now:
+            return False  # a key, or a session riding one, that has expired
         if caller.method == "key" and caller.credential is not None:
             key = await self._key(caller.credential, fresh=True)
             return key is not None and key.usable(now)

@@ -33,12 +33,14 @@ from ostinato.server.errors import error_response, log
 
 PUBLIC_PATHS = frozenset(
     {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
+    | {"/signin/callback", "/v1/session"}  # signing in: there is no caller yet
 )
 PUBLIC_PREFIXES = ("/c/", "/assets/")  # the chat page: it holds no data, the API decides
 
 
 def is_public(path: str) -> bool:
-    """Paths that answer without a caller: health, the API's docs, the chat page."""
+    """Paths that answer without a caller: health, the API's docs, the chat page and
+    signing in on it."""
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
@@ -90,7 +92,7 @@ class AuthMiddleware:
         try:
             resolution = await self.authenticator.resolve(connection)
         except Unauthorized as exc:
-            await _refuse(scope, receive, send, 401, "unauthorized", exc.message)
+            await _refuse(scope, receive, send, 401, "unauthorized", exc.message, exc.headers)
             return
         except KeysUnavailable as exc:
             log.warning("refused a request: %s", exc)
@@ -138,9 +140,16 @@ def _hostname(host: str | None) -> str:
 
 
 async def _refuse(
-    scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     response = error_response(status, code, message)
+    response.raw_headers.extend(headers or [])
     if status == 401:
         response.headers["www-authenticate"] = "Bearer"
     if scope["type"] == "http":

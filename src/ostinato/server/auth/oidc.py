@@ -51,6 +51,8 @@ class OidcVerifier:
         self._jwks_url = settings.jwks_url
         self._lock = asyncio.Lock()
         self._remembered: OrderedDict[str, Verified] = OrderedDict()
+        self._discovery: dict[str, Any] | None = None
+        self._discovered_at = -float("inf")
 
     async def verify(self, token: str) -> Verified:
         """The owner a valid token names; ``InvalidToken`` or ``KeysUnavailable``."""
@@ -130,18 +132,31 @@ class OidcVerifier:
 
     async def _keys_url(self) -> str:
         if self._jwks_url is None:
-            issuer = self.settings.issuer.rstrip("/")
-            discovery = await self._get(f"{issuer}/.well-known/openid-configuration")
-            url = discovery.get("jwks_uri")
+            url = (await self.discovery()).get("jwks_uri")
             if not isinstance(url, str):
                 raise ValueError("the discovery document has no jwks_uri")
             self._jwks_url = url
         return self._jwks_url
 
-    async def _get(self, url: str) -> dict[str, Any]:
+    async def discovery(self) -> dict[str, Any]:
+        """The issuer's discovery document (``httpx.HTTPError`` or ``ValueError`` when it
+        cannot be read), kept for ``jwks_cache_s``."""
+        now = time.monotonic()
+        if self._discovery is None or now - self._discovered_at > self.settings.jwks_cache_s:
+            issuer = self.settings.issuer.rstrip("/")
+            self._discovery = await self._get(f"{issuer}/.well-known/openid-configuration")
+            self._discovered_at = now
+        return self._discovery
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client that talks to the issuer."""
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=FETCH_TIMEOUT_S)
-        response = await self._client.get(url)
+        return self._client
+
+    async def _get(self, url: str) -> dict[str, Any]:
+        response = await self.client.get(url)
         response.raise_for_status()
         body = response.json()
         if not isinstance(body, dict):

@@ -13,6 +13,7 @@ from ostinato.server.routes import (
     memory_graph,
     messages,
     records,
+    session,
     timeline,
     tools,
     turns,
@@ -22,6 +23,7 @@ from ostinato.server.routes import (
 ROUTERS = (
     health.router,
     caller.router,
+    session.router,
     conversations.router,
     messages.router,
     records.router,

@@ -29,7 +29,7 @@ class CallerOut(BaseModel):
 @router.get("/caller", response_model=CallerOut)
 async def who_am_i(context: Context, caller: CurrentCaller) -> CallerOut:
     """The caller as this request was resolved (see docs/auth.md)."""
-    cookie_based = caller.method == "anonymous"
+    cookie_based = caller.via_cookie or caller.method == "anonymous"  # a session or anonymous
     return CallerOut(
         owner=caller.owner,
         method=caller.method,

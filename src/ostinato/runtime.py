@@ -53,6 +53,7 @@ from ostinato.store.base import (
 )
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.forge.pool import Sandbox
+from ostinato.tools.manage import PROTECTED
 from ostinato.tools.mounting import Mount, Source
 from ostinato.tools.registry import ToolRegistry
 from ostinato.turns import (
@@ -124,7 +125,7 @@ class Runtime:
         self.router = router or Router([Skill(self.agent.name, self.agent)])
         self.models = models
         self.disabled_tools = disabled_tools
-        self.protected_tools = protected_tools
+        self.protected_tools = protected_tools | PROTECTED  # manage_tools, always
         self.history_limit = max(s.agent.history_messages for s in self.router.skills)
         self.after_turn = after_turn
         self.memory: Memory | None = memory

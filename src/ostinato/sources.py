@@ -33,6 +33,7 @@ from ostinato.tools.builtins import default_registry
 from ostinato.tools.fetch import http_fetch_tool
 from ostinato.tools.forge.pool import Sandbox
 from ostinato.tools.forge.tools import forge_tools, forged_source
+from ostinato.tools.manage import manage_tools_tool
 from ostinato.tools.mounting import Source, ToolLister
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def builtin_tools(config: Config, memory: Memory) -> list[Tool]:
         http_fetch_tool(allow_hosts=config.tools.fetch_allow_hosts),
         *memory_tools(memory.store, memory.ranker, capacity=memory.capacity),
         *subagent_tools(),
+        manage_tools_tool(),
     ]
 
 

@@ -83,7 +83,8 @@ async def run_tool(
         arguments = tool.validate(call.input)
     except ToolError as exc:
         return failed(exc.message)
-    if consent is not None and consent.required(tool):
+    quiet = tool.changes is not None and not tool.changes(arguments)
+    if consent is not None and not quiet and consent.required(tool):
         with observe.approval(tool.name) as waiting:
             ending = await consent.ask(turn, call, tool, owner=owner, seq=seq)
             waiting.ending(ending.value)

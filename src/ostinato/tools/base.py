@@ -68,6 +68,9 @@ class Tool:
     # Whether an anonymous caller's turn may run it (``identity.owners.is_anonymous``):
     # None decides by risk (only ``safe`` tools run without an account).
     needs_account: bool | None = None
+    # Whether a call changes anything (None: every call may): a call that does not runs
+    # without asking whatever the risk (``manage_tools`` listing, say).
+    changes: Callable[[JSON], bool] | None = None
 
     @property
     def account_only(self) -> bool:

@@ -56,7 +56,7 @@ def _state(state: SwitchState) -> dict[str, Any]:
 
 
 def _changes(arguments: JSON) -> bool:
-    return arguments.get("action", "list") != "list"
+    return bool(arguments.get("action", "list") != "list")
 
 
 def manage_tools_tool() -> Tool:

@@ -15,7 +15,7 @@ from ostinato.approvals import Ending, refusal
 from ostinato.errors import ToolError
 from ostinato.frames import ToolFinished
 from ostinato.identity.owners import is_anonymous
-from ostinato.messages import ToolUseBlock, tool_result_content
+from ostinato.messages import JSON, ToolUseBlock, tool_result_content
 from ostinato.store.base import ToolCallStatus, Turn
 from ostinato.tools.base import Tool, ToolContext
 from ostinato.tools.registry import ToolCatalog
@@ -56,6 +56,14 @@ class Consent(Protocol):
     ) -> Ending: ...
 
 
+def _asks(consent: Consent, tool: Tool, arguments: JSON) -> bool:
+    """Whether this call needs a person's consent: never for a call that changes nothing
+    (``Tool.changes``), else as the policy says for the tool."""
+    if tool.changes is not None and not tool.changes(arguments):
+        return False
+    return consent.required(tool)
+
+
 async def run_tool(
     call: ToolUseBlock,
     catalog: ToolCatalog,
@@ -83,8 +91,7 @@ async def run_tool(
         arguments = tool.validate(call.input)
     except ToolError as exc:
         return failed(exc.message)
-    quiet = tool.changes is not None and not tool.changes(arguments)
-    if consent is not None and not quiet and consent.required(tool):
+    if consent is not None and _asks(consent, tool, arguments):
         with observe.approval(tool.name) as waiting:
             ending = await consent.ask(turn, call, tool, owner=owner, seq=seq)
             waiting.ending(ending.value)

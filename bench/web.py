@@ -15,9 +15,11 @@ of script compressed.
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -82,6 +84,11 @@ def shipped(browser: object, url: str) -> tuple[int, int]:
     return total, script
 
 
+def bytes_line(browser: object, url: str) -> str:
+    total, script = shipped(browser, url)
+    return f"{'bytes shipped (compressed)':<44} {total:,} B, of which script {script:,} B"
+
+
 def streaming(browser: object, site: Site) -> list[float]:
     cid = site.conversation("stream")
     context = browser.new_context()  # type: ignore[attr-defined]
@@ -109,6 +116,25 @@ def line(name: str, samples: list[float], unit: str = "ms") -> str:
     )
 
 
+def late(samples: list[float]) -> str:
+    over = sum(1 for s in samples if s > 50)
+    return line(f"delta arrival to paint, {DELTAS:,} at 1,000/s", samples) + f"   >50 ms: {over}"
+
+
+def measure(name: str, figure: Callable[[], str]) -> None:
+    """Print one figure; a figure that cannot be measured says why, and the others
+    are still measured."""
+    try:
+        print(figure(), flush=True)
+    except Exception as exc:  # a timeout under load, a page error: report, go on
+        print(f"{name:<44} not measured: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
@@ -129,17 +155,20 @@ def main() -> None:
                 browser = chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 empty = f"{site.url}/c/{empty_id}"
                 long = f"{site.url}/c/{long_id}"
-                print(line("first usable screen, empty", first_screen(browser, empty, None)))
-                print(
-                    line("first usable screen, 2,000 messages", first_screen(browser, long, LAST))
+                print(f"before: {load()}", flush=True)
+                measure(
+                    "first usable screen, empty",
+                    lambda: line("first usable screen, empty", first_screen(browser, empty, None)),
                 )
-                print(
-                    line(f"delta arrival to paint, {DELTAS:,} at 1,000/s", streaming(browser, site))
+                measure(
+                    "first usable screen, 2,000 messages",
+                    lambda: line(
+                        "first usable screen, 2,000 messages", first_screen(browser, long, LAST)
+                    ),
                 )
-                total, script = shipped(browser, empty)
-                print(
-                    f"{'bytes shipped (compressed)':<44} {total:,} B, of which script {script:,} B"
-                )
+                measure("delta arrival to paint", lambda: late(streaming(browser, site)))
+                measure("bytes shipped (compressed)", lambda: bytes_line(browser, empty))
+                print(f"after: {load()}", flush=True)
                 browser.close()
         finally:
             site.stop()

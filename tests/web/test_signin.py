@@ -101,6 +101,8 @@ def test_a_key_signs_in_once_and_signing_out_shows_nothing(context: Any, site: S
 
     page.reload()  # asked once: the cookie signs in again
     expect(page.locator(".msg.assistant", has_text="sent through the session")).to_be_visible()
+    send(page, "/say after a reload")  # the CSRF token is found again
+    expect(page.locator(".msg.assistant", has_text="after a reload")).to_be_visible()
 
     other = context.new_page()
     other.goto(f"{site.url}/c/{cid}")

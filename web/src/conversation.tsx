@@ -125,8 +125,12 @@ export function ConversationView({ id, showLookups, firstMessage, onActivity }: 
   }, [chat]);
 
   const state = chat.state;
+  const lastState = useRef(state);
   useEffect(() => {
-    if (state !== "running") onActivity();
+    // a turn ended here: the list shows its new title and order (not at first: the list
+    // was just read)
+    if (lastState.current !== state && state !== "running") onActivity();
+    lastState.current = state;
   }, [state]);
 
   useEffect(() => {

@@ -11,6 +11,31 @@ import { beginSignIn, finishSignIn, returning } from "./oidc";
 import type { Caller, SignInOptions } from "./types";
 
 const SIGNED_OUT = "ostinato.signedOut"; // written on sign-out: other tabs follow
+const LAST_CALLER = "ostinato.caller"; // who the server took this browser for last time
+
+/** Who the page may take itself for before the server says so: the caller of the last
+ * visit, if it needs no cookie (the default mode) or its cookie is still here (the CSRF
+ * cookie comes and goes with the session's and the anonymous owner's). The page then
+ * starts at once and asks `GET /v1/caller` beside its first requests; a 401 there or on
+ * any request shows the sign-in screen. Without it (a first visit, after signing out)
+ * the page asks first: an anonymous browser must get its cookie before it sends more. */
+function remembered(): Caller | null {
+  let last: Caller | null = null;
+  try {
+    last = JSON.parse(localStorage.getItem(LAST_CALLER) ?? "null") as Caller | null;
+  } catch {
+    return null;
+  }
+  if (!last) return null;
+  if (last.method === "local") return { ...last, csrf_token: null };
+  const token = /(?:^|;\s*)ostinato_csrf=([^;]+)/.exec(document.cookie)?.[1];
+  return token ? { ...last, csrf_token: decodeURIComponent(token) } : null;
+}
+
+function remember(who: Caller | null): void {
+  if (who) localStorage.setItem(LAST_CALLER, JSON.stringify({ ...who, csrf_token: null }));
+  else localStorage.removeItem(LAST_CALLER);
+}
 const NO_COOKIE =
   "The browser did not keep the sign-in cookie: serve this page over HTTPS " +
   "(or see cookie_secure in the server's docs/auth.md).";
@@ -32,24 +57,28 @@ function message(e: unknown): string {
 }
 
 export function useSession(): Session {
-  const [state, setState] = useState<Session["state"]>("checking");
-  const [caller, setCaller] = useState<Caller | null>(null);
+  const [first] = useState(() => (returning() ? null : remembered()));
+  if (first && csrf.token === null) csrf.token = first.csrf_token;
+  const [state, setState] = useState<Session["state"]>(first ? "signed-in" : "checking");
+  const [caller, setCaller] = useState<Caller | null>(first);
   const [epoch, setEpoch] = useState(0);
   const [notice, setNotice] = useState<string | null>(null);
   const [options, setOptions] = useState<SignInOptions | null>(null);
 
   const loadOptions = () =>
     api.signInOptions().then(setOptions, (e) => setNotice(`Cannot reach the server: ${message(e)}`));
-  const adopt = (who: Caller) => {
+  const adopt = (who: Caller, same = false) => {
     csrf.token = who.csrf_token;
+    remember(who);
     setCaller(who);
     setNotice(null);
     setState("signed-in");
-    setEpoch((n) => n + 1);
+    if (!same) setEpoch((n) => n + 1); // someone else: the page starts afresh
     if (who.anonymous) loadOptions();
   };
   const out = (why: string | null) => {
     csrf.token = null;
+    remember(null);
     setCaller(null);
     setNotice(why);
     setState("signed-out");
@@ -58,7 +87,8 @@ export function useSession(): Session {
   /** Who the server takes this browser for now (a 401: the sign-in screen). */
   const check = async () => {
     try {
-      adopt(await api.caller(false));
+      const who = await api.caller(false);
+      adopt(who, first !== null && who.owner === first.owner && who.method === first.method);
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) out(null);
       else out(`Cannot reach the server: ${message(e)}`);
@@ -67,7 +97,7 @@ export function useSession(): Session {
   /** A session was just made: keep it only if the browser kept its cookie. */
   const confirm = async () => {
     try {
-      adopt(await api.caller(false));
+      adopt(await api.caller(false), false);
     } catch (e) {
       throw new Error(e instanceof ApiError && e.status === 401 ? NO_COOKIE : message(e));
     }

@@ -28,7 +28,7 @@ from tests.e2e import fake_model
 from tests.web.provider import PageChat
 from tests.web.site import CHROMIUM, CHROMIUM_ARGS, Site, fill
 
-RUNS = 5
+RUNS = 10
 LAST = "message 1999:"
 DELTAS = 3_000  # at 1,000 a second
 

@@ -112,6 +112,17 @@ async def test_revoking_the_key_ends_its_session_at_once(runtime: Runtime) -> No
     await app.state.ostinato.aclose()
 
 
+async def test_another_sites_page_cannot_sign_in_or_out(runtime: Runtime) -> None:
+    _, key = await create_key(runtime.store, "ann", "laptop")
+    app = keys_app(runtime)
+    async with browser(app) as page:
+        evil = {"origin": "https://evil.example"}
+        refused = await page.post("/v1/session", json={"key": key}, headers=evil)
+        assert refused.status_code == 403 and SESSION_COOKIE not in set_cookies(refused)
+        assert (await page.delete("/v1/session", headers=evil)).status_code == 403
+    await app.state.ostinato.aclose()
+
+
 async def test_signing_out_forgets_the_session(runtime: Runtime) -> None:
     _, key = await create_key(runtime.store, "ann", "laptop")
     app = keys_app(runtime)

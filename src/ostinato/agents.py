@@ -23,6 +23,7 @@ class AgentConfig:
     history_messages: int = 40  # stored rows read into a request, at most
     history_tokens: int | None = None  # and at most this many tokens of them (None: no cap)
     heartbeat_interval: float = 5.0  # seconds of silence from a tool before a heartbeat
+    request_instructions: bool = False  # a request may add to the system prompt
 
     def __post_init__(self) -> None:
         if self.max_model_calls < 1:

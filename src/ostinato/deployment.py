@@ -103,6 +103,7 @@ def _skill(agent: AgentSection, config: Config, policy: ApprovalPolicy) -> Skill
         max_model_calls=agent.max_model_calls,
         tools=tuple(agent.tools) if agent.tools is not None else None,
         history_messages=agent.history_messages,
+        request_instructions=agent.request_instructions,
     )
     approvals = (
         ApprovalPolicy(frozenset(agent.ask_for), policy.timeout)

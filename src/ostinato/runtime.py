@@ -36,7 +36,7 @@ from ostinato.loop.setup import (
     waiting_answers,
 )
 from ostinato.memory.facts import Memory
-from ostinato.messages import JSON, Message, TextBlock
+from ostinato.messages import JSON, Message
 from ostinato.models.base import Model
 from ostinato.recovery import recover
 from ostinato.skills import Router, Skill
@@ -64,6 +64,7 @@ from ostinato.turns import (
     Submission,
     TurnHandle,
     Workers,
+    user_message,
 )
 
 ModelChoice = Model | Callable[[Conversation], Model]
@@ -189,6 +190,11 @@ class Runtime:
             raise NotFound(f"no conversation with id {conversation_id!r}")
         return found
 
+    def running(self, conversation_id: str) -> TurnHandle | None:
+        """The turn running in this conversation in this process, if one is."""
+        current = getattr(self._workers.get(conversation_id), "current", None)
+        return current if current is not None and not current.task.done() else None
+
     def busy(self, conversation_id: str) -> bool:
         """Whether a turn runs (or waits to) in this conversation, in this process."""
         return self._workers.busy(conversation_id)
@@ -203,24 +209,22 @@ class Runtime:
         client_message_id: str | None = None,
         policy: Policy = "queue",
         model: Model | None = None,
+        skill: str | None = None,
+        instructions: str | None = None,
     ) -> Submission:
         """Accept a user message. Returns once it is stored or its turn has begun;
-        ``await submission.handle()`` gives the turn when it starts."""
-        if isinstance(message, str):
-            message = Message(role="user", blocks=(TextBlock(message),))
-        if message.role != "user" or not message.blocks:
-            raise InvalidRequest("a turn starts with a non-empty user message")
-        if client_message_id:
-            message = Message(
-                "user",
-                message.blocks,
-                message.hidden,
-                {**message.metadata, "client_message_id": client_message_id},
-            )
+        ``await submission.handle()`` gives the turn when it starts. ``skill`` names the
+        agent that answers (``NotFound`` for an unknown one) instead of the router's pick;
+        ``instructions`` are added to its system prompt if the agent allows it (not kept
+        for a message that waits across a restart)."""
+        if skill is not None and self.router.get(skill) is None:
+            raise NotFound(f"no agent named {skill!r}")
+        message = user_message(message, client_message_id)
         await self.conversation(conversation_id)
         worker = self._workers.get(conversation_id)
         if worker is None or worker.idle:
-            submission = Submission(NewMessage(message, client_message_id), model)
+            new = NewMessage(message, client_message_id, None, skill, instructions)
+            submission = Submission(new, model)
             self._workers.add(conversation_id, submission)
             await asyncio.wait([submission.started])
             return submission
@@ -231,7 +235,9 @@ class Runtime:
             Enqueue(QueuedInput(new_id(), conversation_id, message, utcnow(), client_message_id))
         )
         observe.queued(1)
-        submission = Submission(NewMessage(message, client_message_id, queued), model)
+        submission = Submission(
+            NewMessage(message, client_message_id, queued, skill, instructions), model
+        )
         self._workers.add(conversation_id, submission)
         current = worker.current
         self.bus.publish(
@@ -410,6 +416,8 @@ class Runtime:
                         message,
                         queued=queued,
                         client_message_id=client_id,
+                        skill=submission.input.skill,
+                        instructions=submission.input.instructions,
                     )
                 case CardAnswer(tool_use_id=tool_use_id, result=result):
                     opening = open_with_card_answer(

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from ostinato.approvals import Approval
+from ostinato.errors import InvalidRequest
 from ostinato.loop.driver import TurnResult
-from ostinato.messages import JSON, Message
+from ostinato.messages import JSON, Message, TextBlock
 from ostinato.models.base import Model
 from ostinato.store.base import QueuedInput, Turn
 
@@ -50,6 +51,20 @@ class NewMessage:
     message: Message
     client_message_id: str | None = None
     queued: QueuedInput | None = None  # set when it waited in the store's queue
+    skill: str | None = None  # the agent the request named (instead of the router's pick)
+    instructions: str | None = None  # the request's addition to the system prompt
+
+
+def user_message(message: Message | str, client_message_id: str | None) -> Message:
+    """A user message as a turn starts with it (``client_message_id`` in its metadata)."""
+    if isinstance(message, str):
+        message = Message(role="user", blocks=(TextBlock(message),))
+    if message.role != "user" or not message.blocks:
+        raise InvalidRequest("a turn starts with a non-empty user message")
+    if not client_message_id:
+        return message
+    metadata = {**message.metadata, "client_message_id": client_message_id}
+    return Message("user", message.blocks, message.hidden, metadata)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ def test_every_short_name_is_kept() -> None:
     assert names == {
         "OSTINATO_DATABASE_URL",
         "OSTINATO_DATA_DIR",
+        "OSTINATO_URL",
+        "OSTINATO_KEY",
         "OSTINATO_ALLOWED_ORIGINS",
         "OSTINATO_MODEL",
         "OSTINATO_TIER_",

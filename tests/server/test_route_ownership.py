@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 
 from ostinato.approvals import Approval, Grant, arguments_hash
 from ostinato.ids import new_id
+from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.server.auth.middleware import is_public
 from ostinato.store.base import CreateApproval, CreateGrant, StartTurn, Turn, utcnow
 from tests.server.conftest import Callers
@@ -45,6 +46,10 @@ BODIES: dict[tuple[str, str], Any] = {
         "description": "Bob's tool.",
         "parameters": {"type": "object"},
         "code": "() => 'bob'",
+    },
+    ("POST", "/v1/chat/completions"): {
+        "model": "ostinato",
+        "messages": [{"role": "user", "content": "hello"}],
     },
 }
 FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
@@ -131,7 +136,10 @@ async def _ask(
     return response.status_code, response.json() if response.content else None
 
 
-async def test_every_route_keeps_anns_things_from_bob(callers: Callers) -> None:
+async def test_every_route_keeps_anns_things_from_bob(
+    callers: Callers, model: ScriptedModel
+) -> None:
+    model.add(text_step("hello bob"))  # bob's own completion (a new conversation)
     things = await _anns_things(callers)
     missing = {name: new_id() for name in things if name not in ("name", "forged")} | {
         "name": "clock",
@@ -156,6 +164,27 @@ async def test_every_route_keeps_anns_things_from_bob(callers: Callers) -> None:
         for name, value in missing.items():
             expected = expected.replace(value, things[name])
         assert str(body) == expected, (method, template)
+
+
+async def test_a_completion_naming_anns_conversation_answers_bob_as_a_missing_one(
+    callers: Callers,
+) -> None:
+    things = await _anns_things(callers)
+    body = BODIES[("POST", "/v1/chat/completions")]
+    answers = []
+    for cid in (things["conversation_id"], new_id()):
+        for way in (
+            {"headers": {"x-ostinato-conversation-id": cid}},
+            {"extra": {"conversation_id": cid}},
+        ):
+            response = await callers.bob.post(
+                "/v1/chat/completions",
+                json={**body, **way.get("extra", {})},
+                headers=way.get("headers"),
+            )
+            assert response.status_code == 404
+            answers.append(response.json()["error"]["message"].replace(cid, "ID"))
+    assert len(set(answers)) == 1
 
 
 async def test_every_route_but_the_public_ones_needs_credentials(callers: Callers) -> None:

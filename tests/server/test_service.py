@@ -40,11 +40,23 @@ async def test_healthz_and_models(client: httpx.AsyncClient) -> None:
         "object": "list",
         "data": [
             {
+                "id": "ostinato",
+                "object": "model",
+                "owned_by": "ostinato",
+                "ostinato": {"agent": "default", "default": True},
+            },
+            {
+                "id": "default",
+                "object": "model",
+                "owned_by": "ostinato",
+                "ostinato": {"agent": "default", "persona": None, "description": ""},
+            },
+            {
                 "id": "scripted:model",
                 "object": "model",
                 "owned_by": "scripted",
                 "ostinato": {"default": True},
-            }
+            },
         ],
     }
 
@@ -132,8 +144,9 @@ async def test_models_lists_each_model_once_with_the_tiers_it_serves(runtime: Ru
     app = create_app(runtime, model_name="offline:ostinato", models=listing)
     async with _client(app) as client:
         models = (await client.get("/v1/models")).json()
-    assert [m["id"] for m in models["data"]] == ["offline:ostinato", "openai-chat:m"]
-    first, second = models["data"]
+    ids = [m["id"] for m in models["data"]]
+    assert ids == ["ostinato", "default", "offline:ostinato", "openai-chat:m"]
+    first, second = models["data"][2:]
     assert first["ostinato"] == {
         "default": True,
         "reason": "nothing else answers",

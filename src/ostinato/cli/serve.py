@@ -40,6 +40,7 @@ from ostinato.models.choice import (
     select_model,
 )
 from ostinato.server import BodyLimits, ModelChooser, create_app, end_streams
+from ostinato.server.surfaces import surfaces_of
 from ostinato.store import describe_url, open_store
 
 GRACE_S = 10  # how long a shutdown waits for requests (a JSON turn) before cancelling
@@ -104,6 +105,18 @@ async def setup_model(config: Config, env: Mapping[str, str] | None = None) -> M
         allow_base_url=config.models.allow_caller_base_url,
         settings=settings,
     )
+
+
+def resolver(deployment: Deployment) -> Callable[[str], Model]:
+    """The deployment's models by tier or id, a model it cannot build a client error."""
+
+    def resolve(name: str) -> Model:
+        try:
+            return deployment.models(name)
+        except ModelError as exc:
+            raise InvalidRequest(f"cannot use model {name!r}: {exc.message}") from exc
+
+    return resolve
 
 
 def data_dir_of(config: Config) -> Path:
@@ -183,6 +196,8 @@ async def serve(
         limits=limits,
         auth=config.auth,
         hosts=allowed_hosts(config.auth, config.server.host, dangerously_public=dangerously_public),
+        surfaces=surfaces_of(config.agents, config.default_agent().id),
+        resolve_model=resolver(deployment),
     )
     uvicorn_config = uvicorn.Config(
         app,

@@ -1,5 +1,6 @@
 """The sections of the configuration: ``[server]``, ``[models]``, ``[approvals]``,
-``[memory]``, ``[guidelines]`` and ``[[agents]]`` (``[tools]`` is in ``config.tools``).
+``[memory]``, ``[guidelines]``, ``[[agents]]`` and ``[client]`` (``[tools]`` is in
+``config.tools``).
 
 Every field is one setting: its ``description`` is what the generated table in
 ``docs/configuration.md`` says about it, and ``short_env("OSTINATO_X")`` names an older
@@ -194,6 +195,48 @@ class GuidelinesSection(Section):
     )
 
 
+class FilterSettings(Section):
+    """What a surface shows of an agent's replies (``ostinato.filters``); unset: as the
+    level above says (the agent's ``[agents.filters]``, else off)."""
+
+    strip_tool_syntax: bool | None = Field(
+        default=None, description="Remove tool calls the model wrote as text."
+    )
+    strip_json_fences: bool | None = Field(
+        default=None, description="Show a JSON-only reply without its code fence."
+    )
+    drop_phrases: list[str] | None = Field(
+        default=None, description="Phrases removed wherever they occur (ignoring case)."
+    )
+    shorten_urls: bool | None = Field(
+        default=None, description="Show a bare URL as its host (for voice)."
+    )
+
+
+class AgentFilters(FilterSettings):
+    openai: FilterSettings = Field(
+        default_factory=FilterSettings,
+        description="Over the agent's filters, on the OpenAI-compatible endpoint.",
+    )
+    ai_sdk: FilterSettings = Field(
+        default_factory=FilterSettings,
+        description="Over the agent's filters, on the AI SDK stream.",
+    )
+
+
+class CompletionsSettings(Section):
+    policy: Literal["supersede", "queue", "reject"] = Field(
+        default="supersede",
+        description="A message that arrives on `/v1/chat/completions` while a turn runs: "
+        "cancel that turn (`supersede`), wait for it (`queue`), or answer 409 (`reject`).",
+    )
+    progress: bool = Field(
+        default=False,
+        description="Describe tool steps as `reasoning_content` deltas (a request can ask "
+        "with `X-Ostinato-Progress: true`).",
+    )
+
+
 class AgentSection(Section):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="The skill's id.")
     persona: str | None = Field(default=None, description="The name it answers to.")
@@ -207,6 +250,34 @@ class AgentSection(Section):
     )
     default: bool = Field(default=False, description="The skill when nothing else is chosen.")
     history_messages: int = Field(default=40, ge=1, description="Stored rows per request.")
+    request_instructions: bool = Field(
+        default=False,
+        description="A request may add to the system prompt (`instructions`; system "
+        "messages on `/v1/chat/completions`); unset, they are ignored.",
+    )
+    filters: AgentFilters = Field(
+        default_factory=AgentFilters, description="What surfaces show of its replies."
+    )
+    completions: CompletionsSettings = Field(
+        default_factory=CompletionsSettings,
+        description="How `/v1/chat/completions` runs its turns.",
+    )
+
+
+class ClientSection(Section):
+    """``ostinato chat``: the server it talks to and the key it sends."""
+
+    url: str = Field(
+        default="http://127.0.0.1:8000",
+        description="The server `ostinato chat` talks to (`--url`).",
+        json_schema_extra=short_env("OSTINATO_URL"),
+    )
+    key: SecretStr | None = Field(
+        default=None,
+        description="The API key `ostinato chat` sends as its bearer credential (`--key`), "
+        "for a server in auth mode `keys`.",
+        json_schema_extra=short_env("OSTINATO_KEY"),
+    )
 
 
 def guidelines_for(prompt: str, rules: list[str]) -> str:

@@ -62,6 +62,7 @@ from ostinato.config.observability import ObservabilitySection
 from ostinato.config.sections import (
     AgentSection,
     ApprovalsSection,
+    ClientSection,
     GuidelinesSection,
     MemorySection,
     ModelsSection,
@@ -101,6 +102,7 @@ class Config(BaseSettings):
     agents: list[AgentSection] = Field(default_factory=list)
     tools: ToolsSection = Field(default_factory=ToolsSection)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    client: ClientSection = Field(default_factory=ClientSection)
     observability: ObservabilitySection = Field(default_factory=ObservabilitySection)
 
     @classmethod

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from ostinato import observe
+from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, outside_content
 from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
 from ostinato.attachments import files_of
@@ -125,6 +126,7 @@ class Opening:
     seeds: list[ToolUseBlock] = field(default_factory=list)
     files: dict[str, FileBlock] = field(default_factory=dict)
     client_message_id: str | None = None
+    instructions: str | None = None  # added to the skill's system prompt (it allows it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,12 +151,17 @@ async def open_with_message(
     *,
     queued: QueuedInput | None = None,
     client_message_id: str | None = None,
+    skill: str | None = None,
+    instructions: str | None = None,
 ) -> Opening:
-    """A user message: routed to a skill; what the conversation waited on is answered
-    (the user moved on); the turn-zero seed calls are worked out."""
-    route = await parts.router.route(
-        message.text, sticky_persona=conversation.persona or sticky_persona(history)
-    )
+    """A user message: routed to a skill (the one the request named, if it did); what the
+    conversation waited on is answered (the user moved on); the turn-zero seed calls are
+    worked out. The request's ``instructions`` are kept only if the skill allows them."""
+    route = await _route(parts.router, conversation, history, message, skill)
+    if instructions is not None:
+        allowed = route.skill.agent.request_instructions
+        route = replace(route, detail={**route.detail, "instructions": allowed})
+        instructions = instructions if allowed else None
     files = files_of(message)
     seeds = seed_calls(message, files, recall=parts.seed_recall)
     pending = await pending_approvals(parts.store, conversation.id, history)
@@ -167,7 +174,28 @@ async def open_with_message(
         ops.append(TakeQueued(queued.id))
         observe.queued(-1)
     return Opening(
-        "user", route, ops, seeds=seeds, files=files, client_message_id=client_message_id
+        "user",
+        route,
+        ops,
+        seeds=seeds,
+        files=files,
+        client_message_id=client_message_id,
+        instructions=instructions,
+    )
+
+
+async def _route(
+    router: Router,
+    conversation: Conversation,
+    history: list[Message],
+    message: Message,
+    skill: str | None,
+) -> Route:
+    named = router.get(skill)
+    if named is not None:
+        return Route(named, "requested")
+    return await router.route(
+        message.text, sticky_persona=conversation.persona or sticky_persona(history)
     )
 
 
@@ -247,7 +275,7 @@ async def begin(
         bus=parts.bus,
         model=model,
         catalog=catalog,
-        settings=skill.agent,
+        settings=with_instructions(skill.agent, opening.instructions),
         turn=turn,
         history=history,
         turn_rows=len(stored),
@@ -268,6 +296,14 @@ async def begin(
     if parts.after_turn is not None and user is not None:
         task.add_done_callback(lambda done: _after(parts, done, conversation, user, consent))
     return Begun(turn, tuple(stored), task, lambda: driver.seq)
+
+
+def with_instructions(agent: AgentConfig, instructions: str | None) -> AgentConfig:
+    """The agent's settings with a request's addition after its system prompt."""
+    if not instructions or not instructions.strip():
+        return agent
+    prompt = f"{agent.system_prompt.rstrip()}\n\n{instructions.strip()}"
+    return replace(agent, system_prompt=prompt)
 
 
 async def _tools(

@@ -19,16 +19,17 @@ from ostinato.identity.limits import Limiter
 from ostinato.identity.settings import AuthSettings
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
-from ostinato.server import page
+from ostinato.server import openai_compat, page
 from ostinato.server.apidocs import install_docs
 from ostinato.server.auth.authenticator import Authenticator
 from ostinato.server.auth.guard import StreamGuard
 from ostinato.server.auth.middleware import install_identity
-from ostinato.server.context import ModelChooser, ServerContext
+from ostinato.server.context import ModelChooser, ModelResolver, ServerContext
 from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.limits import BodyLimit, BodyLimits
 from ostinato.server.routes import ROUTERS
 from ostinato.server.sse import PING_INTERVAL
+from ostinato.server.surfaces import Surfaces
 
 DESCRIPTION = (
     "Run LLM agents as chat conversations. A user message starts a turn; its frames stream "
@@ -48,6 +49,8 @@ def create_app(
     limits: BodyLimits | None = None,
     auth: AuthSettings | Authenticator | None = None,
     hosts: Iterable[str] | None = None,
+    surfaces: Surfaces | None = None,
+    resolve_model: ModelResolver | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``.
 
@@ -60,21 +63,16 @@ def create_app(
     request bodies by kind (``ostinato.server.limits``; ``None``: the defaults). The
     allowed origins are also the ones CORS lets in (CORS is off without any). ``auth``
     says who may call (``server.auth``; default: mode ``none``); ``hosts``, when given,
-    are the only ``Host`` names the server answers to.
+    are the only ``Host`` names the server answers to. ``surfaces``: the agents'
+    settings on other protocols; ``resolve_model``: a tier or model id to a model.
     """
     limits = limits or BodyLimits()
     if not isinstance(auth, Authenticator):
         auth = Authenticator(auth or AuthSettings(), runtime.store)
     owner_limits = Limiter(runtime.store, auth.settings.limits, enabled=auth.settings.limits_on)
+    streams = StreamGuard(auth, owner_limits, auth.settings.stream_recheck_s)
     browsers = origins(allowed_origins)
-    app = FastAPI(
-        title="ostinato",
-        version=getattr(ostinato, "__version__", "0"),
-        description=DESCRIPTION,
-        lifespan=_lifespan(runtime),
-        docs_url=None,  # served by install_docs, from local files
-        redoc_url=None,
-    )
+    app = _fastapi(runtime)
     app.state.ostinato = ServerContext(
         runtime=runtime,
         model_name=model_name,
@@ -86,16 +84,34 @@ def create_app(
         limits=limits,
         auth=auth,
         owner_limits=owner_limits,
-        streams=StreamGuard(auth, owner_limits, auth.settings.stream_recheck_s),
+        streams=streams,
+        surfaces=surfaces or Surfaces(),
+        resolve_model=resolve_model,
     )
     app.add_middleware(BodyLimit, limits=limits)
     install_error_handlers(app)
-    for router in ROUTERS:
-        app.include_router(router)
-    app.include_router(page.router)  # the chat page at / and /c/<id>
+    _include_routes(app)
     install_docs(app)  # the OpenAPI document, and /docs showing it
     install_identity(app, auth, browsers, hosts)  # last, so it runs first
     return app
+
+
+def _fastapi(runtime: Runtime) -> FastAPI:
+    return FastAPI(
+        title="ostinato",
+        version=getattr(ostinato, "__version__", "0"),
+        description=DESCRIPTION,
+        lifespan=_lifespan(runtime),
+        docs_url=None,  # served by install_docs, from local files
+        redoc_url=None,
+    )
+
+
+def _include_routes(app: FastAPI) -> None:
+    for router in ROUTERS:
+        app.include_router(router)
+    app.include_router(openai_compat.router)  # POST /v1/chat/completions
+    app.include_router(page.router)  # the chat page at / and /c/<id>
 
 
 def _lifespan(runtime: Runtime) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

@@ -22,7 +22,10 @@ from ostinato.server.auth.authenticator import Authenticator
 from ostinato.server.auth.guard import StreamGuard, StreamTicket
 from ostinato.server.limits import BodyLimits
 from ostinato.server.streams import Live
+from ostinato.server.surfaces import Surfaces
 
+ModelResolver = Callable[[str], Model]
+"""A tier or ``provider:model`` id to a model (``InvalidRequest`` when it cannot be)."""
 ModelChooser = Callable[[Request], Model | None]
 """Picks the model for one request (e.g. from ``x-ostinato-model-*`` headers); ``None``
 means the runtime's default. It may raise a ``ClientError`` for a bad choice."""
@@ -42,6 +45,8 @@ class ServerContext:
     auth: Authenticator = field(kw_only=True)  # who may call (server.auth)
     owner_limits: Limiter = field(kw_only=True)  # what each owner may do
     streams: StreamGuard = field(kw_only=True)  # open streams, closed when revoked
+    surfaces: Surfaces = field(kw_only=True, default_factory=Surfaces)  # per-agent settings
+    resolve_model: ModelResolver | None = field(kw_only=True, default=None)
 
     @property
     def live(self) -> Live:

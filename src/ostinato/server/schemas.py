@@ -134,7 +134,7 @@ class ToolResponse(BaseModel):
     result: Any = Field(description="Any JSON: the card's answer, as the tool's result.")
 
 
-_WITH_TOOL_RESPONSE = ("text", "client_message_id", "policy")  # none of these with a card
+_WITH_TOOL_RESPONSE = ("text", "client_message_id", "policy", "agent", "instructions")
 
 
 class TurnRequest(BaseModel):
@@ -164,6 +164,18 @@ class TurnRequest(BaseModel):
     )
     client_message_id: PlainText | None = _CLIENT_MESSAGE_ID
     policy: Policy = _POLICY
+    agent: PlainText | None = Field(
+        default=None,
+        max_length=200,
+        description="The agent (skill id or persona) that answers, instead of the "
+        "router's pick; an unknown one is a 404.",
+    )
+    instructions: PlainText | None = Field(
+        default=None,
+        max_length=20_000,
+        description="Added to the agent's system prompt for this turn, if the agent's "
+        "`request_instructions` allows it (else ignored).",
+    )
     cancel_on_disconnect: StrictBool = Field(
         default=False,
         description="With `Accept: text/event-stream`: cancel this turn when the client "
@@ -184,7 +196,7 @@ class TurnRequest(BaseModel):
         if self.text is not None and self.tool_response is not None:
             raise ValueError("send either text or tool_response, not both")
         if self.tool_response is not None:
-            for name in ("client_message_id", "policy"):
+            for name in ("client_message_id", "policy", "agent", "instructions"):
                 if name in self.model_fields_set:
                     raise ValueError(f"{name} goes with text, not with tool_response")
         return self

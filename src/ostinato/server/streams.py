@@ -157,6 +157,31 @@ async def turn_frames(
         yield ErrorFrame(run_id=run_id or "", seq=seq, code=ended.code, message=ended.message)
 
 
+async def run_frames(
+    subscription: Subscription, live: Live, run_id: str | None = None
+) -> AsyncGenerator[Frame | None, None]:
+    """The frames of one run that is already going (``None``: the first run seen), up to
+    its ``turn.finished``: what a decision on a waiting approval continues."""
+    seq = 0
+    try:
+        async with aclosing(_frames(subscription, live)) as frames:
+            async for frame in frames:
+                if frame is None:
+                    yield None
+                    continue
+                seq = frame.seq
+                if run_id is None and frame.run_id:
+                    run_id = frame.run_id
+                if frame.run_id == run_id:
+                    yield frame
+                    if isinstance(frame, TurnFinished):
+                        return
+    except BacklogOverflow:
+        yield ErrorFrame(run_id=run_id or "", seq=seq, code="overflow", message=OVERFLOW)
+    except _Closing as ended:
+        yield ErrorFrame(run_id=run_id or "", seq=seq, code=ended.code, message=ended.message)
+
+
 class _NotBegun(Exception):
     def __init__(self, frame: ErrorFrame) -> None:
         super().__init__(frame.message)

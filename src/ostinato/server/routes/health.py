@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ostinato.server.context import Context
+from ostinato.server.context import Context, ServerContext
 
 router = APIRouter(tags=["service"])
 log = logging.getLogger("ostinato.server")
@@ -24,13 +24,16 @@ class Health(BaseModel):
 class ModelOut(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    id: str = Field(description="A `provider:model` id.")
+    id: str = Field(
+        description="An agent (`ostinato` is the default one) or a `provider:model` id."
+    )
     object: Literal["model"] = "model"
     owned_by: str
     ostinato: dict[str, Any] = Field(
         default_factory=dict,
-        description="`default` and its `reason` for the default model; `tiers`: the tiers "
-        "it serves.",
+        description="For an agent: `agent` (its skill id), `persona`, `description`. For a "
+        "model: `default` and its `reason` for the default model; `tiers`: the tiers it "
+        "serves.",
     )
 
 
@@ -74,8 +77,33 @@ async def healthz(context: Context) -> Health | JSONResponse:
 
 @router.get("/v1/models", response_model=ModelList)
 async def list_models(context: Context) -> ModelList:
-    """The model that answers turns unless a request picks another, then the models the
-    tiers resolve to; each model once, with the tiers it serves."""
-    if context.models is not None:
-        return ModelList.merged(context.models)
-    return ModelList.of_default(context.model_name)
+    """The agents first (`ostinato`, the default agent, then each agent by id: what
+    `/v1/chat/completions` takes as `model`), then the model that answers turns unless a
+    request picks another, then the models the tiers resolve to; each model once, with the
+    tiers it serves."""
+    listing = (
+        ModelList.merged(context.models)
+        if context.models is not None
+        else ModelList.of_default(context.model_name)
+    )
+    return ModelList(data=[*_agents(context), *listing.data])
+
+
+def _agents(context: ServerContext) -> list[ModelOut]:
+    router = context.runtime.router
+    default = ModelOut(
+        id="ostinato", owned_by="ostinato", ostinato={"agent": router.default.id, "default": True}
+    )
+    return [default] + [
+        ModelOut(
+            id=skill.id,
+            owned_by="ostinato",
+            ostinato={
+                "agent": skill.id,
+                "persona": skill.persona,
+                "description": skill.description,
+            },
+        )
+        for skill in router.skills
+        if skill.id != "ostinato"
+    ]

@@ -214,6 +214,8 @@ async def begin(
         client_message_id=body.client_message_id,
         policy=body.policy,
         model=model,
+        skill=body.agent,
+        instructions=body.instructions,
     )
     if submission.queued is None:
         await submission.handle()  # raises what kept it from starting

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 import pytest
 import uvicorn
 
+from ostinato.identity.keys import create_key
+from ostinato.identity.settings import AuthSettings
 from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
@@ -21,13 +24,25 @@ class LiveServer:
     url: str
     runtime: Runtime
     model: ScriptedModel
+    key: str | None = None  # ann's API key, on a server in auth mode keys
 
 
 @pytest.fixture
 def live_server() -> Iterator[LiveServer]:
+    yield from serving()
+
+
+@pytest.fixture
+def keyed_server() -> Iterator[LiveServer]:
+    """A live server in auth mode ``keys``."""
+    yield from serving(AuthSettings(mode="keys", key_cache_s=0))
+
+
+def serving(auth: AuthSettings | None = None) -> Iterator[LiveServer]:
     model = ScriptedModel()
     runtime = Runtime(MemoryStore(), model=model)
-    app = create_app(runtime, model_name=model.name, store_name="memory://")
+    key = asyncio.run(create_key(runtime.store, "ann", "cli"))[1] if auth else None
+    app = create_app(runtime, model_name=model.name, store_name="memory://", auth=auth)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical", log_config=None)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -37,6 +52,6 @@ def live_server() -> Iterator[LiveServer]:
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.005)
     port = server.servers[0].sockets[0].getsockname()[1]
-    yield LiveServer(f"http://127.0.0.1:{port}", runtime, model)
+    yield LiveServer(f"http://127.0.0.1:{port}", runtime, model, key)
     server.should_exit = True
     thread.join(timeout=10)

@@ -133,3 +133,22 @@ def test_a_resumed_chat_shows_how_earlier_turns_ended(live_server: LiveServer) -
         "  [turn ended failed: model_error: the provider is down]",
         "  you: two",
     ]
+
+
+def test_chat_sends_its_key_from_the_flag_or_the_environment(
+    keyed_server: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = keyed_server.key
+    assert key is not None
+    monkeypatch.delenv("OSTINATO_KEY", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
+    assert main(["chat", "--url", keyed_server.url]) == 1
+    assert "401" in capsys.readouterr().out
+    keyed_server.model.add(text_step("hi ann"), text_step("hi again"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
+    assert main(["chat", "--url", keyed_server.url, "--key", key]) == 0
+    assert "hi ann" in capsys.readouterr().out
+    monkeypatch.setenv("OSTINATO_KEY", key)
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
+    assert main(["chat", "--url", keyed_server.url]) == 0
+    assert "hi again" in capsys.readouterr().out

@@ -216,11 +216,14 @@ def chat(
     *,
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
+    key: str | None = None,
 ) -> int:
-    """Run the chat; 0 on a normal exit, 1 when the server cannot be used."""
+    """Run the chat; 0 on a normal exit, 1 when the server cannot be used. ``key`` is
+    sent as the bearer credential (a server in auth mode ``keys``)."""
     out = Renderer(stdout or sys.stdout)
     timeout = httpx.Timeout(10.0, read=None)  # a turn may wait behind another
-    with httpx.Client(base_url=url.rstrip("/"), timeout=timeout) as client:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers) as client:
         try:
             cid = open_conversation(client, conversation_id, out)
         except (ChatError, httpx.HTTPError) as exc:

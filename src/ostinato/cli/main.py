@@ -46,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     _check_parser(commands)
     chat = commands.add_parser("chat", help="chat with a running server in the terminal")
     chat.add_argument(
-        "--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)"
+        "--url", help="the server (default: client.url, $OSTINATO_URL, else http://127.0.0.1:8000)"
+    )
+    chat.add_argument(
+        "--key",
+        help="an API key for a server in auth mode keys (default: client.key, $OSTINATO_KEY)",
     )
     chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
     _replay_parser(commands)
@@ -149,13 +153,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "keys":
             return asyncio.run(keys_command.run(args))
         if args.command == "chat":
-            from ostinato.cli.chat import chat
-
-            return chat(args.url, args.conversation)
+            return _chat(args)
         return _replay(args)
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from ostinato.cli.chat import chat
+    from ostinato.config import ConfigError, load_config
+
+    client = {k: getattr(args, k) for k in ("url", "key") if getattr(args, k) is not None}
+    try:
+        config = load_config(None, overrides={"client": client} if client else None)[0]
+    except ConfigError as exc:
+        print(f"ostinato chat: {exc}", file=sys.stderr)
+        return 2
+    key = config.client.key.get_secret_value() if config.client.key else None
+    return chat(config.client.url, args.conversation, key=key)
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -28,19 +29,19 @@ class LiveServer:
 
 
 @pytest.fixture
-def live_server() -> Iterator[LiveServer]:
-    yield from serving()
+def live_server(tmp_path: Path) -> Iterator[LiveServer]:
+    yield from serving(tmp_path / "data")
 
 
 @pytest.fixture
-def keyed_server() -> Iterator[LiveServer]:
+def keyed_server(tmp_path: Path) -> Iterator[LiveServer]:
     """A live server in auth mode ``keys``."""
-    yield from serving(AuthSettings(mode="keys", key_cache_s=0))
+    yield from serving(tmp_path / "keyed", AuthSettings(mode="keys", key_cache_s=0))
 
 
-def serving(auth: AuthSettings | None = None) -> Iterator[LiveServer]:
+def serving(data_dir: Path, auth: AuthSettings | None = None) -> Iterator[LiveServer]:
     model = ScriptedModel()
-    runtime = Runtime(MemoryStore(), model=model)
+    runtime = Runtime(MemoryStore(), model=model, data_dir=data_dir)
     key = asyncio.run(create_key(runtime.store, "ann", "cli"))[1] if auth else None
     app = create_app(runtime, model_name=model.name, store_name="memory://", auth=auth)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical", log_config=None)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import openai
@@ -28,8 +27,10 @@ async def _key(url: str, owner: str) -> str:
         await store.close()
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """``ostinato serve`` (offline model, auth mode keys) and ann's key; one a module."""
+    tmp_path = tmp_path_factory.mktemp("served")
     database = f"sqlite:///{tmp_path / 'sdk.db'}"
     key = asyncio.run(_key(database, "ann"))
     env = {"OSTINATO_MODEL": "offline:ostinato", "OSTINATO_AUTH__MODE": "keys"}

@@ -51,6 +51,10 @@ BODIES: dict[tuple[str, str], Any] = {
         "model": "ostinato",
         "messages": [{"role": "user", "content": "hello"}],
     },
+    ("POST", "/v1/ai-sdk/chat"): {
+        "id": "bobs-chat",
+        "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+    },
 }
 FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
 
@@ -133,13 +137,15 @@ async def _ask(
     if method in ("POST", "PUT", "PATCH") and (method, template) not in BODIES:
         pytest.fail(f"teach this test a valid body for {method} {template}")
     response = await who.request(method, path, json=BODIES.get((method, template)))
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return response.status_code, response.text  # a stream that ends by itself
     return response.status_code, response.json() if response.content else None
 
 
 async def test_every_route_keeps_anns_things_from_bob(
     callers: Callers, model: ScriptedModel
 ) -> None:
-    model.add(text_step("hello bob"))  # bob's own completion (a new conversation)
+    model.add(text_step("hello bob"), text_step("hi bob"))  # bob's own new conversations
     things = await _anns_things(callers)
     missing = {name: new_id() for name in things if name not in ("name", "forged")} | {
         "name": "clock",
@@ -185,6 +191,13 @@ async def test_a_completion_naming_anns_conversation_answers_bob_as_a_missing_on
             assert response.status_code == 404
             answers.append(response.json()["error"]["message"].replace(cid, "ID"))
     assert len(set(answers)) == 1
+    chat = BODIES[("POST", "/v1/ai-sdk/chat")] | {"id": things["conversation_id"]}
+    refused = await callers.bob.post("/v1/ai-sdk/chat", json=chat)
+    assert refused.status_code == 404
+    assert (
+        refused.json()["error"]["message"]
+        == f"no conversation with id {things['conversation_id']!r}"
+    )
 
 
 async def test_every_route_but_the_public_ones_needs_credentials(callers: Callers) -> None:

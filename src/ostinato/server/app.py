@@ -19,7 +19,7 @@ from ostinato.identity.limits import Limiter
 from ostinato.identity.settings import AuthSettings
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
-from ostinato.server import openai_compat, page
+from ostinato.server import ai_sdk, openai_compat, page
 from ostinato.server.apidocs import install_docs
 from ostinato.server.auth.authenticator import Authenticator
 from ostinato.server.auth.guard import StreamGuard
@@ -111,6 +111,7 @@ def _include_routes(app: FastAPI) -> None:
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(openai_compat.router)  # POST /v1/chat/completions
+    app.include_router(ai_sdk.router)  # POST /v1/ai-sdk/chat
     app.include_router(page.router)  # the chat page at / and /c/<id>
 
 

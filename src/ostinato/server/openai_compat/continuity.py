@@ -1,4 +1,4 @@
-"""Which conversation a completion continues, and what in it waits for a person.
+"""Which conversation a completion continues.
 
 A completion names its conversation, first found wins:
 
@@ -23,15 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ostinato.answers import Waiting, WaitingApproval, WaitingCard
-from ostinato.messages import Message, TextBlock, ToolUseBlock
+from ostinato.messages import Message, TextBlock
 from ostinato.runtime import Runtime
 from ostinato.server.auth import Caller, owned
 from ostinato.server.openai_compat.wire import CONVERSATION_HEADER, ChatRequest, Said
 from ostinato.store.base import AppendMessage
 
 NESTS = ("extra_body", "custom_llm_extra_body", "ostinato")
-LOOK_BACK = 20  # rows read to find the card a paused conversation waits on
 
 
 def named_conversation(
@@ -84,24 +82,3 @@ async def conversation_for(
     if rows:
         await runtime.store.write(*rows)
     return conversation.id
-
-
-async def what_waits(runtime: Runtime, conversation_id: str) -> Waiting | None:
-    """The approval that waits (the newest), else the question card a paused
-    conversation waits on, else nothing."""
-    pending = await runtime.store.list_approvals(conversation_id, pending_only=True)
-    if pending:
-        a = pending[-1]
-        return WaitingApproval(a.id, a.tool_use_id, a.tool, a.arguments, a.risk, a.family)
-    conversation = await runtime.store.get_conversation(conversation_id)
-    if conversation is None or conversation.state != "paused":
-        return None
-    rows = (await runtime.store.window(conversation_id, limit=LOOK_BACK)).rows
-    for row in reversed(rows):
-        card = row.metadata.get("awaiting") if row.role == "assistant" else None
-        if card:
-            for block in row.blocks:
-                if isinstance(block, ToolUseBlock) and block.id == card:
-                    return WaitingCard(block.id, block.name, block.input)
-            return None
-    return None

@@ -31,7 +31,7 @@ from ostinato.frames import Frame
 from ostinato.models.base import Model
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context, ServerContext
-from ostinato.server.openai_compat.continuity import conversation_for, what_waits
+from ostinato.server.openai_compat.continuity import conversation_for
 from ostinato.server.openai_compat.translate import Content, Failed, Finish, Reasoning, Reply
 from ostinato.server.openai_compat.wire import (
     CONVERSATION_HEADER,
@@ -48,6 +48,7 @@ from ostinato.server.openai_compat.wire import (
 from ostinato.server.routes.turns import cancel_when_begun, release_when_done
 from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, run_frames, turn_frames
+from ostinato.server.waiting import what_waits
 from ostinato.turns import TurnHandle
 
 router = APIRouter(tags=["openai"])

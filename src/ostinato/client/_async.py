@@ -82,6 +82,18 @@ class AsyncClient:
     async def conversation(self, conversation_id: str) -> Conversation:
         return await self._do(calls.get_conversation(conversation_id))
 
+    async def update_conversation(self, conversation_id: str, **fields: Any) -> Conversation:
+        """Change its ``title``, ``metadata``, ``persona`` or ``model`` (``None`` clears)."""
+        return await self._do(calls.update_conversation(conversation_id, fields))
+
+    async def turns(self, conversation_id: str) -> list[JSON]:
+        """Its turns, oldest first: how each ended, and their metrics."""
+        return await self._do(calls.turns(conversation_id))
+
+    async def models(self) -> list[JSON]:
+        """``GET /v1/models``: the agents, then the models."""
+        return await self._do(calls.models())
+
     async def messages(
         self, conversation_id: str, *, after_seq: int = 0, include_hidden: bool = False
     ) -> list[Message]:

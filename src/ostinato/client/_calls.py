@@ -121,6 +121,18 @@ def get_conversation(cid: str) -> Call[Conversation]:
     return Call("GET", _base(cid), Conversation.of)
 
 
+def update_conversation(cid: str, fields: JSON) -> Call[Conversation]:
+    return Call("PATCH", _base(cid), Conversation.of, json=fields)
+
+
+def turns(cid: str) -> Call[list[JSON]]:
+    return Call("GET", f"{_base(cid)}/turns", lambda raw: raw["turns"])
+
+
+def models() -> Call[list[JSON]]:
+    return Call("GET", "/v1/models", lambda raw: raw["data"])
+
+
 def messages(cid: str, after_seq: int, include_hidden: bool) -> Call[list[Message]]:
     params = {"after_seq": after_seq, "include_hidden": str(include_hidden).lower()}
 

@@ -82,6 +82,18 @@ class Client:
     def conversation(self, conversation_id: str) -> Conversation:
         return self._do(calls.get_conversation(conversation_id))
 
+    def update_conversation(self, conversation_id: str, **fields: Any) -> Conversation:
+        """Change its ``title``, ``metadata``, ``persona`` or ``model`` (``None`` clears)."""
+        return self._do(calls.update_conversation(conversation_id, fields))
+
+    def turns(self, conversation_id: str) -> list[JSON]:
+        """Its turns, oldest first: how each ended, and their metrics."""
+        return self._do(calls.turns(conversation_id))
+
+    def models(self) -> list[JSON]:
+        """``GET /v1/models``: the agents, then the models."""
+        return self._do(calls.models())
+
     def messages(
         self, conversation_id: str, *, after_seq: int = 0, include_hidden: bool = False
     ) -> list[Message]:

@@ -341,3 +341,24 @@ async def test_a_failed_turn_is_a_502_the_sdks_do_not_retry_and_an_error_event_s
     streamed = await client.post(URL, json=ask("hi", stream=True))
     assert streamed.status_code == 200
     assert "again" in chunks(streamed)[-1]["error"]["message"]
+
+
+async def test_a_client_that_goes_away_mid_stream_cancels_its_turn(
+    app: FastAPI, store: Store, runtime: Runtime, model: ScriptedModel
+) -> None:
+    from tests.server.sse_client import open_stream
+
+    model.add(Step(text_step("word " * 100, chunks=100).events, delay=0.05))
+    cid = (await runtime.create_conversation()).id
+    body = json.dumps(ask("talk", stream=True)).encode()
+    headers = {"content-type": "application/json", HEADER: cid}
+    async with open_stream(app, "POST", URL, headers=headers, body=body) as stream:
+        assert stream.status == 200
+        first = await stream.next_event()
+        assert first.data["object"] == "chat.completion.chunk"
+        await stream.next_event()  # some text has streamed
+    await eventually(lambda: turn_ended(store, cid))
+    (turn,) = await store.list_turns(cid)
+    assert turn.stop_reason == "cancelled"
+    kept = [m for m in await store.list_messages(cid) if m.role == "assistant"]
+    assert kept and kept[0].text.startswith("word")  # the partial reply is kept

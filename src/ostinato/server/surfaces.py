@@ -5,7 +5,7 @@ OpenAI-compatible endpoint, the AI SDK stream): the output filters each applies,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -40,6 +40,10 @@ class Surfaces:
         """An agent's settings (the default agent's for ``None``)."""
         found = self.agents.get(skill_id or self.default_agent or "")
         return found if found is not None else DEFAULTS
+
+    def filters(self, surface: Surface) -> Callable[[str | None], OutputFilters]:
+        """The filters of ``surface`` for the agent a turn names (``turn.started``)."""
+        return lambda skill_id: self.of(skill_id).filters_for(surface)
 
 
 def surfaces_of(agents: Sequence[AgentSection], default_agent: str | None) -> Surfaces:

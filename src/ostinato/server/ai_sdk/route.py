@@ -101,7 +101,7 @@ async def ai_sdk_chat(context: Context, caller: CurrentCaller, request: Request)
         close()
         raise
     stream = UIStream(
-        context.surfaces.of(None).filters_for("ai_sdk"),
+        context.surfaces.filters("ai_sdk"),
         _message_id(body, cid),
         {"conversationId": cid},
     )

@@ -23,6 +23,8 @@ The chunks are the ``ai`` package's (v7, ``uiMessageChunkSchema``), each a JSON 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ostinato.filters import OutputFilters
 from ostinato.frames import (
     ApprovalDecided,
@@ -37,6 +39,7 @@ from ostinato.frames import (
     ToolFinished,
     ToolProgress,
     TurnFinished,
+    TurnStarted,
 )
 from ostinato.messages import JSON, ToolUseBlock
 
@@ -47,9 +50,15 @@ class UIStream:
     """What the stream has opened (a step, a text or reasoning part) and the chunks each
     next frame adds. ``done`` once it has sent ``finish``."""
 
-    def __init__(self, filters: OutputFilters, message_id: str, metadata: JSON) -> None:
-        self.filters = filters
-        self.chain = filters.chain()
+    def __init__(
+        self,
+        filters: Callable[[str | None], OutputFilters],
+        message_id: str,
+        metadata: JSON,
+    ) -> None:
+        self.for_agent = filters  # the ai_sdk filters of the agent a turn.started names
+        self.filters = filters(None)
+        self.chain = self.filters.chain()
         self.message_id, self.metadata = message_id, metadata
         self.parts = 0
         self.text: str | None = None  # the id of the open text part
@@ -63,6 +72,9 @@ class UIStream:
 
     def see(self, frame: Frame) -> list[JSON]:
         match frame:
+            case TurnStarted(skill=skill):
+                self.filters = self.for_agent(skill)
+                self.chain = self.filters.chain()
             case TextDeltaFrame(text=text):
                 self.streamed = True
                 return self._text(self.chain.feed(text))
@@ -75,6 +87,23 @@ class UIStream:
                 return self._row("" if self.streamed else row.text, row.tool_uses)
             case ToolFinished():
                 return [self._output(frame)]
+            case ToolProgress() | ApprovalRequested() | ApprovalDecided() | InputRequested():
+                return self._waits(frame)
+            case TurnFinished(stop_reason=reason, error=error):
+                failed = [{"type": "error", "errorText": error or "the turn failed"}]
+                return [*(failed if reason == "failed" else []), *self._finish(_reason(reason))]
+            case (
+                ErrorFrame(run_id="", message=message)
+                | ErrorFrame(code="overflow" | "closing" | "unauthorized", message=message)
+            ):
+                return [{"type": "error", "errorText": message}, *self._finish("error")]
+        return []
+
+    def _waits(
+        self, frame: ToolProgress | ApprovalRequested | ApprovalDecided | InputRequested
+    ) -> list[JSON]:
+        """Progress, and what waits for a person."""
+        match frame:
             case ToolProgress(heartbeat=False):
                 data = {"toolCallId": frame.tool_use_id, "name": frame.name, "text": frame.text}
                 return [{"type": "data-ostinato-progress", "data": data, "transient": True}]
@@ -90,14 +119,6 @@ class UIStream:
             case InputRequested():
                 card = {"toolCallId": frame.tool_use_id, "name": frame.name, "input": frame.input}
                 return [{"type": "data-ostinato-card", "id": frame.tool_use_id, "data": card}]
-            case TurnFinished(stop_reason=reason, error=error):
-                failed = [{"type": "error", "errorText": error or "the turn failed"}]
-                return [*(failed if reason == "failed" else []), *self._finish(_reason(reason))]
-            case (
-                ErrorFrame(run_id="", message=message)
-                | ErrorFrame(code="overflow" | "closing" | "unauthorized", message=message)
-            ):
-                return [{"type": "error", "errorText": message}, *self._finish("error")]
         return []
 
     def _open_step(self) -> list[JSON]:

@@ -92,6 +92,9 @@ async def chat_completions(context: Context, caller: CurrentCaller, request: Req
     except CompletionError as error:
         return error.response(headers)
     except ClientError as error:
+        retry_after = getattr(error, "retry_after", None)  # a limit's 429
+        if retry_after is not None:
+            headers["retry-after"] = str(retry_after)
         return CompletionError.of(error).response(headers)
 
 
@@ -108,6 +111,7 @@ async def _complete(
     progress = request.headers.get(PROGRESS_HEADER.lower(), "").lower()
     reply = Reply(
         settings.filters_for("openai"),
+        for_agent=context.surfaces.filters("openai"),
         progress=progress in ("1", "true", "yes") or (settings.progress and progress == ""),
     )
     envelope = Envelope.new(

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -36,6 +37,7 @@ from ostinato.frames import (
     ToolProgress,
     ToolStarted,
     TurnFinished,
+    TurnStarted,
 )
 from ostinato.messages import JSON
 from ostinato.server.openai_compat.wire import usage_of
@@ -71,8 +73,15 @@ SEPARATOR = "\n\n"
 class Reply:
     """What one completion has said so far, and the pieces each next frame adds."""
 
-    def __init__(self, filters: OutputFilters, *, progress: bool = False) -> None:
+    def __init__(
+        self,
+        filters: OutputFilters,
+        *,
+        progress: bool = False,
+        for_agent: Callable[[str | None], OutputFilters] | None = None,
+    ) -> None:
         self.filters = filters
+        self.for_agent = for_agent  # the filters of the agent a turn.started names
         self.progress = progress
         self.chain = filters.chain()
         self.streamed = False  # text.delta seen since the last assistant row
@@ -85,6 +94,9 @@ class Reply:
 
     def see(self, frame: Frame) -> list[Piece]:
         match frame:
+            case TurnStarted(skill=skill) if self.for_agent is not None and skill:
+                self.filters = self.for_agent(skill)
+                self.chain = self.filters.chain()
             case TextDeltaFrame(text=text):
                 self.streamed = True
                 return self._say(self._once(self.chain.feed(text)))

@@ -152,3 +152,45 @@ def test_chat_sends_its_key_from_the_flag_or_the_environment(
     monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
     assert main(["chat", "--url", keyed_server.url]) == 0
     assert "hi again" in capsys.readouterr().out
+
+
+def test_piped_chat_answers_an_approval_and_a_card_from_its_input(
+    live_server: LiveServer,
+) -> None:
+    card = {"question": "Which colour?", "options": ["red", "blue"]}
+    live_server.model.add(
+        tool_step(("shell", {"command": "echo piped-approval"})),
+        text_step("Ran it."),
+        tool_step(("ask_user", card)),
+        text_step("Blue, then."),
+    )
+    out = io.StringIO()
+    stdin = io.StringIO("run it\ny\npaint\n2\n")
+    assert chat(live_server.url, stdin=stdin, stdout=out) == 0
+    text = out.getvalue()
+    assert "  approved\n" in text and "piped-approval" in text and "Ran it." in text
+    assert "Which colour?\nReply with one of: 1. red; 2. blue.\n" in text
+    assert text.rstrip().endswith("Blue, then.")
+    live_server.model.assert_consumed()
+
+
+def test_commands_attach_model_new_and_open(live_server: LiveServer, tmp_path: object) -> None:
+    from pathlib import Path
+
+    notes = Path(str(tmp_path)) / "notes.md"
+    notes.write_text("# Notes\nbuy milk\n")
+    live_server.model.add(text_step("Read."), text_step("Back here."))
+    out = io.StringIO()
+    first = io.StringIO(f"/help\n/attach {notes}\nsee this\n/model\n/model nope\n/new\n")
+    assert chat(live_server.url, stdin=first, stdout=out) == 0
+    text = out.getvalue()
+    cid = _conversation_id(text)
+    assert "/attach PATH" in text and "attached to your next message: notes.md" in text
+    assert "  ostinato  (agent)" in text and "the server answered 422" in text
+    assert text.count("\nconversation ") == 1  # /new opened a second one
+    user = _rows(live_server, cid)[0]
+    assert any(b.get("name") == "notes.md" for b in user["blocks"])  # type: ignore[union-attr]
+    again = io.StringIO()
+    assert chat(live_server.url, stdin=io.StringIO(f"/open {cid}\nback\n"), stdout=again) == 0
+    assert f"conversation {cid} (resumed, 2 rows)" in again.getvalue()
+    assert len(_rows(live_server, cid)) == 4

@@ -1,12 +1,23 @@
-"""A long tool that reports nothing gets heartbeat frames; one that reports does not."""
+"""A long tool that reports nothing gets heartbeat frames; one that reports does not; one
+waiting for a person gets none until it runs."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
+
+from ostinato.approvals import Ending
 from ostinato.frames import ToolProgress
+from ostinato.loop import heartbeat as heartbeat_module
+from ostinato.loop.heartbeat import Heartbeat
+from ostinato.loop.tools import run_tool
+from ostinato.messages import ToolUseBlock
 from ostinato.models.scripted import text_step, tool_step
-from ostinato.tools.base import ToolContext
+from ostinato.store.base import Turn, utcnow
+from ostinato.tools.base import Tool, ToolContext
+from ostinato.tools.builtins import builtin_tools
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
@@ -42,3 +53,54 @@ async def test_heartbeats_for_quiet_tools_and_progress_for_talking_ones() -> Non
     assert quiet_beats[0].text.startswith("still running")
     assert [f.text for f in talk if not f.heartbeat] == [f"step {i}" for i in range(5)]
     assert not any(f.heartbeat for f in talk)  # it kept reporting
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def test_beats_are_deferred_while_a_call_waits_for_a_person(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(heartbeat_module, "time", clock)
+    beats: list[tuple[str, float]] = []
+    heartbeat = Heartbeat(lambda i, name, seconds: beats.append((i, seconds)), interval=5.0)
+    heartbeat.start("c1", "deploy")
+    heartbeat.waiting("c1")  # an approval card is up
+    clock.now += 60
+    heartbeat._tick()
+    assert beats == []  # the card says what it waits on
+    heartbeat.resumed("c1")  # approved: the call runs
+    clock.now += 2
+    heartbeat._tick()
+    assert beats == []  # a full interval after the wait first
+    clock.now += 3
+    heartbeat._tick()
+    assert beats == [("c1", 5.0)]  # counted from when it began to run
+    heartbeat.stop()
+
+
+async def test_run_tool_says_when_a_call_waits_for_consent() -> None:
+    said: list[bool] = []
+
+    class Asking:
+        def required(self, tool: Tool) -> bool:
+            return True
+
+        def took_in(self, tool: Tool) -> None:
+            pass
+
+        async def ask(self, turn: Turn, call: ToolUseBlock, tool: Tool, **_: Any) -> Ending:
+            assert said == [True]  # waiting while the person is asked
+            return Ending.APPROVED
+
+    catalog = ToolRegistry(builtin_tools()).catalog()
+    turn = Turn("t", "c", "r", "running", utcnow())
+    call = ToolUseBlock("u1", "clock", {})
+    run = await run_tool(call, catalog, turn, consent=Asking(), waiting=said.append)
+    assert run.status == "ok" and said == [True, False]

@@ -38,7 +38,7 @@ from ostinato.loop.decision import (
 from ostinato.loop.history import as_sent, repair, unique_tool_ids
 from ostinato.loop.record import TurnRecord
 from ostinato.loop.running import ToolRunner
-from ostinato.loop.tools import Consent
+from ostinato.loop.tools import Consent, ToolRun
 from ostinato.messages import Message, TextBlock, ToolUseBlock
 from ostinato.models.assembly import MessageBuilder, ModelReply
 from ostinato.models.base import Model, ModelRequest
@@ -157,7 +157,7 @@ class TurnDriver:
                         )
                         note = step.note if isinstance(step, CallModel) else None
                         if runs:
-                            await self.record.commit_results(runs, note)
+                            await self._commit_results(runs, note)
                     case Finish(stop_reason=reason, unanswered=unanswered):
                         await self.record.answer(unanswered)
                         return await self._finish(reason)
@@ -332,21 +332,42 @@ class TurnDriver:
             return replace(step, awaiting=None)
         return step
 
-    async def _commit_reply(self, reply: ModelReply, step: NextStep) -> None:
+    def _reply_row(self, reply: ModelReply, step: NextStep) -> Message:
+        """The row a reply is stored as: a final answer carries the metrics; a card is
+        part of its row; a step of lookups only (``read`` tools, no text) is hidden."""
         message = reply.message
         if isinstance(step, Finish) and not reply.tool_uses:
-            message = Message(
+            return Message(
                 role="assistant",
-                blocks=message.blocks,
+                blocks=message.blocks or (TextBlock(""),),  # an empty reply is still a reply
                 metadata={"metrics": self.metrics(), "stop_reason": step.stop_reason},
             )
-        elif isinstance(step, RunTools) and step.awaiting is not None:
+        if isinstance(step, RunTools) and step.awaiting is not None:
             # The card is part of the row, so it survives a reload and shows in /messages.
-            message = Message("assistant", message.blocks, metadata={"awaiting": step.awaiting})
             self.awaiting = next(c for c in step.calls if c.id == step.awaiting)
+            return Message("assistant", message.blocks, metadata={"awaiting": step.awaiting})
+        if isinstance(step, RunTools) and not message.text.strip() and self._lookups(step.calls):
+            return Message("assistant", message.blocks, hidden=True, metadata={"lookup": True})
         if not message.blocks:
-            # An empty reply is still a reply: keep the row so the turn has its answer.
-            message = Message(role="assistant", blocks=(TextBlock(""),), metadata=message.metadata)
+            return Message("assistant", (TextBlock(""),), metadata=message.metadata)
+        return message
+
+    def _lookups(self, calls: Sequence[ToolUseBlock]) -> bool:
+        """Every call is to a ``read`` tool of this turn's catalog (rows hidden from the
+        chat view, kept for the model)."""
+        by_name = self.catalog.by_name
+        return bool(calls) and all(
+            (tool := by_name.get(c.name)) is not None and tool.category == "read" for c in calls
+        )
+
+    async def _commit_results(self, runs: list[ToolRun], note: str | None) -> None:
+        if self._lookups([r.call for r in runs]):  # results of lookups only: hidden too
+            await self.record.commit_results(runs, note, hidden=True, metadata={"lookup": True})
+        else:
+            await self.record.commit_results(runs, note)
+
+    async def _commit_reply(self, reply: ModelReply, step: NextStep) -> None:
+        message = self._reply_row(reply, step)
         self.shown = None  # the reply is what was shown, and more: it is stored whole
         starts: list[StartToolCall] = []
         if isinstance(step, RunTools):

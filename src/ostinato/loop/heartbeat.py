@@ -3,6 +3,10 @@
 While tool calls run, every ``interval`` seconds each call that has not reported progress
 for that long gets a ``tool.progress`` frame with ``heartbeat: true``, so a surface never
 looks frozen. One timer serves every running call of a turn (no task per call).
+
+A call waiting for a person (an approval) gets no beats: the card already says what it
+waits on. Its beats are deferred, not dropped: once the call runs, they come again, an
+interval after the wait ended, counting from then (as the Kotoba reference does).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class Heartbeat:
         self._beat = beat  # (tool_use_id, name, seconds running)
         self.interval = interval
         self._running: dict[str, tuple[str, float, float]] = {}  # id -> name, start, last
+        self._waiting: set[str] = set()  # calls waiting for a person: no beats
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self, tool_use_id: str, name: str) -> None:
@@ -35,14 +40,28 @@ class Heartbeat:
         if entry is not None:
             self._running[tool_use_id] = (entry[0], entry[1], time.monotonic())
 
+    def waiting(self, tool_use_id: str) -> None:
+        """The call waits for a person: no beats until ``resumed``."""
+        self._waiting.add(tool_use_id)
+
+    def resumed(self, tool_use_id: str) -> None:
+        """The wait is over and the call runs: its beats count from now."""
+        self._waiting.discard(tool_use_id)
+        entry = self._running.get(tool_use_id)
+        if entry is not None:
+            now = time.monotonic()
+            self._running[tool_use_id] = (entry[0], now, now)
+
     def done(self, tool_use_id: str) -> None:
         # The timer is left to run out: it stops itself when nothing runs, which is
         # cheaper than cancelling and making one for every call.
         self._running.pop(tool_use_id, None)
+        self._waiting.discard(tool_use_id)
 
     def stop(self) -> None:
         """The turn ended: no more beats."""
         self._running.clear()
+        self._waiting.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -51,6 +70,8 @@ class Heartbeat:
         self._timer = None
         now = time.monotonic()
         for tool_use_id, (name, started, last) in list(self._running.items()):
+            if tool_use_id in self._waiting:
+                continue
             if now - last >= self.interval * 0.99:
                 self._running[tool_use_id] = (name, started, now)
                 self._beat(tool_use_id, name, now - started)

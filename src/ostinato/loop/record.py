@@ -120,7 +120,12 @@ class TurnRecord:
         self.emit(run.finished_frame(self.turn.run_id, self.seq))
 
     async def commit_results(
-        self, runs: Sequence[ToolRun], note: str | None, *, hidden: bool = False
+        self,
+        runs: Sequence[ToolRun],
+        note: str | None,
+        *,
+        hidden: bool = False,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         """One tool message with every run's result (and the decision's note, if any);
         the finishes not yet recorded ride along."""
@@ -131,7 +136,7 @@ class TurnRecord:
             blocks.append(TextBlock(note))
         unrecorded = [r for r in runs if r.status != "skipped" and not r.recorded]
         await self.commit(
-            [Message(role="tool", blocks=tuple(blocks), hidden=hidden)],
+            [Message("tool", tuple(blocks), hidden, metadata or {})],
             [self.finish_op(r) for r in unrecorded],
         )
         for run in runs:

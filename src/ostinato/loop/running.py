@@ -83,6 +83,7 @@ class ToolRunner:
                     owner=self.owner,
                     workdir=self.workdir,
                     progress=progress,
+                    waiting=lambda now: self._waiting(call.id, now),
                     seq=self.record.seq,
                     extras=self.extras,
                 )
@@ -90,6 +91,13 @@ class ToolRunner:
                 self.heartbeat.done(call.id)
             watch.ran(run.status, run.content)
         return run
+
+    def _waiting(self, tool_use_id: str, now: bool) -> None:
+        """Beats are deferred while a call waits for a person (the card says so)."""
+        if now:
+            self.heartbeat.waiting(tool_use_id)
+        else:
+            self.heartbeat.resumed(tool_use_id)
 
     def _progress(self, tool_use_id: str, name: str, text: str, heartbeat: bool) -> None:
         self.record.emit(

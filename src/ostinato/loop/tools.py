@@ -73,9 +73,12 @@ async def run_tool(
     owner: str | None = None,
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    waiting: Callable[[bool], None] | None = None,
     seq: int = 0,
     extras: dict[str, Any] | None = None,
 ) -> ToolRun:
+    """Run one call. ``waiting`` is told True when the call starts waiting for a person's
+    consent, and False when that wait ends."""
     started = time.perf_counter()
 
     def failed(message: str, status: ToolCallStatus = "error") -> ToolRun:
@@ -92,12 +95,9 @@ async def run_tool(
     except ToolError as exc:
         return failed(exc.message)
     if consent is not None and _asks(consent, tool, arguments):
-        with observe.approval(tool.name) as waiting:
-            ending = await consent.ask(turn, call, tool, owner=owner, seq=seq)
-            waiting.ending(ending.value)
+        ending = await _await_consent(consent, turn, call, tool, owner, seq, waiting)
         if ending is not Ending.APPROVED:
             return failed(refusal(ending, tool.name), "refused")
-        started = time.perf_counter()
     context = ToolContext(
         turn.conversation_id,
         turn.id,
@@ -108,6 +108,22 @@ async def run_tool(
         progress=progress,
         extras=extras if extras is not None else {},
     )
+    try:
+        return await _execute(call, tool, arguments, context)
+    finally:
+        if consent is not None:
+            consent.took_in(tool)
+
+
+async def _execute(
+    call: ToolUseBlock, tool: Tool, arguments: JSON, context: ToolContext
+) -> ToolRun:
+    """Run the tool under its deadline; every failure becomes an error result."""
+    started = time.perf_counter()
+
+    def failed(message: str, status: ToolCallStatus = "error") -> ToolRun:
+        return ToolRun(call, message, time.perf_counter() - started, message, status)
+
     deadline = asyncio.timeout(tool.timeout)
     try:
         async with deadline:
@@ -120,7 +136,26 @@ async def run_tool(
         return failed(exc.message)
     except Exception as exc:  # a tool never crashes the turn
         return failed(f"the tool {tool.name!r} failed: {type(exc).__name__}: {exc}")
-    finally:
-        if consent is not None:
-            consent.took_in(tool)
     return ToolRun(call, tool_result_content(value), time.perf_counter() - started)
+
+
+async def _await_consent(
+    consent: Consent,
+    turn: Turn,
+    call: ToolUseBlock,
+    tool: Tool,
+    owner: str | None,
+    seq: int,
+    waiting: Callable[[bool], None] | None,
+) -> Ending:
+    """Ask the person, telling ``waiting`` when the wait begins and when it ends."""
+    if waiting is not None:
+        waiting(True)
+    try:
+        with observe.approval(tool.name) as watch:
+            ending = await consent.ask(turn, call, tool, owner=owner, seq=seq)
+            watch.ending(ending.value)
+    finally:
+        if waiting is not None:
+            waiting(False)
+    return ending

@@ -67,6 +67,7 @@ from ostinato.turns import (
     user_message,
 )
 
+PROTECTED_TOOLS = frozenset({"ask_user", "read_attachment"})  # never switched off by default
 ModelChoice = Model | Callable[[Conversation], Model]
 ModelResolver = Callable[[str], Model]
 """Turns a tier name or a ``provider:model`` id into a model."""
@@ -105,7 +106,7 @@ class Runtime:
         models: ModelResolver | None = None,
         mount: Mount | None = None,
         disabled_tools: frozenset[str] = frozenset(),
-        protected_tools: frozenset[str] = frozenset({"ask_user", "read_attachment"}),
+        protected_tools: frozenset[str] = PROTECTED_TOOLS,
         after_turn: AfterTurn | None = None,
         memory: Memory | None = None,
         sandbox: Sandbox | None = None,

@@ -133,28 +133,91 @@ def test_step_for_keeps_blocks_and_tool_ids() -> None:
     assert step.events[2].id == "toolu_9"  # type: ignore[union-attr]
 
 
-def test_replay_command_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def _record_deployed(url: str, steps: list[Step], texts: list[str], data: Path) -> str:
+    """A conversation as ``serve`` makes it with the default configuration (memory tools,
+    so a hidden recall seed step before each turn's first model call)."""
+    from ostinato.config import Config
+    from ostinato.deployment import build_runtime
+    from ostinato.store import open_store
+
+    store = await open_store(url)
+    model = ScriptedModel(steps)
+    deployment = await build_runtime(
+        Config(), store, default_model=model, default_id=model.name, data_dir=data
+    )
+    deployment.runtime.after_turn = None  # no fact extraction: the script is the turns'
     try:
-        from ostinato.store import open_store
-    except ImportError:
-        pytest.skip("ostinato.store.open_store is not available yet")
+        cid = (await deployment.runtime.create_conversation()).id
+        for text in texts:
+            await deployment.runtime.run_turn(cid, text)
+    finally:
+        await deployment.runtime.close()
+        await deployment.aclose()
+    model.assert_consumed()
+    return cid
+
+
+def test_replay_command_on_sqlite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import asyncio
 
+    monkeypatch.chdir(tmp_path)  # no ./ostinato.toml: the default configuration
+    monkeypatch.delenv("OSTINATO_CONFIG", raising=False)
     url = f"sqlite:///{tmp_path / 'replay.db'}"
+    steps = [
+        tool_step(("calculator", {"expression": "6*7"})),
+        text_step("42"),
+        tool_step(("clock", {})),
+        text_step("It is late."),
+    ]
+    cid = asyncio.run(_record_deployed(url, steps, ["6*7?", "time?"], tmp_path / "data"))
+    assert main(["replay", cid, "--database-url", url]) == 0
+    out = capsys.readouterr().out
+    assert f"replay of conversation {cid}" in out and out.count(": OK") == 2
+    assert out.rstrip().endswith("identical")
+    assert main(["replay", "nope", "--database-url", url]) == 2
+    assert "no conversation" in capsys.readouterr().err
+
+
+def test_replay_takes_the_configuration_its_conversation_was_made_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool switched off by the configuration is off on replay too: without the file
+    the replay would run it and diverge."""
+    import asyncio
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OSTINATO_CONFIG", raising=False)
+    url = f"sqlite:///{tmp_path / 'configured.db'}"
+    steps = [tool_step(("calculator", {"expression": "1+1"})), text_step("I cannot compute.")]
+    config_file = tmp_path / "elsewhere.toml"
+    config_file.write_text('[tools]\ndisabled = ["calculator"]\n')
 
     async def record() -> str:
+        from ostinato.config import load_config
+        from ostinato.deployment import build_runtime
+        from ostinato.store import open_store
+
         store = await open_store(url)
-        steps = [tool_step(("calculator", {"expression": "6*7"})), text_step("42")]
-        cid = await _record(store, steps, ["6*7?"], ToolRegistry(builtin_tools()))
-        await store.close()
+        model = ScriptedModel(steps)
+        config = load_config(config_file)[0]
+        deployment = await build_runtime(
+            config, store, default_model=model, default_id=model.name, data_dir=tmp_path
+        )
+        deployment.runtime.after_turn = None
+        try:
+            cid = (await deployment.runtime.create_conversation()).id
+            await deployment.runtime.run_turn(cid, "1+1?")
+        finally:
+            await deployment.runtime.close()
         return cid
 
     cid = asyncio.run(record())
-    assert main(["replay", cid, "--database-url", url]) == 0
-    out = capsys.readouterr().out
-    assert f"replay of conversation {cid}" in out and "OK" in out
-    assert main(["replay", "nope", "--database-url", url]) == 2
-    assert "no conversation" in capsys.readouterr().err
+    assert main(["replay", cid, "--database-url", url, "--config", str(config_file)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("identical")
+    assert main(["replay", cid, "--database-url", url]) == 1  # without it: calculator runs
+    assert "DIVERGED" in capsys.readouterr().out
 
 
 def test_replay_prints_each_turns_timeline(

@@ -58,7 +58,8 @@ def decline(card: dict[str, Any]) -> dict[str, Any]:
 
 
 def last_result(server: Server, cid: str) -> str:
-    rows = server.get(f"/v1/conversations/{cid}/messages").json()["messages"]
+    path = f"/v1/conversations/{cid}/messages?include_hidden=true"  # lookups' results too
+    rows = server.get(path).json()["messages"]
     results = [b for r in rows for b in r["blocks"] if b["type"] == "tool_result"]
     content = results[-1]["content"]
     return content if isinstance(content, str) else json.dumps(content)

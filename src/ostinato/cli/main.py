@@ -6,8 +6,8 @@
                    [--data-dir DIR] [--approval-timeout SECONDS] [--config FILE]
     ostinato check-config [FILE] [--offline]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
-    ostinato replay CONVERSATION_ID [--database-url URL] [--recorded-tools clock]
-                    [--timeline]
+    ostinato replay CONVERSATION_ID [--database-url URL] [--config FILE]
+                    [--recorded-tools clock,recall] [--timeline]
     ostinato keys create --owner ann --name laptop [--expires-in 90d] | list | revoke ID
 
 A flag is the highest layer of the settings (``ostinato.config``): it wins over the
@@ -107,10 +107,15 @@ def _replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     replay.add_argument("conversation_id", metavar="CONVERSATION_ID")
     replay.add_argument("--database-url", help=DATABASE_HELP)
     replay.add_argument(
+        "--config",
+        metavar="FILE",
+        help=CONFIG_HELP + "; the turns are replayed with its tools and agents, as serve runs them",
+    )
+    replay.add_argument(
         "--recorded-tools",
         metavar="NAMES",
         help="comma-separated tools whose stored results are played back instead of running "
-        "them (default: clock; '' runs every tool)",
+        "them (default: clock and the memory tools; '' runs every tool)",
     )
     replay.add_argument(
         "--timeline",
@@ -178,17 +183,16 @@ def _replay(args: argparse.Namespace) -> int:
     from ostinato.cli.replay import RECORDED_BY_DEFAULT, replay
     from ostinato.config import ConfigError, load_config
 
-    url = args.database_url
-    if url is None:
-        try:
-            url = load_config(None)[0].server.database_url
-        except ConfigError as exc:
-            print(f"ostinato replay: {exc}", file=sys.stderr)
-            return 2
+    try:
+        config = load_config(args.config)[0]
+    except ConfigError as exc:
+        print(f"ostinato replay: {exc}", file=sys.stderr)
+        return 2
+    url = args.database_url or config.server.database_url
     if args.timeline:
         from ostinato.cli.timeline import print_timelines
 
         return asyncio.run(print_timelines(args.conversation_id, url))
     names = RECORDED_BY_DEFAULT if args.recorded_tools is None else args.recorded_tools.split(",")
     tools = {name.strip() for name in names if name.strip()}
-    return asyncio.run(replay(args.conversation_id, url, tools))
+    return asyncio.run(replay(args.conversation_id, url, tools, config=config))

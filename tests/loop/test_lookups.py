@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ostinato.models.offline import OfflineModel
 from ostinato.models.scripted import text_step, tool_step
 from tests.loop.harness import Harness
 
@@ -39,3 +40,20 @@ async def test_a_step_with_an_action_stays_visible() -> None:
     await h.runtime.run_turn(cid, "both")
     rows = await h.messages(cid)
     assert not any(m.hidden for m in rows)
+
+
+async def test_the_offline_model_answers_a_lookup_instead_of_calling_it_again() -> None:
+    """It leaves out the seed step (the loop's own), not every hidden row: a lookup's
+    hidden results are what it answers."""
+    h = Harness()
+    cid = await h.conversation()
+    result = await h.runtime.run_turn(cid, "/tool clock {}", model=OfflineModel())
+    assert result.stop_reason == "end_turn"
+    rows = await h.messages(cid)
+    assert [(m.role, m.hidden) for m in rows] == [
+        ("user", False),
+        ("assistant", False),  # "Calling clock." is text: shown
+        ("tool", True),
+        ("assistant", False),
+    ]
+    assert rows[-1].text.startswith("The tool returned:")

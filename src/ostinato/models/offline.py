@@ -38,9 +38,9 @@ class OfflineModel:
         self._calls = 0
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        # Hidden rows at the end are turn-zero seeds (a recall, attachment reads): the turn
-        # is still answering the user's message.
-        shown = [m for m in request.messages if not m.hidden]
+        # The turn-zero seed step (a recall, attachment reads) is the loop's, not the
+        # model's: after it the turn is still answering the user's message.
+        shown = [m for m in request.messages if not _seed_step(m)]
         last = shown[-1] if shown else None
         if last is not None and last.role == "tool":
             text = self._summarise(last)
@@ -94,6 +94,14 @@ class OfflineModel:
             '/tool calculator {"expression": "2*(3+4)"}. '
             f"Tools available here: {tools}."
         )
+
+
+def _seed_step(message: Message) -> bool:
+    """A row of the turn-zero seed step: its calls, or their results."""
+    if message.role == "assistant":
+        return bool(message.metadata.get("seed"))
+    results = message.tool_results
+    return bool(results) and all(r.tool_use_id.startswith("seed_") for r in results)
 
 
 def _last_user_text(messages: Sequence[Message]) -> str:

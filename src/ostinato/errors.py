@@ -21,7 +21,9 @@
     ├── ToolError                   a tool's fault; becomes a tool_result the model sees
     │   ├── ToolArgumentsInvalid    arguments failed the tool's schema
     │   └── ToolTimeout             the tool passed its deadline
-    └── StoreError                  ours: the store could not do what it must
+    ├── StoreError                  ours: the store could not do what it must
+    └── Unavailable                 ours, for now (HTTP 503, with ``retry_after``)
+        └── ShuttingDown            the server is stopping and begins no new turn
 
 A failing tool never raises out of a turn: the loop turns every ``ToolError`` (and any
 other exception a tool raises) into an error ``tool_result``.
@@ -133,3 +135,19 @@ class ToolTimeout(ToolError):
 
 class StoreError(OstinatoError):
     code = "store_error"
+
+
+class Unavailable(OstinatoError):
+    """The server cannot do this now, through no fault of the caller (HTTP 503);
+    ``retry_after`` (seconds) is a fair wait before trying again, if there is one."""
+
+    status: int = 503
+    code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ShuttingDown(Unavailable):
+    code = "shutting_down"

@@ -1,6 +1,14 @@
-"""Crash recovery: closing the turns a crash left ``running`` (DESIGN invariant 8).
+"""Crash recovery: closing the turns a crash left ``running`` (DESIGN invariant 8), and
+taking over what a gone server held.
 
-For each such turn, every tool call without a result is answered, in one tool message:
+Recovery acts only on what a **gone** holder held (``ostinato.leases``: its lease was
+released, expired, or its process is no longer on this machine), never on a live
+server's turns, and takes each thing over by a compare-and-set on its holder first, so
+two recovering servers never both act on one. ``sweep`` runs once at a server's start
+and then after every renewal of its lease.
+
+For each turn left running by a gone holder, every tool call without a result is
+answered, in one tool message:
 
 - a call waiting on a pending approval keeps waiting: the approval survives with its id,
   its record goes back to ``waiting``, the turn ends ``paused`` (a decision posted later
@@ -15,24 +23,37 @@ For each such turn, every tool call without a result is answered, in one tool me
 
 Tool-call records still marked running are closed to match, and the turn ends
 ``interrupted`` (or ``paused``). Paused turns are left alone: they stay resumable.
+
+A sweep also finds the decisions a gone holder saved but did not act on (the approval is
+decided, its call still open in a paused conversation), and the queued messages a gone
+holder was to run; ``sweep`` has the workers (``turns.Workers.take_over``) run both.
 """
 
 from __future__ import annotations
 
-from ostinato.loop.setup import open_tool_uses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ostinato import observe
+from ostinato.approvals import Approval, Ending
+from ostinato.leases import Holders, claim_queued, claim_turn, holders
+from ostinato.loop.setup import open_tool_use, open_tool_uses
 from ostinato.messages import Message, ToolResultBlock
 from ostinato.store.base import (
     AppendMessage,
     FinishToolCall,
     FinishTurn,
+    QueuedInput,
     Store,
     ToolCallRecord,
     ToolCallStatus,
+    Turn,
     TurnStopReason,
     WriteOp,
     utcnow,
 )
 from ostinato.tools.registry import ToolRegistry
+from ostinato.turns import Workers
 
 NOT_STARTED = "interrupted: the server stopped before this tool call ran; it was not run"
 INTERRUPTED = "interrupted: the server stopped while this tool call was running"
@@ -42,45 +63,139 @@ UNKNOWN = (
 )
 
 
-async def recover(store: Store, tools: ToolRegistry) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What one sweep took over: the turns it closed, the decisions to act on, and the
+    queued messages to run (each now held by the sweeping process)."""
+
+    closed: list[str] = field(default_factory=list)
+    decided: list[Approval] = field(default_factory=list)
+    queued: list[QueuedInput] = field(default_factory=list)
+
+
+async def sweep(
+    store: Store,
+    tools: ToolRegistry,
+    workers: Workers,
+    history_limit: int,
+    holder: str | None,
+    everything: bool = False,
+) -> list[str]:
+    """Take over what gone holders held, for ``holder``: close their running turns, then
+    have ``workers`` act on their decisions and run their queued messages; the ids of
+    the turns closed. Nothing while shutting down."""
+    if workers.draining:
+        return []
+    found = await find(
+        store, tools, holder=holder, history_limit=history_limit, everything=everything
+    )
+    observe.queued(len(found.queued))
+    await workers.take_over(found.decided, found.queued)
+    return found.closed
+
+
+async def find(
+    store: Store,
+    tools: ToolRegistry,
+    *,
+    holder: str | None,
+    history_limit: int,
+    everything: bool = False,
+) -> Found:
+    """Take over what gone holders held. Decisions are looked for at ``everything`` (a
+    server's first sweep) or when this sweep found a holder newly gone: a live holder
+    acts on its own."""
+    who = await holders(store, holder)
+    closed = await recover(store, tools, holder=holder, gone=who.gone)
+    decided: list[Approval] = []
+    if everything or who.dropped:
+        decided = await decided_but_not_acted_on(store, history_limit, holder, who)
+    queued = [
+        item
+        for item in await store.list_queued()
+        if who.gone(item.holder) and await claim_queued(store, item.id, item.holder, holder)
+    ]
+    return Found(closed, decided, queued)
+
+
+async def recover(
+    store: Store,
+    tools: ToolRegistry,
+    *,
+    holder: str | None = None,
+    gone: Callable[[str | None], bool] = lambda _: True,
+) -> list[str]:
+    """Close the running turns whose holder is ``gone``, each taken over by ``holder``
+    first; the ids of the turns closed."""
     closed = []
     for turn in await store.running_turns():
-        messages = await store.list_messages(turn.conversation_id)
-        open_uses = [use for use, _ in open_tool_uses(messages)]
-        records = {r.id: r for r in await store.list_tool_calls(turn.conversation_id)}
-        pending = {
-            a.tool_use_id
-            for a in await store.list_approvals(turn.conversation_id, pending_only=True)
-        }
-        # a question card is a row: once committed, it waits for its answer like a pending
-        # approval, even if the crash came before the turn was recorded paused
-        pending |= {
-            str(card)
-            for m in messages
-            if m.role == "assistant" and (card := m.metadata.get("awaiting"))
-        }
-        now = utcnow()
-        ops: list[WriteOp] = []
-        blocks: list[ToolResultBlock] = []
-        for use in open_uses:
-            record = records.get(use.id)
-            if use.id in pending:
-                if record is not None and record.status != "waiting":
-                    ops.append(_close(record, "waiting", ""))
-                continue
-            status, text = _verdict(record, tools)
-            blocks.append(ToolResultBlock(use.id, text, is_error=True))
-            if record is not None and record.status in ("running", "waiting"):
-                ops.append(_close(record, status, text))
-        if blocks:
-            ops.insert(
-                0, AppendMessage(turn.conversation_id, Message("tool", tuple(blocks)), turn.id)
-            )
-        stop: TurnStopReason = "paused" if pending & {u.id for u in open_uses} else "interrupted"
-        ops.append(FinishTurn(turn.id, turn.conversation_id, stop, now))
-        await store.write(*ops)
-        closed.append(turn.id)
+        if gone(turn.holder) and await claim_turn(store, turn.id, turn.holder, holder):
+            await _close_turn(store, tools, turn)
+            closed.append(turn.id)
     return closed
+
+
+async def _close_turn(store: Store, tools: ToolRegistry, turn: Turn) -> None:
+    messages = await store.list_messages(turn.conversation_id)
+    open_uses = [use for use, _ in open_tool_uses(messages)]
+    records = {r.id: r for r in await store.list_tool_calls(turn.conversation_id)}
+    pending = {
+        a.tool_use_id for a in await store.list_approvals(turn.conversation_id, pending_only=True)
+    }
+    # a question card is a row: once committed, it waits for its answer like a pending
+    # approval, even if the crash came before the turn was recorded paused
+    pending |= {
+        str(card)
+        for m in messages
+        if m.role == "assistant" and (card := m.metadata.get("awaiting"))
+    }
+    ops: list[WriteOp] = []
+    blocks: list[ToolResultBlock] = []
+    for use in open_uses:
+        record = records.get(use.id)
+        if use.id in pending:
+            if record is not None and record.status != "waiting":
+                ops.append(_close(record, "waiting", ""))
+            continue
+        status, text = _verdict(record, tools)
+        blocks.append(ToolResultBlock(use.id, text, is_error=True))
+        if record is not None and record.status in ("running", "waiting"):
+            ops.append(_close(record, status, text))
+    if blocks:
+        ops.insert(0, AppendMessage(turn.conversation_id, Message("tool", tuple(blocks)), turn.id))
+    stop: TurnStopReason = "paused" if pending & {u.id for u in open_uses} else "interrupted"
+    ops.append(FinishTurn(turn.id, turn.conversation_id, stop, utcnow()))
+    await store.write(*ops)
+
+
+async def decided_but_not_acted_on(
+    store: Store, history_limit: int, holder: str | None, who: Holders
+) -> list[Approval]:
+    """Approvals decided while their turn was gone (after a restart) whose call still
+    has no result: the crash came between the decision and the turn that acts on it.
+    Without this the conversation would wait forever on a decided call. Only those whose
+    turn's holder is gone, each taken over (its turn claimed) by ``holder``."""
+    found = []
+    paused: dict[str, list[Message] | None] = {}
+    for approval in await store.list_approvals():
+        if approval.ending is None or approval.ending is Ending.UNREACHABLE:
+            continue
+        cid = approval.conversation_id
+        if cid not in paused:
+            conversation = await store.get_conversation(cid)
+            paused[cid] = (
+                (await store.window(cid, limit=history_limit)).rows
+                if conversation is not None and conversation.state == "paused"
+                else None
+            )
+        rows = paused[cid]
+        if rows is None or open_tool_use(rows, approval.tool_use_id) is None:
+            continue
+        turn = await store.get_turn(approval.turn_id)
+        was = turn.holder if turn is not None else None
+        if who.gone(was) and (turn is None or await claim_turn(store, turn.id, was, holder)):
+            found.append(approval)
+    return found
 
 
 def _verdict(record: ToolCallRecord | None, tools: ToolRegistry) -> tuple[ToolCallStatus, str]:

@@ -14,13 +14,14 @@ from typing import Any
 
 from ostinato import observe
 from ostinato.agents import AgentConfig
-from ostinato.approvals import Approval, ApprovalPolicy, Ending, Grant, Remember
+from ostinato.approvals import Approval, ApprovalPolicy, Grant, Remember
 from ostinato.bus import LocalBus
 from ostinato.consent import ConsentGate
 from ostinato.context.compaction import Compactor
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, TurnFinished
 from ostinato.ids import new_id
+from ostinato.leases import Lease
 from ostinato.loop.begin import (
     AfterTurn,
     begin,
@@ -31,14 +32,11 @@ from ostinato.loop.begin import (
     pending_approvals,
 )
 from ostinato.loop.driver import TurnResult
-from ostinato.loop.setup import (
-    open_tool_use,
-    waiting_answers,
-)
+from ostinato.loop.setup import waiting_answers
 from ostinato.memory.facts import Memory
 from ostinato.messages import JSON, Message
 from ostinato.models.base import Model
-from ostinato.recovery import recover
+from ostinato.recovery import sweep
 from ostinato.skills import Router, Skill
 from ostinato.store.base import (
     Conversation,
@@ -63,6 +61,7 @@ from ostinato.turns import (
     Policy,
     Submission,
     TurnHandle,
+    Worker,
     Workers,
     user_message,
 )
@@ -140,6 +139,8 @@ class Runtime:
         self.seed_recall = seed_recall
         self._model = model
         self._workers = Workers(self._begin)
+        self.lease: Lease | None = None  # this process's lease, if it takes one (``leases``)
+        self._closed = False
 
     def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model:
         """The turn's model: the conversation's own choice (``metadata.model``), else the
@@ -200,6 +201,16 @@ class Runtime:
         """Whether a turn runs (or waits to) in this conversation, in this process."""
         return self._workers.busy(conversation_id)
 
+    @property
+    def holder(self) -> str | None:
+        """The id of this process's lease: the ``holder`` of every turn it begins."""
+        return self.lease.id if self.lease is not None else None
+
+    @property
+    def draining(self) -> bool:
+        """Shutting down: no new turn begins (``ShuttingDown``)."""
+        return self._workers.draining
+
     # --- inputs ----------------------------------------------------------------------
 
     async def submit(
@@ -222,6 +233,7 @@ class Runtime:
             raise NotFound(f"no agent named {skill!r}")
         message = user_message(message, client_message_id)
         await self.conversation(conversation_id)
+        self._workers.refuse_new()
         worker = self._workers.get(conversation_id)
         if worker is None or worker.idle:
             new = NewMessage(message, client_message_id, None, skill, instructions)
@@ -231,15 +243,11 @@ class Runtime:
             return submission
         if policy == "reject":
             raise Conflict("a turn is running in this conversation and the policy is 'reject'")
-        await self.consent.dismiss(conversation_id)  # the user typed instead of answering
-        (queued,) = await self.store.write(
-            Enqueue(QueuedInput(new_id(), conversation_id, message, utcnow(), client_message_id))
-        )
+        new = NewMessage(message, client_message_id, None, skill, instructions)
+        submission = await self._enqueue(worker, new, model)
+        queued = submission.queued
+        assert queued is not None
         observe.queued(1)
-        submission = Submission(
-            NewMessage(message, client_message_id, queued, skill, instructions), model
-        )
-        self._workers.add(conversation_id, submission)
         current = worker.current
         self.bus.publish(
             conversation_id,
@@ -254,6 +262,20 @@ class Runtime:
         if policy == "supersede":
             await worker.cancel_current()
         return submission
+
+    async def _enqueue(self, worker: Worker, new: NewMessage, model: Model | None) -> Submission:
+        """Store a message in the busy conversation's queue (``Worker.queue``)."""
+        cid = worker.conversation_id
+        item = QueuedInput(
+            new_id(), cid, new.message, utcnow(), new.client_message_id, holder=self.holder
+        )
+
+        async def store() -> Submission:
+            await self.consent.dismiss(cid)  # the user typed instead of answering
+            (queued,) = await self.store.write(Enqueue(item))
+            return Submission(dataclasses.replace(new, queued=queued), model)
+
+        return await worker.queue(store)
 
     async def start_turn(
         self, conversation_id: str, message: Message | str, **kw: Any
@@ -287,6 +309,7 @@ class Runtime:
         """Answer the question card ``tool_use_id``; the paused turn goes on in a new one.
         ``Conflict`` when no card with that id is waiting (wrong, stale, answered)."""
         await self.conversation(conversation_id)
+        self._workers.refuse_new()
         if self._workers.busy(conversation_id):
             raise Conflict("a turn is running in this conversation; no card is waiting")
         submission = Submission(CardAnswer(tool_use_id, result), model)
@@ -307,6 +330,8 @@ class Runtime:
         stopped meanwhile (a restart) is continued by a new turn. ``Conflict`` if the
         approval was already decided: the tool runs once, whatever is posted."""
         waiting = self.consent.waiting(approval_id)
+        if not waiting:  # acting on it needs a new turn: none begins while shutting down
+            self._workers.refuse_new()
         decided = await self.consent.decide(
             conversation_id,
             approval_id,
@@ -405,7 +430,7 @@ class Runtime:
         conversation = await self.conversation(conversation_id)
         window = await self.store.window(conversation_id, limit=self.history_limit)
         history = window.rows
-        turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow())
+        turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
         with observe.turn_beginning(turn, owner=conversation.owner):
             match submission.input:
                 case NewMessage(message=message, queued=queued, client_message_id=client_id):
@@ -442,54 +467,38 @@ class Runtime:
     # --- lifecycle -------------------------------------------------------------------
 
     async def recover(self) -> list[str]:
-        """Close turns a crash left running (invariant 8), continue decisions that a crash
-        kept from being acted on, and pick up queued messages; returns the ids of the
-        turns it closed. Run once at start, before serving."""
-        closed = await recover(self.store, self.tools)
-        continued = [Submission(ApprovalOutcome(a)) for a in await self._decided_but_not_acted_on()]
-        for submission in continued:
-            assert isinstance(submission.input, ApprovalOutcome)
-            self._workers.add(submission.input.approval.conversation_id, submission)
-        # Their turns have begun (the conversations are running) before the first request:
-        # nobody can see a decided call without a result and a conversation not running.
-        await asyncio.gather(*(s.started for s in continued), return_exceptions=True)
-        for item in await self.store.list_queued():
-            observe.queued(1)
-            self._workers.add(
-                item.conversation_id,
-                Submission(NewMessage(item.message, item.client_message_id, item)),
-            )
+        """Take this process's lease (``self.lease``, if set), then recover what gone
+        holders held (``recovery.sweep``); the ids of the turns it closed. Run once at
+        start, before serving; with a lease it runs again after every renewal."""
+        if self.lease is not None:
+            await self.lease.acquire()
+        closed = await self._sweep(everything=True)
+        if self.lease is not None:
+            self.lease.keep(self._sweep)
         return closed
 
-    async def _decided_but_not_acted_on(self) -> list[Approval]:
-        """Approvals decided while their turn was gone (after a restart) whose call still
-        has no result: the crash came between the decision and the turn that acts on it.
-        Without this the conversation would wait forever on a decided call."""
-        found = []
-        paused: dict[str, list[Message] | None] = {}
-        for approval in await self.store.list_approvals():
-            if approval.ending is None or approval.ending is Ending.UNREACHABLE:
-                continue
-            cid = approval.conversation_id
-            if cid not in paused:
-                conversation = await self.store.get_conversation(cid)
-                paused[cid] = (
-                    (await self.store.window(cid, limit=self.history_limit)).rows
-                    if conversation is not None and conversation.state == "paused"
-                    else None
-                )
-            rows = paused[cid]
-            if rows is not None and open_tool_use(rows, approval.tool_use_id) is not None:
-                found.append(approval)
-        return found
+    async def _sweep(self, everything: bool = False) -> list[str]:
+        limit, holder = self.history_limit, self.holder
+        return await sweep(self.store, self.tools, self._workers, limit, holder, everything)
 
     def active(self) -> int:
         return len(self._workers)
 
+    async def drain(self, grace: float, *, hurry: asyncio.Event | None = None) -> None:
+        """Shut down: no new turn begins, running ones get ``grace`` seconds (less once
+        ``hurry`` is set), then the rest are cancelled (``Workers.drain``)."""
+        await self._workers.drain(grace, hurry)
+
     async def close(self) -> None:
-        """Cancel running turns (each records ``cancelled``), give after-turn work a few
-        seconds to finish and cancel what remains, and close the store."""
-        await self._workers.close()
+        """Cancel running turns (each records ``cancelled``; ``drain`` first to give them
+        a grace), release the lease, give after-turn work a few seconds to finish and
+        cancel what remains, and close the store. A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._workers.drain(0.0)
+        if self.lease is not None:
+            await self.lease.release()
         await self.settle(within=5.0)
         for work in list(self._background):
             work.cancel()

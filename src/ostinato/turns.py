@@ -1,25 +1,30 @@
 """Arbitration: one active turn per conversation, and what waits behind it.
 
 Each busy conversation has one ``Worker``: a task that begins the turns of its pending
-``Submission``s one after another, in arrival order. A submission to an idle
-conversation starts a worker and runs at once; to a busy one it is stored first (the
-store's queue, so nothing accepted is lost in a crash) and then, by policy:
+``Submission``s one after another, queued messages in the order of their store position.
+A submission to an idle conversation starts a worker and runs at once; to a busy one it
+is stored first (the store's queue, so nothing accepted is lost in a crash) and then, by
+policy:
 
 - ``queue`` (default): runs after the turns before it;
 - ``supersede``: the running turn is cancelled (its teardown awaited), then it runs;
 - ``reject``: refused with ``Conflict`` (nothing stored).
+
+At shutdown ``Workers.drain`` begins no new turn (waiting submissions are refused with
+``ShuttingDown``; a queued message stays in the store's queue), gives running turns a
+grace, then cancels the rest and waits for each to record its end.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ostinato.approvals import Approval
-from ostinato.errors import InvalidRequest
+from ostinato.errors import InvalidRequest, ShuttingDown
 from ostinato.loop.driver import TurnResult
 from ostinato.messages import JSON, Message, TextBlock
 from ostinato.models.base import Model
@@ -105,15 +110,47 @@ class Submission:
 Begin: TypeAlias = Callable[[str, Submission], Awaitable[TurnHandle]]
 
 
+QUEUED_KEPT = (
+    "the server is shutting down before this message's turn began; the message stays in "
+    "the conversation's queue and runs when a server picks it up (watch /events): do not "
+    "send it again"
+)
+NOT_BEGUN = "the server is shutting down and begins no new turn; send this again shortly"
+RETRY_AFTER_S = 5.0  # what a refused request is told to wait (a restart takes seconds)
+TEARDOWN_S = 15.0  # how long a shutdown waits for cancelled turns to record their end
+
+
+def refuse(submission: Submission) -> None:
+    """Tell a submission's sender that its turn will not begin here (shutdown)."""
+    if submission.started.done():
+        return
+    if submission.queued is not None:
+        submission.started.set_exception(ShuttingDown(QUEUED_KEPT))
+    else:
+        submission.started.set_exception(ShuttingDown(NOT_BEGUN, retry_after=RETRY_AFTER_S))
+    submission.started.exception()  # retrieved: nobody may be waiting for it
+
+
 class Worker:
-    """Runs the turns of one conversation, one at a time."""
+    """Runs the turns of one conversation, one at a time.
+
+    Queued messages wait in the order of their store ``position`` (the order each sender
+    was told), whatever order their writes finished in: a message being queued reserves
+    a place (``reserve``) before its write and takes it when the write is done
+    (``settle``); the worker begins nothing while a place is reserved, so one whose write
+    is slower never finds the one behind it already running.
+    """
 
     def __init__(self, conversation_id: str, begin: Begin) -> None:
         self.conversation_id = conversation_id
         self.pending: deque[Submission] = deque()
         self.current: TurnHandle | None = None
         self.starting = False  # a turn is being begun (its rows written, its task made)
+        self.stopping = False  # shutting down: no more turns begin
+        self.enqueuing = 0  # messages whose queue write is in flight
         self._begun = asyncio.Event()  # set whenever no turn is being begun
+        self._settled = asyncio.Event()  # set whenever no queue write is in flight
+        self._settled.set()
         self._begin = begin
         self.task: asyncio.Task[None] | None = None
 
@@ -123,37 +160,101 @@ class Worker:
         return (
             not self.pending
             and not self.starting
+            and not self.enqueuing
             and (self.current is None or self.current.task.done())
         )
 
+    async def queue(self, store: Callable[[], Awaitable[Submission]]) -> Submission:
+        """Hold a place while ``store`` writes a message to the store's queue; its
+        submission then waits in the order of its store position."""
+        self.reserve()
+        submission = None
+        try:
+            submission = await store()
+            return submission
+        finally:
+            self.settle(submission)
+
+    def reserve(self) -> None:
+        """A message is being written to the store's queue: hold its place."""
+        self.enqueuing += 1
+        self._settled.clear()
+
+    def settle(self, submission: Submission | None) -> None:
+        """The queue write ended: its submission takes its place (None: the write failed)."""
+        self.enqueuing -= 1
+        if not self.enqueuing:
+            self._settled.set()
+        if submission is None:
+            return
+        if self.stopping:
+            refuse(submission)
+        else:
+            self.put(submission)
+
+    def put(self, submission: Submission) -> None:
+        """Add a submission: a queued message before any waiting one with a later store
+        position, anything else at the end."""
+        queued = submission.queued
+        if queued is not None:
+            for index, waiting in enumerate(self.pending):
+                if waiting.queued is not None and waiting.queued.position > queued.position:
+                    self.pending.insert(index, submission)
+                    return
+        self.pending.append(submission)
+
     async def run(self) -> None:
         try:
-            while self.pending:
-                submission = self.pending.popleft()
-                self.starting = True
-                self._begun.clear()
-                try:
-                    handle = await self._begin(self.conversation_id, submission)
-                except Exception as exc:  # the input could not start a turn: tell its sender
-                    if not submission.started.done():
-                        submission.started.set_exception(exc)
+            while (submission := await self._next()) is not None:
+                handle = await self._start(submission)
+                if handle is None:
                     continue
-                finally:
-                    self.starting = False
-                    self._begun.set()
-                submission.started.set_result(handle)
                 self.current = handle
-                try:
-                    await asyncio.wait([handle.task])
-                finally:
-                    self.current = None
+                await asyncio.wait([handle.task])
+                self.current = None  # (not in a finally: cancellation needs it below)
         except asyncio.CancelledError:
-            if self.current is not None:
-                self.current.task.cancel()
-                await asyncio.wait([self.current.task])
-            for submission in self.pending:
-                submission.started.cancel()
+            current = self.current
+            if current is not None and not current.task.done():
+                current.task.cancel()
+                await asyncio.wait([current.task])
+            self.stop()
             raise
+
+    async def _next(self) -> Submission | None:
+        """The next submission to begin, once no queue write is in flight; None when
+        nothing waits or the worker stops."""
+        while self.enqueuing and not self.stopping:
+            await self._settled.wait()
+        if self.stopping or not self.pending:
+            return None
+        return self.pending.popleft()
+
+    async def _start(self, submission: Submission) -> TurnHandle | None:
+        """Begin the submission's turn; None if it could not begin (its sender is told)."""
+        self.starting = True
+        self._begun.clear()
+        try:
+            handle = await self._begin(self.conversation_id, submission)
+        except asyncio.CancelledError:
+            refuse(submission)
+            raise
+        except Exception as exc:  # the input could not start a turn: tell its sender
+            if not submission.started.done():
+                submission.started.set_exception(exc)
+            return None
+        finally:
+            self.starting = False
+            self._begun.set()
+        submission.started.set_result(handle)
+        return handle
+
+    def stop(self) -> None:
+        """Begin no more turns; each waiting submission's sender is told (a queued
+        message stays in the store's queue for the next server to run)."""
+        self.stopping = True
+        self._settled.set()
+        while self.pending:
+            refuse(self.pending.popleft())
 
     async def cancel_current(self) -> Turn | None:
         """Cancel the running turn and wait for its teardown; the turn, if there was one.
@@ -167,6 +268,13 @@ class Worker:
         await asyncio.wait([current.task])
         return current.turn
 
+    async def finish(self) -> None:
+        """Stop, cancel the running turn (its teardown awaited), and wait for the end."""
+        self.stop()
+        await self.cancel_current()
+        if self.task is not None:
+            await asyncio.wait([self.task])
+
 
 class Workers:
     """The workers of every busy conversation in this process."""
@@ -174,6 +282,7 @@ class Workers:
     def __init__(self, begin: Begin) -> None:
         self._begin = begin
         self._workers: dict[str, Worker] = {}
+        self.draining = False  # shutting down: no new turns
 
     def get(self, conversation_id: str) -> Worker | None:
         return self._workers.get(conversation_id)
@@ -183,16 +292,20 @@ class Workers:
         worker = self._workers.get(conversation_id)
         return worker is not None and not worker.idle
 
-    def add(self, conversation_id: str, submission: Submission) -> Worker:
-        """Queue a submission, starting the conversation's worker if it is idle."""
+    def add(self, conversation_id: str, submission: Submission) -> Worker | None:
+        """Queue a submission, starting the conversation's worker if it is idle; None
+        (and the sender told) when shutting down."""
+        if self.draining:
+            refuse(submission)
+            return None
         worker = self._workers.get(conversation_id)
         if worker is None:
             worker = Worker(conversation_id, self._begin)
             self._workers[conversation_id] = worker
-            worker.pending.append(submission)
+            worker.put(submission)
             worker.task = asyncio.create_task(self._run(worker), name=f"worker-{conversation_id}")
         else:
-            worker.pending.append(submission)
+            worker.put(submission)
         return worker
 
     async def _run(self, worker: Worker) -> None:
@@ -205,9 +318,45 @@ class Workers:
     def __len__(self) -> int:
         return len(self._workers)
 
+    def refuse_new(self) -> None:
+        """``ShuttingDown`` while draining: no new turn begins."""
+        if self.draining:
+            raise ShuttingDown(NOT_BEGUN, retry_after=RETRY_AFTER_S)
+
+    async def take_over(self, decided: Sequence[Approval], queued: Sequence[QueuedInput]) -> None:
+        """Run what recovery took over: each decision in a new turn, begun before this
+        returns (nobody sees a decided call without a result in a conversation that is
+        not running), then each queued message in its conversation's queue."""
+        continued = [Submission(ApprovalOutcome(a)) for a in decided]
+        for approval, submission in zip(decided, continued, strict=True):
+            self.add(approval.conversation_id, submission)
+        await asyncio.gather(*(s.started for s in continued), return_exceptions=True)
+        for item in queued:
+            message = NewMessage(item.message, item.client_message_id, item)
+            self.add(item.conversation_id, Submission(message))
+
+    async def drain(self, grace: float, hurry: asyncio.Event | None = None) -> None:
+        """Shut down: begin no new turn (what waits is refused), give the running turns
+        ``grace`` seconds (cut short when ``hurry`` is set) to end by themselves, then
+        cancel the rest and wait (at most ``TEARDOWN_S``) for each to record its end."""
+        self.draining = True
+        workers = list(self._workers.values())
+        for worker in workers:
+            worker.stop()
+        tasks = [w.task for w in workers if w.task is not None]
+        if tasks and grace > 0:
+            stop: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.wait(tasks))]
+            if hurry is not None:
+                stop.append(asyncio.ensure_future(hurry.wait()))
+            await asyncio.wait(stop, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in stop:
+                waiter.cancel()
+        left = [asyncio.ensure_future(w.finish()) for w in workers if w.task and not w.task.done()]
+        if left:
+            await asyncio.wait(left, timeout=TEARDOWN_S)
+        for task in (w.task for w in workers):  # a teardown that hangs is abandoned
+            if task is not None and not task.done():
+                task.cancel()
+
     async def close(self) -> None:
-        tasks = [w.task for w in self._workers.values() if w.task is not None]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.drain(0.0)

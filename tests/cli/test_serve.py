@@ -4,6 +4,7 @@ end to end in tests/e2e)."""
 from __future__ import annotations
 
 import io
+import socket
 from pathlib import Path
 
 import httpx
@@ -265,3 +266,32 @@ def test_a_postgres_url_without_the_driver_is_one_sentence(
         "ostinato serve: a PostgreSQL store needs the asyncpg driver, which is not "
         "installed: pip install 'ostinato[postgres]'\n"
     )
+
+
+def test_a_server_that_cannot_listen_exits_before_opening_the_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second server on a taken port must change nothing (its recovery never runs)."""
+    monkeypatch.setenv("OLLAMA_BASE_URL", "http://127.0.0.1:9/v1")  # nothing answers
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OSTINATO_BASE_URL", "OSTINATO_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    database = tmp_path / "never.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        argv = ["serve", "--port", port, "--database-url", f"sqlite:///{database}"]
+        assert main([*argv, "--data-dir", str(tmp_path / "data")]) == 1
+    assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err
+    assert not database.exists()
+
+
+def test_the_shutdown_grace_is_a_setting() -> None:
+    assert load_config(None, env={})[0].server.shutdown_grace_s == 10
+    config, _ = load_config(None, env={"OSTINATO_SERVER__SHUTDOWN_GRACE_S": "2.5"})
+    assert config.server.shutdown_grace_s == 2.5
+    config, _ = load_config(None, env={"OSTINATO_SERVER__SHUTDOWN_GRACE_S": "0"})
+    assert config.server.shutdown_grace_s == 0  # cancel at once
+    for bad in ("-1", "soon", "inf", "nan"):
+        with pytest.raises(ConfigError, match="shutdown_grace_s"):
+            load_config(None, env={"OSTINATO_SERVER__SHUTDOWN_GRACE_S": bad})

@@ -113,19 +113,29 @@ RUNNING_SQL = (
 
 def running_in_db(database_url: str, conversation_id: str) -> list[str]:
     """Turns and tool-call records of the conversation still marked running."""
+    found = query(database_url, RUNNING_SQL, conversation_id)
+    return [f"{kind} {ident} is still running" for kind, ident in found]
+
+
+def turn_endings(database_url: str, conversation_id: str) -> list[str | None]:
+    """The stop reason of each turn of the conversation, oldest first."""
+    sql = "SELECT stop_reason FROM turns WHERE conversation_id = :c ORDER BY started_at, id"
+    return [row[0] for row in query(database_url, sql, conversation_id)]
+
+
+def query(database_url: str, sql: str, conversation_id: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` (every ``:c`` is the conversation id), straight from the database."""
     url = sa.make_url(database_url)
     if url.get_backend_name() == "sqlite":
         assert url.database
         with sqlite3.connect(url.database, timeout=30) as db:
-            sql = RUNNING_SQL.replace(":c", "?")
-            found = db.execute(sql, (conversation_id, conversation_id)).fetchall()
-    else:
-        with ThreadPoolExecutor(1) as pool:
-            found = pool.submit(asyncio.run, _pg_running(url, conversation_id)).result()
-    return [f"{kind} {ident} is still running" for kind, ident in found]
+            params = (conversation_id,) * sql.count(":c")
+            return [tuple(r) for r in db.execute(sql.replace(":c", "?"), params).fetchall()]
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _pg_query(url, sql, conversation_id)).result()
 
 
-async def _pg_running(url: sa.URL, conversation_id: str) -> list[tuple[str, str]]:
+async def _pg_query(url: sa.URL, sql: str, conversation_id: str) -> list[tuple[Any, ...]]:
     import asyncpg
 
     conn = await asyncpg.connect(
@@ -136,7 +146,6 @@ async def _pg_running(url: sa.URL, conversation_id: str) -> list[tuple[str, str]
         database=url.database,
     )
     try:
-        sql = RUNNING_SQL.replace(":c", "$1")
-        return [(r[0], r[1]) for r in await conn.fetch(sql, conversation_id)]
+        return [tuple(r) for r in await conn.fetch(sql.replace(":c", "$1"), conversation_id)]
     finally:
         await conn.close()

@@ -202,6 +202,20 @@ class Server:
         self.kill()
         return self.start()
 
+    def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM the server (a graceful stop) and wait for it to exit; its exit code
+        (uvicorn re-raises the signal it caught, so a clean stop is ``-SIGTERM``)."""
+        pid, popen = self.pid, self.popen
+        assert pid is not None and popen is not None, "terminate() needs a plain start"
+        self.pid = self.popen = None
+        popen.send_signal(signal.SIGTERM)
+        try:
+            return popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+            raise AssertionError(f"no exit {timeout} s after SIGTERM:\n{self.tail()}") from None
+
     def tail(self, lines: int = 60) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

@@ -187,8 +187,24 @@ class Lab:
             reader.finish()
         self.readers.clear()
 
+    def quiet(self, convo: Convo) -> None:
+        """Wait until the restarted server has run the messages it found queued: nothing
+        queued, then nothing running (read in that order: a turn that took the last
+        queued message was already running when the queue read empty)."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            queued = self.server.get(f"/v1/conversations/{convo.id}/queue").json()["queued"]
+            if not queued and self.state(convo) != "running":
+                return
+            if time.monotonic() > deadline:
+                self.fail(convo, f"still busy after {WAIT} s")
+            time.sleep(0.05)
+
     def check_restart(self, convo: Convo) -> None:
-        """Right after a restart: the history is valid but for what may still wait."""
+        """Right after a restart (once the messages it found queued have run, so that no
+        turn of the new server is half way): the history is valid but for what may
+        still wait."""
+        self.quiet(convo)
         rows = self.rows(convo)
         waiting = {a["tool_use_id"] for a in self.pending(convo)}
         if self.state(convo) == "paused":

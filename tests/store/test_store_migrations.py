@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0008"
+HEAD = "0009"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -42,6 +42,7 @@ PEOPLE_TABLES = {
     "limit_events",
     "memory_relations",
     "forged_tools",
+    "servers",
 }
 T = TypeVar("T")
 

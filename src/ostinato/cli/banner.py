@@ -53,6 +53,7 @@ def banner(
     print(f"  database: {describe_url(server.database_url)}", file=out)
     print(f"  data dir: {runtime.data_dir}  (conversation workdirs)", file=out)
     print(f"  approval: waits {config.approvals.timeout:g} s for a person", file=out)
+    print(f"  shutdown: running turns get {config.server.shutdown_grace_s:g} s to end", file=out)
     print(f"  skills:   {', '.join(s.id for s in runtime.router.skills)}", file=out)
     anonymous = " + anonymous callers" if config.auth.allow_anonymous else ""
     print(f"  auth:     mode {config.auth.mode}{anonymous}  (docs/auth.md)", file=out)

@@ -5,9 +5,12 @@ Every setting comes from ``ostinato.config`` (flags over the environment over th
 the defaults). The model is chosen once at start: ``models.default`` when set, else
 autodetected (``ostinato.models.choice``: a provider key, a local OpenAI-compatible
 server, or the offline model); a request may pick another with the ``x-ostinato-model-*``
-headers. The banner says what was chosen and where from. Crashed turns are recovered by
-the app's lifespan before the first request; SIGTERM or Ctrl-C shut down gracefully
-(running turns end ``cancelled``).
+headers. The banner says what was chosen and where from. The port is bound before the
+store is opened (a server that cannot listen changes nothing). Turns left running by a
+server that is gone are recovered by the app's lifespan before the first request, and
+later by this server's lease keeper (``ostinato.leases``). SIGTERM or Ctrl-C shut down
+gracefully (``ostinato.server.process``): running turns get ``server.shutdown_grace_s``
+seconds to end, then end ``cancelled``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,6 +31,7 @@ from ostinato.config import Config, ConfigError, load_config
 from ostinato.deployment import Deployment, build_runtime, provider_settings
 from ostinato.errors import InvalidRequest, ModelError
 from ostinato.identity.binding import allowed_hosts, refuse_bind
+from ostinato.leases import Lease
 from ostinato.models.base import Model
 from ostinato.models.choice import (
     DefaultModel,
@@ -39,24 +43,12 @@ from ostinato.models.choice import (
     describe_models,
     select_model,
 )
-from ostinato.server import BodyLimits, ModelChooser, create_app, end_streams
+from ostinato.server import BodyLimits, ModelChooser, create_app
+from ostinato.server.process import REQUESTS_GRACE_S, GracefulServer, listen
 from ostinato.server.surfaces import surfaces_of
 from ostinato.store import describe_url, open_store
-
-GRACE_S = 10  # how long a shutdown waits for requests (a JSON turn) before cancelling
-
-
-class _Server(uvicorn.Server):
-    """Ends the event streams as soon as a shutdown begins, so open SSE connections do
-    not hold it up; clients reconnect with ``Last-Event-ID``."""
-
-    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None]) -> None:
-        super().__init__(config)
-        self._on_shutdown = on_shutdown
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self._on_shutdown()
-        await super().shutdown(sockets)
+from ostinato.store.leases import LeaseStore
+from ostinato.store.sql.urls import parse_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +143,33 @@ async def start(config: Config) -> tuple[ModelSetup, Deployment]:
     except (ConfigError, ValueError, ModelError) as exc:
         await store.close()
         raise _Refused(str(exc)) from exc
+    if isinstance(store, LeaseStore):  # recovery then leaves other live servers' turns alone
+        deployment.runtime.lease = Lease(store)
     return setup, deployment
+
+
+def settings(
+    config_path: str | None, overrides: Mapping[str, Any] | None, dangerously_public: bool
+) -> tuple[Config, str] | int:
+    """The settings and where they came from; the exit code (2, said why) if they are bad
+    or refused. A database URL we cannot use is refused here, before anything is opened."""
+    try:
+        config, source = load_config(config_path, overrides=overrides)
+        parse_url(config.server.database_url)
+        refused = refuse_bind(
+            config.auth, config.server.host, dangerously_public=dangerously_public
+        )
+    except ConfigError as exc:
+        print(f"ostinato serve: {exc.source}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        refused = str(exc)
+    if refused:
+        print(f"ostinato serve: {refused}", file=sys.stderr)
+        return 2
+    return config, source
 
 
 async def serve(
@@ -165,24 +183,40 @@ async def serve(
     In auth mode ``none`` it listens only on a loopback address, unless
     ``dangerously_public`` (``--dangerously-serve-without-auth``)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    loaded = settings(config_path, overrides, dangerously_public)
+    if isinstance(loaded, int):
+        return loaded
+    config, source = loaded
+    host, port = config.server.host, config.server.port
+    try:  # before the store: a server that cannot listen must change nothing
+        sock = listen(host, port)
+    except OSError as exc:
+        print(f"ostinato serve: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        return 1
     try:
-        config, source = load_config(config_path, overrides=overrides)
-        refused = refuse_bind(
-            config.auth, config.server.host, dangerously_public=dangerously_public
-        )
-        if refused:
-            raise _Refused(refused)
         setup, deployment = await start(config)
-    except ConfigError as exc:
-        print(f"ostinato serve: {exc.source}:", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  {problem}", file=sys.stderr)
-        return 2
     except _Refused as exc:
+        sock.close()
         print(f"ostinato serve: {exc}", file=sys.stderr)
         return 2
-    warnings = await tool_warnings(config, deployment)
-    banner(config, source, setup, deployment, warnings, out or sys.stdout)
+    try:
+        warnings = await tool_warnings(config, deployment)
+        banner(config, source, setup, deployment, warnings, out or sys.stdout)
+        return await run(config, setup, deployment, sock, dangerously_public)
+    finally:
+        sock.close()
+        await deployment.aclose()
+
+
+async def run(
+    config: Config,
+    setup: ModelSetup,
+    deployment: Deployment,
+    sock: socket.socket,
+    dangerously_public: bool,
+) -> int:
+    """Serve the app on ``sock`` under uvicorn until a signal stops it (gracefully:
+    ``ostinato.server.process``); 0 once it has served, 1 if it never started."""
     runtime, url = deployment.runtime, config.server.database_url
     chooser: ModelChooser = setup.choose
     limits = BodyLimits()
@@ -205,12 +239,10 @@ async def serve(
         port=config.server.port,
         lifespan="on",
         log_level="info",
-        timeout_graceful_shutdown=GRACE_S,
+        timeout_graceful_shutdown=REQUESTS_GRACE_S,
         ws_max_size=limits.message_bytes,  # a bigger WebSocket message closes with 1009
     )
-    server = _Server(uvicorn_config, lambda: end_streams(app))
-    try:
-        await server.serve()
-    finally:
-        await deployment.aclose()
+    grace = config.server.shutdown_grace_s
+    server = GracefulServer(uvicorn_config, app, runtime, grace=grace)
+    await server.serve(sockets=[sock])
     return 0 if server.started else 1

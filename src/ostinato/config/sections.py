@@ -89,6 +89,13 @@ class ServerSection(Section):
         "the environment; `*` allows any).",
         json_schema_extra=short_env("OSTINATO_ALLOWED_ORIGINS"),
     )
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="On SIGTERM or Ctrl-C: how long running turns may go on before they "
+        "are cancelled (`0`: at once); see concurrency.md.",
+    )
 
 
 class ModelsSection(Section):

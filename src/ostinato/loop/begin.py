@@ -13,6 +13,7 @@ given; the pure decisions (what a paused conversation waits on, seed calls) are 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -248,9 +249,7 @@ async def begin(
     model: Model | None = None,
 ) -> Begun:
     """Commit the opening with the turn's start, announce it, and start its driver."""
-    turn = Turn(
-        turn.id, turn.conversation_id, turn.run_id, "running", turn.started_at, opening.kind
-    )
+    turn = dataclasses.replace(turn, kind=opening.kind)  # (its holder kept)
     skill = opening.route.skill
     registry, catalog = await _tools(parts, conversation, skill)
     model = model or parts.model_for(conversation, skill)

@@ -2,8 +2,10 @@
 
 The store should never hold an orphan (every turn answers its tool calls before it ends,
 and recovery answers those of a crashed turn), but a request must be valid even if it
-does: ``repair`` answers any unanswered tool_use right after the message that made it and
-drops tool_results whose tool_use is not in the history.
+does: ``repair`` answers any unanswered tool_use right after the message that made it,
+drops tool_results whose tool_use is not in the history, and keeps only the first
+result of a call that has several (two processes that both answered it: a provider
+refuses a history with two results for one call).
 
 A reply cut short by a cancel is stored as the text that was shown (``partial`` in its
 metadata); ``as_sent`` marks it as cut off, so a model never takes it for a finished
@@ -41,18 +43,21 @@ def as_sent(message: Message) -> Message:
     )
 
 
-def tool_ids(messages: Sequence[Message]) -> tuple[set[str], set[str]]:
-    """The ids of every tool_use, and of every tool_result, in ``messages`` (one pass)."""
+def tool_ids(messages: Sequence[Message]) -> tuple[set[str], set[str], bool]:
+    """The ids of every tool_use and of every tool_result in ``messages`` (one pass), and
+    whether some call has more than one result."""
     uses: set[str] = set()
     answered: set[str] = set()
+    repeated = False
     for message in messages:
         if message.role == "assistant" or message.role == "tool":
             for block in message.blocks:
                 if type(block) is ToolUseBlock:
                     uses.add(block.id)
                 elif type(block) is ToolResultBlock:
+                    repeated = repeated or block.tool_use_id in answered
                     answered.add(block.tool_use_id)
-    return uses, answered
+    return uses, answered, repeated
 
 
 def repair(
@@ -60,21 +65,18 @@ def repair(
 ) -> tuple[list[Message], set[str]]:
     """The history made valid, and the ids of every tool_use in it. Calls in ``running``
     are about to be answered by their real result (a turn runs them), so they get none."""
-    uses, answered = tool_ids(messages)
+    uses, answered, repeated = tool_ids(messages)
     answered |= set(running)
-    if uses == answered:
+    if uses == answered and not repeated:
         return list(messages), uses
     out: list[Message] = []
+    seen: set[str] = set()  # calls whose (first) result is already kept
     for message in messages:
-        if message.tool_results and not {r.tool_use_id for r in message.tool_results} <= uses:
-            kept = tuple(
-                b
-                for b in message.blocks
-                if not isinstance(b, ToolResultBlock) or b.tool_use_id in uses
-            )
-            if not kept:
+        if message.tool_results:
+            kept = _first_results(message, uses, seen)
+            if kept is None:
                 continue
-            message = Message(message.role, kept, message.hidden, message.metadata, message.seq)
+            message = kept
         out.append(message)
         missing = [u for u in message.tool_uses if u.id not in answered]
         if missing:
@@ -85,6 +87,23 @@ def repair(
                 )
             )
     return out, uses
+
+
+def _first_results(message: Message, uses: set[str], seen: set[str]) -> Message | None:
+    """``message`` without results for calls not in ``uses`` or already in ``seen`` (and
+    adding its own to ``seen``); None if nothing is left of it."""
+    blocks: list[Block] = []
+    for block in message.blocks:
+        if isinstance(block, ToolResultBlock):
+            if block.tool_use_id not in uses or block.tool_use_id in seen:
+                continue
+            seen.add(block.tool_use_id)
+        blocks.append(block)
+    if not blocks:
+        return None
+    if len(blocks) == len(message.blocks):
+        return message
+    return Message(message.role, tuple(blocks), message.hidden, message.metadata, message.seq)
 
 
 def unique_tool_ids(reply: ModelReply, seen: set[str]) -> ModelReply:

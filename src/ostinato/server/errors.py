@@ -2,6 +2,7 @@
 
 - ``ClientError`` (``NotFound``, ``Conflict``, ``InvalidRequest``) -> its ``status``
   (with ``Retry-After`` when it carries a ``retry_after``, as a limit's 429 does).
+- ``Unavailable`` (``ShuttingDown``) -> 503, with ``Retry-After`` when it says how long.
 - Request validation (malformed JSON, a missing or wrong field, a bad query parameter)
   -> 422 ``invalid_request``, the message naming each field and what is wrong, and
   ``details`` listing them for programs.
@@ -33,7 +34,7 @@ from fastapi.exceptions import RequestValidationError, WebSocketRequestValidatio
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ostinato.errors import ClientError
+from ostinato.errors import ClientError, Unavailable
 from ostinato.redaction import redact
 from ostinato.server.limits import limit_of, too_large_response
 
@@ -99,6 +100,14 @@ async def _client_error(request: Request, exc: Exception) -> JSONResponse:
     retry_after = getattr(exc, "retry_after", None)  # a limit (429) says when to retry
     if retry_after is not None:
         response.headers["retry-after"] = str(retry_after)
+    return response
+
+
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Unavailable)
+    response = error_response(exc.status, exc.code, exc.message)
+    if exc.retry_after is not None:
+        response.headers["retry-after"] = str(max(1, round(exc.retry_after)))
     return response
 
 
@@ -190,6 +199,7 @@ async def _websocket_validation_error(websocket: WebSocket, exc: Exception) -> N
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ClientError, _client_error)
+    app.add_exception_handler(Unavailable, _unavailable)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(WebSocketRequestValidationError, _websocket_validation_error)
     app.add_exception_handler(HTTPException, _http_error)

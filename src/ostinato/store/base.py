@@ -89,6 +89,7 @@ class Turn:
     metrics: JSON = field(default_factory=dict)
     error: str | None = None
     timeline: JSON | None = None  # its steps' calls (``observe.ledger``); None until it ends
+    holder: str | None = None  # the lease of the process that runs it (``ostinato.leases``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +109,16 @@ class ToolCallRecord:
 
 @dataclass(frozen=True, slots=True)
 class QueuedInput:
-    """A message that arrived while its conversation was busy: stored at once, run later.
-
-    ``position`` (assigned by the store) gives the arrival order across the whole store.
-    """
+    """A message that arrived while its conversation was busy: stored at once, run later."""
 
     id: str
     conversation_id: str
     message: Message
     created_at: datetime
     client_message_id: str | None = None
-    position: int = 0
+    position: int = 0  # assigned by the store: the arrival order across the whole store
     status: Literal["queued", "taken", "dropped"] = "queued"
+    holder: str | None = None  # the lease of the process that will run it
 
 
 @dataclass(frozen=True, slots=True)

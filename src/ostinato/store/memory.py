@@ -24,6 +24,7 @@ from ostinato.store.base import (
     WriteOp,
 )
 from ostinato.store.forged import ForgedTool
+from ostinato.store.leases import MemoryLeases
 from ostinato.store.memory_accounts import api_key, api_keys
 from ostinato.store.memory_forged import forged_tool_versions, forged_tools
 from ostinato.store.memory_relations import relations_of
@@ -32,8 +33,9 @@ from ostinato.store.relations import MemoryRelation
 from ostinato.store.search import overlap_score, search_terms
 
 
-class MemoryStore(MemoryTables):
-    """The tables (``MemoryTables``), written by ``memory_writes`` and read here."""
+class MemoryStore(MemoryLeases, MemoryTables):
+    """The tables (``MemoryTables``), written by ``memory_writes`` and read here; its
+    leases (``MemoryLeases``)."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         return apply(self, ops)

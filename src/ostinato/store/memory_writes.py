@@ -53,6 +53,7 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.forged import ForgedTool
+from ostinato.store.leases import ServerLease
 from ostinato.store.memory_accounts import ACCOUNT_WRITES
 from ostinato.store.memory_forged import FORGED_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
@@ -85,6 +86,7 @@ class MemoryTables:
     # store.relations: (source, relation, target) -> the relation
     _relations: dict[tuple[str, str, str], MemoryRelation] = field(default_factory=dict)
     _forged: dict[tuple[str, str], list[ForgedTool]] = field(default_factory=dict)  # versions
+    _leases: dict[str, ServerLease] = field(default_factory=dict)  # live servers (``leases``)
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:
@@ -169,6 +171,7 @@ def _finish_turn(t: MemoryTables, op: FinishTurn, undo: Undo) -> None:
         op.metrics,
         op.error,
         op.timeline,
+        turn.holder,
     )
     _set_state(t, op.conversation_id, STATE_AFTER[op.stop_reason], undo)
 

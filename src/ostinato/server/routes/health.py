@@ -16,7 +16,7 @@ log = logging.getLogger("ostinato.server")
 
 
 class Health(BaseModel):
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "unavailable", "draining"]
     store: str
     detail: str | None = None
 
@@ -65,7 +65,11 @@ class ModelList(BaseModel):
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
 async def healthz(context: Context) -> Health | JSONResponse:
-    """200 when the store answers a read; 503 when it does not."""
+    """200 when the store answers a read; 503 when it does not, or when the server is
+    shutting down (`draining`: it begins no new turn)."""
+    if context.runtime.draining:
+        draining = Health(status="draining", store=context.store_name, detail="shutting down")
+        return JSONResponse(draining.model_dump(), status_code=503)
     try:
         await context.runtime.store.list_conversations(limit=1)
     except Exception as exc:

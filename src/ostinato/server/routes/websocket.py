@@ -32,7 +32,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from ostinato.errors import ClientError, NotFound
+from ostinato.errors import ClientError, NotFound, Unavailable
 from ostinato.frames import ErrorFrame, Frame
 from ostinato.identity.limits import LimitExceeded
 from ostinato.messages import JSON
@@ -181,7 +181,7 @@ async def _listen(
             await asyncio.shield(_handle(context, caller, conversation_id, message))
         except _Refused as refused:
             await _reply_error(send, refused.code, refused.message)
-        except ClientError as exc:
+        except (ClientError, Unavailable) as exc:
             await _reply_error(send, exc.code, exc.message)
         except Exception:
             log.exception("unexpected error handling a WebSocket message on %s", conversation_id)

@@ -112,6 +112,7 @@ def _start_turn(ex: Executor, op: StartTurn, now: WriteTime) -> None:
         "metrics": dump_json(turn.metrics),
         "error": turn.error,
         "timeline": _opt_json(turn.timeline),
+        "holder": turn.holder,
     }
     if not ex.execute("insert_turn", params):
         _require_conversation(ex, turn.conversation_id)
@@ -345,6 +346,7 @@ def _enqueue(ex: Executor, op: Enqueue, now: WriteTime) -> QueuedInput:
         "client_message_id": item.client_message_id,
         "status": "queued",
         "created_at": ex.time(item.created_at),
+        "holder": item.holder,
     }
     position = ex.returning("insert_queued", params)
     if position is None:

@@ -10,14 +10,15 @@ the loser's ``ON CONFLICT DO NOTHING`` leaves its transaction intact and it retr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.sql.leases import LeaseTx, SQLLeases
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.reads import SQLReads
@@ -51,7 +52,20 @@ def _apply(connection: sa.Connection, ops: tuple[WriteOp, ...]) -> list[Any]:
     return apply_ops(_ConnectionExecutor(connection), ops)
 
 
-class PostgresStore(SQLReads):
+T = TypeVar("T")
+
+
+class _LeaseTx:
+    """``leases.LeaseTx`` over a SQLAlchemy ``Connection`` (inside ``run_sync``)."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, stmt: sa.Executable, params: dict[str, Any]) -> int:
+        return self._connection.execute(stmt, params).rowcount
+
+
+class PostgresStore(SQLLeases, SQLReads):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)
@@ -93,6 +107,15 @@ class PostgresStore(SQLReads):
                 return await connection.run_sync(_apply, ops)
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
+
+    async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
+        try:
+            async with self.engine.begin() as connection:
+                return await connection.run_sync(lambda sync: work(_LeaseTx(sync)))
+        except sa.exc.DBAPIError as exc:
+            raise StoreError(f"postgresql: {exc.orig}") from exc
+
+    _bind_time = staticmethod(utc_time)
 
     async def _fetch(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         try:

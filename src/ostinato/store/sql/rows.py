@@ -111,7 +111,20 @@ def conversation(row: Row, decode: TimeDecoder) -> Conversation:
 
 
 def turn(row: Row, decode: TimeDecoder) -> Turn:
-    tid, cid, run_id, kind, status, stop_reason, started, finished, metrics, error, timeline = row
+    (
+        tid,
+        cid,
+        run_id,
+        kind,
+        status,
+        stop_reason,
+        started,
+        finished,
+        metrics,
+        error,
+        timeline,
+        holder,
+    ) = row
     return Turn(
         id=tid,
         conversation_id=cid,
@@ -124,6 +137,7 @@ def turn(row: Row, decode: TimeDecoder) -> Turn:
         metrics=_object(metrics),
         error=error,
         timeline=json.loads(timeline) if timeline is not None else None,
+        holder=holder,
     )
 
 
@@ -214,7 +228,7 @@ def grant(row: Row, decode: TimeDecoder) -> Grant:
 
 def queued_input(row: Row, decode: TimeDecoder) -> QueuedInput:
     """A queued row; its message carries what was queued (role, blocks, hidden, metadata)."""
-    qid, position, cid, role, blocks, hidden, metadata, client_id, status, created_at = row
+    qid, position, cid, role, blocks, hidden, metadata, client_id, status, created_at, holder = row
     return QueuedInput(
         id=qid,
         conversation_id=cid,
@@ -228,6 +242,7 @@ def queued_input(row: Row, decode: TimeDecoder) -> QueuedInput:
         client_message_id=client_id,
         position=position,
         status=status,
+        holder=holder,
     )
 
 

@@ -13,25 +13,40 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.sql.leases import LeaseTx, SQLLeases
 from ostinato.store.sql.migrate import migrate_sqlite
 from ostinato.store.sql.reads import SQLReads
-from ostinato.store.sql.rows import MessageCache, Row, time_from_sqlite
+from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.sqlite_sql import CompiledSQL, compile_sqlite
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
 
 # How long a connection waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 60_000
+T = TypeVar("T")
 
 
-class SQLiteStore(SQLReads):
+class _LeaseTx:
+    """``leases.LeaseTx`` on a ``sqlite3`` connection: statements compiled once each."""
+
+    def __init__(self, conn: sqlite3.Connection, compiled: dict[int, CompiledSQL]) -> None:
+        self._conn, self._compiled = conn, compiled
+
+    def execute(self, stmt: sa.Executable, params: dict[str, Any]) -> int:
+        sql = self._compiled.get(id(stmt))
+        if sql is None:
+            sql = self._compiled[id(stmt)] = compile_sqlite(stmt)
+        return self._conn.execute(sql.text, sql.defaults | params).rowcount
+
+
+class SQLiteStore(SQLLeases, SQLReads):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)
@@ -47,6 +62,8 @@ class SQLiteStore(SQLReads):
         self._compiled: dict[int, CompiledSQL] = {}
         self._closed = False
         self._message_cache = MessageCache()
+        self._lease_conn: sqlite3.Connection | None = None  # leases write apart (``leases``)
+        self._lease_lock = threading.Lock()
 
     @classmethod
     async def open(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> SQLiteStore:
@@ -86,7 +103,36 @@ class SQLiteStore(SQLReads):
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+        with self._lease_lock:
+            if self._lease_conn is not None:
+                self._lease_conn.close()
+                self._lease_conn = None
         await asyncio.to_thread(self._writer.stop)  # the last close checkpoints: not here
+
+    # --- leases -----------------------------------------------------------------------
+
+    async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
+        if self._closed:
+            raise StoreError("the store is closed")
+        return await asyncio.to_thread(self._lease_write_now, work)
+
+    def _lease_write_now(self, work: Callable[[LeaseTx], T]) -> T:
+        """``work`` in a transaction on the lease connection, waiting for the write lock."""
+        with self._lease_lock:
+            conn = self._lease_conn
+            if conn is None:
+                conn = self._lease_conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                result = work(_LeaseTx(conn, self._compiled))
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"sqlite: {exc}") from exc
+            return result
+
+    _bind_time = staticmethod(sqlite_time)
 
     # --- connections ----------------------------------------------------------------
 

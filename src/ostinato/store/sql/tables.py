@@ -1,7 +1,8 @@
 """The SQL schema: one ``MetaData`` holding every table the store writes.
 
 Alembic migrations (``0001``: the first four tables; ``0002``: approvals, grants,
-queued inputs; ``0006``: turn timelines) are written against these definitions, and both
+queued inputs; ``0006``: turn timelines; ``0009``: leases, and the holder of each turn
+and queued input) are written against these definitions, and both
 engines (SQLite and PostgreSQL) compile their statements from them. JSON values (message
 blocks, metadata, metrics, timelines, tool input, approval arguments) are kept as JSON
 *text*, serialised by the store itself, so the two engines hold byte-identical values and
@@ -61,6 +62,8 @@ turns = sa.Table(
     sa.Column("error", sa.Text, nullable=True),
     # the steps with their model and tool calls, as JSON text; NULL until it ends (0006)
     sa.Column("timeline", sa.Text, nullable=True),
+    # The lease (``servers.id``) of the process that runs the turn; NULL: none (0009).
+    sa.Column("holder", _ID, nullable=True),
     sa.Index(None, "conversation_id", "started_at"),
     sa.Index(None, "status"),
 )
@@ -177,6 +180,7 @@ queued_inputs = sa.Table(
     sa.Column("client_message_id", sa.String(), nullable=True),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("holder", _ID, nullable=True),  # the lease of the process that will run it
     sa.UniqueConstraint("position"),
     sa.Index(None, "status", "position"),
     sa.Index(None, "conversation_id", "status"),
@@ -309,6 +313,23 @@ limit_events = sa.Table(
     sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("at", _TIME, nullable=False),
     sa.Index(None, "owner", "kind", "at"),
+)
+
+
+# Leases (0009): one row per server process that runs turns, renewed while it lives. A
+# turn or queued input whose ``holder`` names no live row here belongs to nobody, and
+# recovery may take it over (``ostinato.leases``).
+servers = sa.Table(
+    "servers",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("host", sa.String(), nullable=False),  # for people: the host name
+    sa.Column("machine", sa.String(), nullable=False),  # host, boot and pid namespace
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("pid_start", sa.String(), nullable=True),  # when that pid started (Linux)
+    sa.Column("started_at", _TIME, nullable=False),
+    sa.Column("renewed_at", _TIME, nullable=False),
+    sa.Column("expires_at", _TIME, nullable=False),
 )
 
 

@@ -44,11 +44,11 @@ from ostinato.store.base import (
     Enqueue,
     QueuedInput,
     SetConversationState,
-    SetToolSwitch,
     Store,
     Turn,
     utcnow,
 )
+from ostinato.switches import ToolSwitches, ToolSwitchState
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.forge.pool import Sandbox
 from ostinato.tools.manage import PROTECTED
@@ -70,16 +70,6 @@ PROTECTED_TOOLS = frozenset({"ask_user", "read_attachment"})  # never switched o
 ModelChoice = Model | Callable[[Conversation], Model]
 ModelResolver = Callable[[str], Model]
 """Turns a tier name or a ``provider:model`` id into a model."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSwitchState:
-    name: str
-    enabled: bool
-    protected: bool
-    deployment_off: bool  # switched off for everyone by the deployment's configuration
-    category: str
-    risk: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +121,9 @@ class Runtime:
         self.after_turn = after_turn
         self.memory: Memory | None = memory
         self.sandbox = sandbox or Sandbox()  # forged tools'; its workers start when used
-        self._switches: dict[str, frozenset[str]] = {}
+        self.switches = ToolSwitches(
+            store, self.mount, disabled=disabled_tools, protected=self.protected_tools
+        )
         self._background: set[asyncio.Future[Any]] = set()
         self.consent = ConsentGate(store, self.bus, approvals)
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -365,47 +357,16 @@ class Runtime:
         await commit_rows(self.store, self.bus, "", ops)
         return CancelOutcome(None, tuple(answered))
 
-    # --- tool switches ---------------------------------------------------------------
+    # --- tool switches (``ostinato.switches``) ---------------------------------------
 
     async def switched_off(self, scope: str) -> frozenset[str]:
-        """The tools ``scope`` (a user, or ``conversation:<id>``) switched off. Read once
-        per scope and kept: this process's switches update it."""
-        found = self._switches.get(scope)
-        if found is None:
-            found = self._switches[scope] = await self.store.switched_off_tools(scope)
-        return found
+        return await self.switches.switched_off(scope)
 
     async def tool_switches(self, scope: str) -> list[ToolSwitchState]:
-        """Every tool the scope's turns could be offered, and whether it is on."""
-        off = await self.switched_off(scope)
-        owner = None if scope.startswith("conversation:") else scope
-        registry = (await self.mount.registry(owner)).registry
-        return [
-            ToolSwitchState(
-                tool.name,
-                tool.name not in off and tool.name not in self.disabled_tools,
-                tool.name in self.protected_tools,
-                tool.name in self.disabled_tools,
-                tool.category,
-                tool.risk,
-            )
-            for tool in registry
-        ]
+        return await self.switches.states(scope)
 
     async def switch_tool(self, scope: str, tool: str, *, enabled: bool) -> ToolSwitchState:
-        """Switch a tool off or back on for a scope. ``Conflict`` for a protected tool,
-        ``NotFound`` for a tool that does not exist."""
-        states = {s.name: s for s in await self.tool_switches(scope)}
-        state = states.get(tool)
-        if state is None:
-            raise NotFound(f"no tool named {tool!r}")
-        if state.protected and not enabled:
-            raise Conflict(f"the tool {tool!r} is protected and cannot be switched off")
-        await self.store.write(SetToolSwitch(scope, tool, enabled))
-        off = set(await self.switched_off(scope))
-        (off.discard if enabled else off.add)(tool)
-        self._switches[scope] = frozenset(off)
-        return dataclasses.replace(state, enabled=enabled and not state.deployment_off)
+        return await self.switches.switch(scope, tool, enabled=enabled)
 
     # --- grants ----------------------------------------------------------------------
 

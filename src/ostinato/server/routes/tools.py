@@ -18,10 +18,10 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from ostinato.memory.facts import scope_for
-from ostinato.runtime import ToolSwitchState
 from ostinato.server.auth import Caller, CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ErrorBody, not_null, refuse_null
+from ostinato.switches import ToolSwitchState
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 

@@ -57,6 +57,25 @@ async def test_after_seq_and_limit_page_through_the_rows(
     assert (await client.get(url, params={"after_seq": 99})).json()["messages"] == []
 
 
+async def test_newest_reads_the_newest_rows_and_says_whether_older_ones_exist(
+    client: httpx.AsyncClient, model: ScriptedModel, conversation_id: str
+) -> None:
+    await _two_turns(client, model, conversation_id)
+    url = f"/v1/conversations/{conversation_id}/messages"
+    tail = (await client.get(url, params={"newest": 3, "include_hidden": True})).json()
+    assert [r["seq"] for r in tail["messages"]] == [4, 5, 6]
+    assert tail["older"] is True and tail["next_after_seq"] is None
+    everything = (await client.get(url, params={"newest": 50})).json()
+    assert [r["seq"] for r in everything["messages"]] == [1, 2, 3, 4, 5, 6]
+    assert everything["older"] is False
+    paged = (await client.get(url, params={"after_seq": 2})).json()
+    assert paged["older"] is False  # only `newest` answers it
+    both = await client.get(url, params={"newest": 3, "after_seq": 2})
+    assert both.status_code == 422 and "after_seq" in both.json()["error"]["message"]
+    for bad in (0, 1001):
+        assert (await client.get(url, params={"newest": bad})).status_code == 422
+
+
 async def test_bad_parameters_are_422_and_unknown_conversation_404(
     client: httpx.AsyncClient, conversation_id: str
 ) -> None:

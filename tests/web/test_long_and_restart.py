@@ -50,6 +50,16 @@ def test_a_long_conversation_opens_at_its_end(browser: Any, tmp_path_factory: An
         scroller = page.locator(".scroller")
         scroller.evaluate("el => el.scrollTop = 0")
         expect(page.locator(".msg")).not_to_have_count(60)
+        # scrolling up reads the older rows a page at a time, down to the first one
+        messages = page.locator(".msg")
+        while not page.get_by_text("message 0:").count():
+            shown = messages.count()
+            assert shown < 2_000
+            scroller.evaluate("el => el.scrollTop = 0")
+            expect(messages).not_to_have_count(shown)  # more came in above
+        expect(page.get_by_text("message 0:")).to_be_visible()
+        seqs = page.locator("[data-seq]").evaluate_all("els => els.map(e => +e.dataset.seq)")
+        assert seqs == sorted(set(seqs)) and len(seqs) == 2_000  # each once, in order
         page.get_by_role("textbox", name="Message").fill('/tool calculator {"expression": "1+1"}')
         page.get_by_role("button", name="Send").click()
         reply = page.locator(".msg.assistant", has_text="The tool returned: 1+1 = 2")

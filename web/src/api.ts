@@ -98,6 +98,11 @@ export const api = {
       "GET",
       `${base(id)}/messages?after_seq=${afterSeq}&limit=${limit}&include_hidden=true`,
     ),
+  newestMessages: (id: string, count: number) =>
+    request<{ messages: Row[]; older: boolean }>(
+      "GET",
+      `${base(id)}/messages?newest=${count}&include_hidden=true`,
+    ),
   pendingApprovals: (id: string) =>
     request<{ approvals: Approval[] }>("GET", `${base(id)}/approvals?pending=true`),
   turns: (id: string) => request<{ turns: TurnRecord[] }>("GET", `${base(id)}/turns`),

@@ -43,6 +43,8 @@ export interface Notice {
 }
 
 const UI_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
+const TAIL = 150; // rows read when a conversation opens
+const OLDER_PAGE = 500; // rows read each time the person reaches the oldest ones held
 
 export class Chat {
   readonly rows = new Map<number, Row>();
@@ -65,6 +67,9 @@ export class Chat {
   connected = false;
   loaded = false;
   missing = false;
+  /** Older rows are stored before this seq and not read yet (null: none). */
+  olderBefore: number | null = null;
+  private loadingOlder = false;
   private stateEpoch = 0;
   /** Bumped when rows (or anything rendered with them) change; the draft has its own. */
   version = 0;
@@ -163,23 +168,51 @@ export class Chat {
   }
 
   // --- loading ---------------------------------------------------------------------
-  /** Read the stored history, every page (the live stream's `refresh` adds what the
-   * rows alone do not say). */
-  async load(pageSize = 1000): Promise<void> {
+  /** Read the newest stored rows (older ones come as the person scrolls up:
+   * `loadOlder`), so a long conversation opens as fast as a short one. The live
+   * stream's `refresh` adds what the rows alone do not say. */
+  async load(): Promise<void> {
     const tools = api.tools(this.id).then(
       (r) => r.tools.forEach((t) => this.categories.set(t.name, t.category)),
       () => undefined,
     );
+    const tail = await api.newestMessages(this.id, TAIL);
+    this.addRows(tail.messages);
+    if (tail.older && !tail.messages.length) await this.loadAll(); // all of it summarised
+    else this.olderBefore = tail.older ? tail.messages[0].seq : null;
+    await tools;
+    this.loaded = true;
+    this.changed();
+  }
+
+  private async loadAll(): Promise<void> {
     let after = 0;
     for (;;) {
-      const page = await api.messages(this.id, after, pageSize);
+      const page = await api.messages(this.id, after, 1000);
       this.addRows(page.messages);
       if (page.next_after_seq === null) break;
       after = page.next_after_seq;
     }
-    await tools;
-    this.loaded = true;
-    this.changed();
+    this.olderBefore = null;
+  }
+
+  /** The stored rows just before the oldest one held (a page of them); false when
+   * there are none, or they are being read already. */
+  async loadOlder(): Promise<boolean> {
+    const before = this.olderBefore;
+    if (before === null || this.loadingOlder) return false;
+    this.loadingOlder = true;
+    try {
+      // the rows with seq in (after, before): all of them, whether seqs are dense or not
+      const after = Math.max(0, before - 1 - OLDER_PAGE);
+      const page = await api.messages(this.id, after, OLDER_PAGE);
+      const rows = page.messages.filter((r) => r.seq < before);
+      this.olderBefore = after === 0 ? null : rows.length ? rows[0].seq : after + 1;
+      this.addRows(rows);
+      return true;
+    } finally {
+      this.loadingOlder = false;
+    }
   }
 
   /** What the frames would have said while the page was away: the conversation's state,

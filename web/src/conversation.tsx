@@ -165,9 +165,21 @@ export function ConversationView({ id, showLookups, firstMessage, onActivity }: 
     if (el && stick.current) el.scrollTop = el.scrollHeight;
   }, true), [chat]);
 
+  const hasOlder = items.length > limit || chat.olderBefore !== null;
   const older = () => {
-    prevHeight.current = scroller.current?.scrollHeight ?? null;
-    setLimit(limit + PAGE);
+    if (items.length > limit) {
+      prevHeight.current = scroller.current?.scrollHeight ?? null;
+      setLimit(limit + PAGE);
+      return;
+    }
+    chat.loadOlder().then(
+      (loaded) => {
+        if (!loaded) return;
+        prevHeight.current = scroller.current?.scrollHeight ?? null;
+        setLimit((n) => n + PAGE);
+      },
+      (e) => setError(`Could not load older messages: ${e.message}`),
+    );
   };
 
   const disabledReason = !chat.loaded
@@ -203,11 +215,11 @@ export function ConversationView({ id, showLookups, firstMessage, onActivity }: 
         onScroll={(e) => {
           const el = e.currentTarget as HTMLDivElement;
           stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
-          if (el.scrollTop < 200 && items.length > limit) older();
+          if (el.scrollTop < 200 && hasOlder) older();
         }}
       >
         <div class="messages" role="log" aria-live="polite" aria-relevant="additions">
-          {items.length > limit && (
+          {hasOlder && (
             <button class="link earlier" onClick={older}>
               Show earlier messages
             </button>

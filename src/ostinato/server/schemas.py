@@ -345,6 +345,11 @@ class MessagePage(BaseModel):
     next_after_seq: int | None = Field(
         description="When the page was cut by `limit`, pass as `after_seq` for the next page."
     )
+    older: bool = Field(
+        default=False,
+        description="With `newest`: whether rows older than these exist (read them with "
+        "`after_seq`).",
+    )
 
 
 class TurnOut(BaseModel):

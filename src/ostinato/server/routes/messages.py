@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from ostinato.errors import InvalidRequest
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, MessageOut, MessagePage
@@ -25,9 +26,28 @@ async def list_messages(
     include_hidden: Annotated[
         bool, Query(description="Include rows hidden from the chat (e.g. notes).")
     ] = False,
+    newest: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=1000,
+            description="Instead of the rows after `after_seq`: the newest rows, at most "
+            "this many (and none from before the latest compaction summary), in seq order; "
+            "`older` says whether there are older ones.",
+        ),
+    ] = None,
 ) -> MessagePage:
-    """The stored rows after `after_seq`, in seq order."""
+    """The stored rows after `after_seq` (or the newest ones), in seq order."""
     await owned(context.runtime, caller, conversation_id)
+    if newest is not None:
+        if after_seq:
+            raise InvalidRequest("newest reads the newest rows: leave after_seq out")
+        window = await context.runtime.store.window(conversation_id, limit=newest)
+        tail = [row for row in window.rows if include_hidden or not row.hidden]
+        older = window.more or window.summary is not None
+        return MessagePage(
+            messages=[MessageOut.of(row) for row in tail], next_after_seq=None, older=older
+        )
     rows = await context.runtime.store.list_messages(
         conversation_id, after_seq=after_seq, limit=limit, include_hidden=include_hidden
     )

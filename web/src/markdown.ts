@@ -29,10 +29,13 @@ const PURIFY = {
 const cache = new Map<string, string>();
 const CACHE_SIZE = 4000;
 
-export function renderMarkdown(text: string): string {
+/** Safe HTML for `text`; kept for next time unless `keep` is false (a streaming draft:
+ * each frame's text is new, and keeping them all would only feed the garbage collector). */
+export function renderMarkdown(text: string, keep = true): string {
   const hit = cache.get(text);
   if (hit !== undefined) return hit;
   const html = DOMPurify.sanitize(marked.parse(text) as string, PURIFY) as string;
+  if (!keep) return html;
   if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
   cache.set(text, html);
   return html;

@@ -13,8 +13,8 @@ import type { JsonObject, MediaBlock, Row, ToolUseBlock, TurnRecord } from "./ty
 
 const CARD_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
 
-function Markdown({ text }: { text: string }) {
-  return <div class="md" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
+function Markdown({ text, keep = true }: { text: string; keep?: boolean }) {
+  return <div class="md" dangerouslySetInnerHTML={{ __html: renderMarkdown(text, keep) }} />;
 }
 
 function safeUrl(url: string | undefined): string | undefined {
@@ -186,7 +186,7 @@ export function DraftRow({ chat }: { chat: Chat }) {
           <div class="thinking-text">{draft.thinking}</div>
         </details>
       )}
-      {draft.text && <Markdown text={(draft.partial ? "… " : "") + draft.text} />}
+      {draft.text && <Markdown text={(draft.partial ? "… " : "") + draft.text} keep={false} />}
     </article>
   );
 }

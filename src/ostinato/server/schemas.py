@@ -340,18 +340,6 @@ class MessageOut(BaseModel):
         return cls.model_validate(message_to_json(message))
 
 
-class MessagePage(BaseModel):
-    messages: list[MessageOut]
-    next_after_seq: int | None = Field(
-        description="When the page was cut by `limit`, pass as `after_seq` for the next page."
-    )
-    older: bool = Field(
-        default=False,
-        description="With `newest`: whether rows older than these exist (read them with "
-        "`after_seq`).",
-    )
-
-
 class TurnOut(BaseModel):
     turn_id: str
     run_id: str

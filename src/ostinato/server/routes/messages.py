@@ -5,13 +5,26 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from ostinato.errors import InvalidRequest
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
-from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, MessageOut, MessagePage
+from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, MessageOut
 
 router = APIRouter(prefix="/v1/conversations", tags=["messages"])
+
+
+class MessagePage(BaseModel):
+    messages: list[MessageOut]
+    next_after_seq: int | None = Field(
+        description="When the page was cut by `limit`, pass as `after_seq` for the next page."
+    )
+    older: bool = Field(
+        default=False,
+        description="With `newest`: whether rows older than these exist (read them with "
+        "`after_seq`).",
+    )
 
 
 @router.get("/{conversation_id}/messages", response_model=MessagePage, responses=ERROR_RESPONSES)

@@ -24,8 +24,10 @@ def imported_after(statement: str, candidates: tuple[str, ...]) -> list[str]:
 
 
 def test_importing_the_server_imports_no_provider_sdk_mcp_alembic_or_yaml() -> None:
-    # httpx2 is the SDKs' HTTP client; jwt is for auth mode oidc only
-    heavy = ("anthropic", "openai", "httpx2", "mcp", "alembic", "yaml", "sqlalchemy", "jwt")
+    # httpx2 is the SDKs' HTTP client; jwt is for auth mode oidc only; httpx and jsonschema
+    # load with the first fetch and the first tool schema
+    heavy = ("anthropic", "openai", "httpx2", "httpx", "jsonschema", "mcp", "alembic", "yaml")
+    heavy += ("sqlalchemy", "jwt")
     assert imported_after("import ostinato.server", heavy) == []
 
 

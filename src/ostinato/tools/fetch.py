@@ -36,9 +36,7 @@ import ssl
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from ostinato.errors import ToolError
 from ostinato.messages import JSON
@@ -53,6 +51,10 @@ from ostinato.tools.netguard import (
     system_resolver,
     vet_host,
 )
+
+# httpx is loaded by the first fetch, not by the server's import (start-up time).
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_PORTS = frozenset({80, 443, 8080, 8443})
 MAX_BYTES = 1_000_000
@@ -167,6 +169,8 @@ def decode_body(body: bytes, content_type: str, *, final: bool = True) -> str | 
 
 
 def _host_of(url: str) -> str | None:
+    import httpx
+
     try:
         return httpx.URL(url).raw_host.decode("ascii").lower().rstrip(".") or None
     except (httpx.InvalidURL, TypeError, ValueError):
@@ -177,6 +181,8 @@ def fetch_family(arguments: Mapping[str, Any]) -> str | None:
     """The site an ``http_fetch`` call goes to, ``scheme://host:port`` (the port always
     written, the host lower-case, in ASCII): a remembered family grant covers one site,
     not one URL. None for anything that is not an http(s) URL with a host."""
+    import httpx
+
     url = arguments.get("url")
     if not isinstance(url, str):
         return None
@@ -240,12 +246,16 @@ class Fetcher:
 
     @staticmethod
     def _join(current: httpx.URL, location: str) -> str:
+        import httpx
+
         try:
             return str(current.join(location))
         except (httpx.InvalidURL, TypeError, ValueError) as exc:
             raise ToolError(f"a redirect to an invalid URL: {location} ({exc})") from None
 
     def _parse(self, url: str | httpx.URL) -> httpx.URL:
+        import httpx
+
         try:
             parsed = httpx.URL(url)
         except (httpx.InvalidURL, TypeError) as exc:
@@ -269,6 +279,8 @@ class Fetcher:
         return url.raw_host.decode("ascii")
 
     def _client(self) -> httpx.AsyncClient:
+        import httpx
+
         return httpx.AsyncClient(
             trust_env=False,  # a proxy from the environment would undo the pinning
             follow_redirects=False,
@@ -277,6 +289,8 @@ class Fetcher:
         )
 
     async def _hop(self, url: httpx.URL, method: str) -> tuple[FetchResult, str | None]:
+        import httpx
+
         host = self._host(url)
         port = url.port or (443 if url.scheme == "https" else 80)
         addresses = await vet_host(

@@ -11,15 +11,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from typing import Any
-
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
+from typing import TYPE_CHECKING, Any
 
 from ostinato.errors import ToolArgumentsInvalid
 from ostinato.messages import JSON
 from ostinato.tools.base import Validator
+
+if TYPE_CHECKING:
+    import jsonschema.exceptions
 
 MAX_NAME = 64
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -81,6 +80,8 @@ def schema_validator(schema: JSON, *, where: str = "tool") -> Validator:
 
     A schema that is itself invalid is a ``ToolSourceError`` now, not at call time.
     """
+    import jsonschema.validators  # loaded by the first schema, not by the server's import
+
     cls: Any = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)

@@ -11,8 +11,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
 from ostinato.errors import InvalidRequest, ToolArgumentsInvalid
 from ostinato.messages import JSON
 from ostinato.store.base import Store
@@ -47,6 +45,8 @@ class Forged:
 
 def check_parameters(parameters: Any) -> JSON:
     """The arguments' schema: a JSON schema of an object; ``InvalidRequest`` otherwise."""
+    import jsonschema  # loaded by the first forged tool, not by the server's import
+
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         raise InvalidRequest('parameters must be a JSON schema with "type": "object"')
     try:
@@ -69,6 +69,8 @@ def _check(name: str, description: str, parameters: Any, code: str, example: Any
     example = {} if example is None else example
     if not isinstance(example, dict):
         raise InvalidRequest("example must be an arguments object")
+    import jsonschema
+
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(example), key=str)
     if errors:
         raise InvalidRequest(f"example does not match parameters: {errors[0].message}")
@@ -114,6 +116,8 @@ def as_tool(forged: ForgedTool, sandbox: Sandbox) -> Tool:
     """A stored version as the ``my_<name>`` tool a turn offers: its arguments validated
     against its schema, its code run in the sandbox. The version is fixed: a turn that
     mounted it keeps it, whatever is saved meanwhile."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(forged.parameters)
     network = uses_network(forged.code)
 

@@ -31,6 +31,7 @@ from ostinato.skills import Router, Skill
 from ostinato.sources import mcp_clients, tool_sources
 from ostinato.store.base import Store
 from ostinato.tools.fetch import Fetcher, FetchPolicy, parse_allow_hosts
+from ostinato.tools.forge.limits import Limits
 from ostinato.tools.forge.pool import Sandbox
 from ostinato.tools.mounting import Mount
 
@@ -140,8 +141,7 @@ async def build_runtime(
     memory = Memory(
         store, default_ranker(config.memory.embedding_model), capacity=config.memory.capacity
     )
-    fetch = FetchPolicy(allow_hosts=parse_allow_hosts(config.tools.fetch_allow_hosts))
-    sandbox = Sandbox(fetcher=Fetcher(fetch))
+    sandbox = sandbox_of(config)
     mount = Mount(await tool_sources(config, memory, mcp, env, sandbox))
     runtime = Runtime(
         store,
@@ -166,3 +166,27 @@ async def build_runtime(
         sandbox=sandbox,
     )
     return Deployment(runtime, models, mcp)
+
+
+def sandbox_of(config: Config) -> Sandbox:
+    """The forged tools' sandbox with ``[tools.sandbox]``'s limits; its ``fetch`` goes
+    through the deployment's fetch policy (allow-list, address checks) with the sandbox's
+    own size and time caps."""
+    limits = config.tools.sandbox
+    fetch = FetchPolicy(
+        allow_hosts=parse_allow_hosts(config.tools.fetch_allow_hosts),
+        max_bytes=limits.fetch_max_bytes,
+        timeout=limits.fetch_timeout_s,
+    )
+    return Sandbox(
+        limits=Limits(
+            cpu_s=limits.cpu_s,
+            wall_s=limits.wall_s,
+            memory_bytes=limits.memory_bytes,
+            stack_bytes=limits.stack_bytes,
+            output_bytes=limits.output_bytes,
+            fetches=limits.fetches,
+        ),
+        workers=limits.workers,
+        fetcher=Fetcher(fetch),
+    )

@@ -1,5 +1,5 @@
 """The ``[tools]`` section: switches, the fetch allow-list, OpenAPI documents and MCP
-servers to mount."""
+servers to mount, and ``[tools.sandbox]``: what one run of a forged tool may use."""
 
 from __future__ import annotations
 
@@ -41,6 +41,40 @@ class McpSource(Section):
     per_user: bool = Field(default=False, description="A session and a listing per user.")
 
 
+class SandboxSection(Section):
+    """What one run of a forged tool may use (see tools.md, Sandbox limits)."""
+
+    cpu_s: Seconds = Field(
+        default=2.0, description="CPU seconds of the code itself; past them it is interrupted."
+    )
+    wall_s: Seconds = Field(
+        default=20.0,
+        description="Seconds the whole run may take, its fetches included; past them "
+        "its worker process is killed.",
+    )
+    memory_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Bytes the engine may allocate (every object and buffer counted).",
+    )
+    stack_bytes: int = Field(
+        default=512 * 1024,
+        ge=64 * 1024,
+        description="Bytes of the engine's stack: deeper recursion is a `RangeError`.",
+    )
+    output_bytes: int = Field(
+        default=256 * 1024, ge=1024, description="Bytes of the result's JSON, at most."
+    )
+    fetches: int = Field(default=10, ge=0, description="Requests one run may make.")
+    fetch_max_bytes: int = Field(
+        default=1_000_000, ge=1024, description="Bytes of one response's body, at most."
+    )
+    fetch_timeout_s: Seconds = Field(default=20.0, description="Seconds one request may take.")
+    workers: int = Field(
+        default=2, ge=1, le=64, description="Forged-tool runs at once (one process each)."
+    )
+
+
 class ToolsSection(Section):
     disabled: list[str] = Field(
         default_factory=list, description="Tools switched off for everyone."
@@ -59,3 +93,6 @@ class ToolsSection(Section):
         default_factory=list, description="OpenAPI documents: one tool per operation."
     )
     mcp: list[McpSource] = Field(default_factory=list, description="MCP servers.")
+    sandbox: SandboxSection = Field(
+        default_factory=SandboxSection, description="Forged tools' limits."
+    )

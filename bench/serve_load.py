@@ -1,0 +1,322 @@
+"""``ostinato serve`` under load: concurrent streaming turns against a loopback fake model.
+
+Three processes: the fake OpenAI-compatible model (``bench/loadkit.py``: 50 ms to the
+first token, then 20 tokens a second, 20 tokens: about a second a reply), ``ostinato serve``
+on a fresh SQLite database for each run, and the client (bare asyncio HTTP, so that it
+costs little next to the server). Each run prints its figures:
+
+- ``sequential``: ``--sequential`` turns one after another (a one-chunk reply each);
+  POST -> model called p50 / p95 (the client's clock at sending the POST against the fake
+  model's at reading the request; ``time.monotonic`` is one clock for every process), and
+  the server's CPU per turn (its CPU time over the run / the turns).
+- ``N concurrent``: N turns posted at once, each on its own conversation, each read as
+  SSE to ``turn.finished``: wall time (first POST to last ``turn.finished``), failed turns
+  (not 200, an ``error`` frame, a turn finished with an error, a missing token, or no end
+  within two minutes), first token p50 / p99 (POST to the first token's frame, the
+  model's own 50 ms included), added delay per token p50 / p99 (when a token's frame
+  arrived against when the model wrote it), the server's peak RSS (VmHWM) and CPU time.
+
+Run: ``python bench/serve_load.py [--levels 100,300,1000] [--sequential 100]``.
+Targets (issue 14): 1,000 concurrent with none failed and wall time under 3 s; at 300,
+added delay per token p99 under 100 ms; RSS under 1 GB; POST -> model called p50 under
+2 ms and server CPU per turn start under 1.5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from loadkit import FakeModel, call, request, serve_fake, sse_events
+
+TURN_TIMEOUT = 120.0
+PY_SPY = ""  # --py-spy
+PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
+
+
+@dataclass
+class Turn:
+    ok: bool = False
+    why: str = ""
+    first_token: float | None = None
+    delays: list[float] = field(default_factory=list)
+    tokens: int = 0
+
+
+def _fake_main(conn: Connection) -> None:
+    async def run() -> None:
+        server = await serve_fake(FakeModel())
+        conn.send(server.sockets[0].getsockname()[1])
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
+@contextlib.contextmanager
+def fake_model() -> Iterator[int]:
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.Process(target=_fake_main, args=(child,), daemon=True)
+    process.start()
+    try:
+        yield int(parent.recv())
+    finally:
+        process.terminate()
+        process.join()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(model_port: int, extra: list[str]) -> Iterator[tuple[int, psutil.Process]]:
+    """``ostinato serve`` on a fresh SQLite database in its own process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER_ENV)}
+    env["OSTINATO_BASE_URL"] = f"http://127.0.0.1:{model_port}/v1"
+    with tempfile.TemporaryDirectory() as tmp:
+        port = _free_port()
+        argv = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
+        argv += ["--database-url", f"sqlite:///{tmp}/load.db", "--data-dir", tmp, *extra]
+        log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
+        try:
+            _wait_healthy(port, process, Path(tmp) / "serve.log")
+            yield port, psutil.Process(process.pid)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            log.close()
+
+
+def _wait_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"ostinato serve exited:\n{log.read_text()}")
+        with contextlib.suppress(OSError):
+            if asyncio.run(call(port, "GET", "/healthz"))[0] == 200:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"no /healthz after 60 s:\n{log.read_text()}")
+
+
+# --- the client (its own process) -----------------------------------------------------
+
+
+async def streaming_turn(port: int, cid: str, text: str) -> Turn:
+    turn = Turn()
+    sent = time.monotonic()
+    path = f"/v1/conversations/{cid}/turns"
+    response = await request(port, "POST", path, {"text": text}, accept="text/event-stream")
+    try:
+        if response.status != 200:
+            turn.why = f"status {response.status}"
+            return turn
+        pending = ""
+        async for name, data in sse_events(response):
+            if name == "text.delta":
+                now = time.monotonic()
+                pending += data["text"]
+                *done, pending = pending.split(" ")
+                for token in done:
+                    if token.strip():
+                        turn.tokens += 1
+                        turn.delays.append(now - float(token))
+                        if turn.first_token is None:
+                            turn.first_token = now - sent
+            elif name == "error":
+                turn.why = f"error frame {data.get('code')}"
+                return turn
+            elif name == "turn.finished":
+                turn.ok = data.get("error") is None
+                turn.why = "" if turn.ok else f"finished with {data.get('error')}"
+                return turn
+        turn.why = "stream ended before turn.finished"
+        return turn
+    finally:
+        response.close()
+
+
+async def _conversations(port: int, n: int) -> list[str]:
+    ids: list[str] = []
+    for start in range(0, n, 50):
+        batch = [call(port, "POST", "/v1/conversations", {}) for _ in range(min(50, n - start))]
+        for status, body in await asyncio.gather(*batch):
+            assert status == 201, (status, body)
+            ids.append(body["id"])
+    return ids
+
+
+async def _bounded(port: int, cid: str, text: str) -> Turn:
+    try:
+        return await asyncio.wait_for(streaming_turn(port, cid, text), TURN_TIMEOUT)
+    except (TimeoutError, OSError, ValueError) as error:
+        return Turn(why=f"{type(error).__name__}: {error}")
+
+
+async def concurrent(port: int, n: int) -> dict[str, Any]:
+    ids = await _conversations(port, n)
+    began = time.monotonic()
+    turns = await asyncio.gather(*(_bounded(port, c, f"slow-{i} go") for i, c in enumerate(ids)))
+    wall = time.monotonic() - began
+    for turn in turns:
+        if turn.ok and turn.tokens != FakeModel().tokens:
+            turn.ok, turn.why = False, f"{turn.tokens} tokens"
+    whys: dict[str, int] = {}
+    for turn in turns:
+        if not turn.ok:
+            whys[turn.why] = whys.get(turn.why, 0) + 1
+    firsts = [t.first_token for t in turns if t.first_token is not None]
+    delays = [d for t in turns for d in t.delays]
+    failed = sum(not t.ok for t in turns)
+    return {"wall": wall, "failed": failed, "why": whys, "first": firsts, "delays": delays}
+
+
+async def sequential(port: int, model_port: int, n: int) -> dict[str, Any]:
+    ids = await _conversations(port, n)
+    sent: dict[str, float] = {}
+    failed = 0
+    for i, cid in enumerate(ids):
+        marker = f"quick-{i}"
+        sent[marker] = time.monotonic()
+        failed += not (await _bounded(port, cid, f"{marker} hello")).ok
+    _, arrivals = await call(model_port, "GET", "/arrivals")
+    waits = [arrivals[m] - t for m, t in sent.items() if m in arrivals]
+    return {"failed": failed, "called": waits}
+
+
+def _client_main(conn: Connection, mode: str, port: int, model_port: int, n: int) -> None:
+    if mode == "sequential":
+        conn.send(asyncio.run(sequential(port, model_port, n)))
+    else:
+        conn.send(asyncio.run(concurrent(port, n)))
+
+
+def run_client(mode: str, port: int, model_port: int, n: int) -> dict[str, Any]:
+    parent, child = multiprocessing.Pipe()
+    args = (child, mode, port, model_port, n)
+    process = multiprocessing.Process(target=_client_main, args=args)
+    process.start()
+    result: dict[str, Any] = parent.recv()
+    process.join()
+    return result
+
+
+# --- figures --------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.1f} ms"
+
+
+def peak_rss(process: psutil.Process) -> int:
+    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+@contextlib.contextmanager
+def profiled(server: psutil.Process, name: str) -> Iterator[None]:
+    """With ``--py-spy BIN``: the server sampled by py-spy while the block runs (a
+    collapsed-stack file per run, ``py-spy-<name>.txt``)."""
+    if not PY_SPY:
+        yield
+        return
+    argv = [PY_SPY, "record", "--pid", str(server.pid), "-f", "raw", "-r", "500", "--nonblocking"]
+    spy = subprocess.Popen([*argv, "-o", f"py-spy-{name}.txt"], stdout=subprocess.DEVNULL)
+    time.sleep(1.0)  # py-spy attaches
+    try:
+        yield
+    finally:
+        spy.send_signal(2)
+        spy.wait(timeout=60)
+
+
+def report_sequential(model_port: int, n: int, extra: list[str]) -> None:
+    with serving(model_port, extra) as (port, server):
+        run_client("sequential", port, model_port, 3)  # warm: first imports, first requests
+        before = cpu(server)
+        with profiled(server, "sequential"):
+            result = run_client("sequential", port, model_port, n)
+        per_turn = (cpu(server) - before) / n
+    called = result["called"]
+    print(
+        f"sequential {n}: failed {result['failed']}, POST -> model called "
+        f"p50 {ms(statistics.median(called))} p95 {ms(pct(called, 0.95))}, "
+        f"server CPU per turn {ms(per_turn)}",
+        flush=True,
+    )
+
+
+def report_concurrent(model_port: int, n: int, extra: list[str]) -> None:
+    with serving(model_port, extra) as (port, server):
+        run_client("sequential", port, model_port, 3)
+        before = cpu(server)
+        with profiled(server, f"concurrent-{n}"):
+            result = run_client("concurrent", port, model_port, n)
+        used = cpu(server) - before
+        rss = peak_rss(server)
+    first, delays = result["first"], result["delays"]
+    print(
+        f"{n} concurrent: wall {result['wall']:.2f} s, failed {result['failed']} "
+        f"{result['why'] or ''}, first token p50 {ms(pct(first, 0.5))} p99 "
+        f"{ms(pct(first, 0.99))}, added delay per token p50 {ms(pct(delays, 0.5))} p99 "
+        f"{ms(pct(delays, 0.99))}, peak RSS {rss / 2**20:.0f} MB, server CPU {used:.2f} s",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--levels", default="100,300,1000", help="concurrent turns per run")
+    parser.add_argument("--sequential", type=int, default=100, help="sequential turns")
+    parser.add_argument("--serve-arg", action="append", default=[], help="passed to serve")
+    parser.add_argument("--py-spy", default="", help="a py-spy binary: profile the server")
+    args = parser.parse_args()
+    global PY_SPY
+    PY_SPY = args.py_spy
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
+    with fake_model() as model_port:
+        if args.sequential:
+            report_sequential(model_port, args.sequential, args.serve_arg)
+        for level in [int(x) for x in args.levels.split(",") if x]:
+            report_concurrent(model_port, level, args.serve_arg)
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0009"
+HEAD = "0010"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -43,6 +43,7 @@ PEOPLE_TABLES = {
     "memory_relations",
     "forged_tools",
     "servers",
+    "request_keys",
 }
 T = TypeVar("T")
 

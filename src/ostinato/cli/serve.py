@@ -44,6 +44,7 @@ from ostinato.models.choice import (
     select_model,
 )
 from ostinato.server import BodyLimits, ModelChooser, create_app
+from ostinato.server.idempotency import Idempotency
 from ostinato.server.process import REQUESTS_GRACE_S, GracefulServer, listen
 from ostinato.server.surfaces import surfaces_of
 from ostinato.store import describe_url, open_store
@@ -208,6 +209,12 @@ async def serve(
         await deployment.aclose()
 
 
+def body_limits(config: Config) -> BodyLimits:
+    """The request body limits the settings ask for (``[requests]``)."""
+    asked = config.requests
+    return BodyLimits(asked.message_bytes, asked.metadata_bytes, asked.upload_bytes)
+
+
 async def run(
     config: Config,
     setup: ModelSetup,
@@ -219,7 +226,7 @@ async def run(
     ``ostinato.server.process``); 0 once it has served, 1 if it never started."""
     runtime, url = deployment.runtime, config.server.database_url
     chooser: ModelChooser = setup.choose
-    limits = BodyLimits()
+    limits = body_limits(config)
     app = create_app(
         runtime,
         model_name=setup.default.model_id,
@@ -232,6 +239,7 @@ async def run(
         hosts=allowed_hosts(config.auth, config.server.host, dangerously_public=dangerously_public),
         surfaces=surfaces_of(config.agents, config.default_agent().id),
         resolve_model=resolver(deployment),
+        idempotency=Idempotency(window_s=config.requests.idempotency_window_s),
     )
     uvicorn_config = uvicorn.Config(
         app,

@@ -59,6 +59,7 @@ from pydantic_settings import (
 )
 
 from ostinato.config.observability import ObservabilitySection
+from ostinato.config.requests import RequestsSection
 from ostinato.config.sections import (
     AgentSection,
     ApprovalsSection,
@@ -104,6 +105,7 @@ class Config(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     client: ClientSection = Field(default_factory=ClientSection)
     observability: ObservabilitySection = Field(default_factory=ObservabilitySection)
+    requests: RequestsSection = Field(default_factory=RequestsSection)
 
     @classmethod
     def settings_customise_sources(

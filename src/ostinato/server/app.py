@@ -26,6 +26,7 @@ from ostinato.server.auth.guard import StreamGuard
 from ostinato.server.auth.middleware import install_identity
 from ostinato.server.context import ModelChooser, ModelResolver, ServerContext
 from ostinato.server.errors import install_error_handlers, log
+from ostinato.server.idempotency import Idempotency
 from ostinato.server.limits import BodyLimit, BodyLimits
 from ostinato.server.routes import ROUTERS
 from ostinato.server.sse import PING_INTERVAL
@@ -51,6 +52,7 @@ def create_app(
     hosts: Iterable[str] | None = None,
     surfaces: Surfaces | None = None,
     resolve_model: ModelResolver | None = None,
+    idempotency: Idempotency | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``.
 
@@ -64,7 +66,8 @@ def create_app(
     allowed origins are also the ones CORS lets in (CORS is off without any). ``auth``
     says who may call (``server.auth``; default: mode ``none``); ``hosts``, when given,
     are the only ``Host`` names the server answers to. ``surfaces``: the agents'
-    settings on other protocols; ``resolve_model``: a tier or model id to a model.
+    settings on other protocols; ``resolve_model``: a tier or model id to a model;
+    ``idempotency``: how retried requests are recognised (``server.idempotency``).
     """
     limits = limits or BodyLimits()
     if not isinstance(auth, Authenticator):
@@ -87,6 +90,7 @@ def create_app(
         streams=streams,
         surfaces=surfaces or Surfaces(),
         resolve_model=resolve_model,
+        idempotency=idempotency or Idempotency(),
     )
     app.add_middleware(BodyLimit, limits=limits)
     install_error_handlers(app)

@@ -20,6 +20,7 @@ from ostinato.models.base import Model
 from ostinato.runtime import Runtime
 from ostinato.server.auth.authenticator import Authenticator
 from ostinato.server.auth.guard import StreamGuard, StreamTicket
+from ostinato.server.idempotency import Idempotency
 from ostinato.server.limits import BodyLimits
 from ostinato.server.streams import Live
 from ostinato.server.surfaces import Surfaces
@@ -47,6 +48,7 @@ class ServerContext:
     streams: StreamGuard = field(kw_only=True)  # open streams, closed when revoked
     surfaces: Surfaces = field(kw_only=True, default_factory=Surfaces)  # per-agent settings
     resolve_model: ModelResolver | None = field(kw_only=True, default=None)
+    idempotency: Idempotency = field(kw_only=True, default_factory=Idempotency)  # retries
 
     @property
     def live(self) -> Live:
@@ -58,6 +60,7 @@ class ServerContext:
 
     async def aclose(self) -> None:
         """Stop the background work of limits and streams; close the authenticator."""
+        await self.idempotency.aclose()
         await self.streams.aclose()
         await self.owner_limits.close()
         await self.auth.aclose()

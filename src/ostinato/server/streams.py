@@ -12,6 +12,10 @@ route for JSON messages; both serve the same frames.
 - ``turn_frames``: the frames of one turn, up to its ``turn.finished``. The turn may not
   have begun yet (its message waits in the queue): then the stream first carries the
   message's ``input.queued`` frame, and the turn's frames once it begins.
+- ``stored_turn_frames``: the frames of one turn that began earlier (a retried request
+  joins it): ``turn.started`` and its committed rows read back from the store, then its
+  live frames after those rows, up to ``turn.finished`` (made from the turn's row when
+  it has ended already).
 - ``conversation_frames``: the committed rows after a position, replayed from the store
   as ``message`` frames, then the live frames of every turn. A live frame that the replay
   already covered is dropped: a ``message`` whose seq was replayed, and any other frame
@@ -41,7 +45,7 @@ from ostinato.frames import (
 )
 from ostinato.messages import Message
 from ostinato.redaction import redact
-from ostinato.store.base import Store
+from ostinato.store.base import STATE_AFTER, Store, Turn
 from ostinato.turns import TurnHandle
 
 REPLAY_PAGE = 500
@@ -220,6 +224,52 @@ class _Waiting:
         run_id = self.started.result().run_id
         mine, self.since_start = [f for f in self.since_start if f.run_id == run_id], []
         return [*out, *mine], run_id
+
+
+async def stored_turn_frames(
+    subscription: Subscription, store: Store, turn: Turn, live: Live, *, after_seq: int
+) -> AsyncGenerator[Frame | None, None]:
+    """``turn``'s frames from the store, then live (see the module's docstring). The
+    subscription is opened before ``turn`` is read, so no frame falls in between."""
+    from ostinato.server.results import turn_rows  # results imports the schemas
+
+    run_id = turn.run_id
+    yield TurnStarted(run_id=run_id, seq=after_seq, turn_id=turn.id, kind=turn.kind)
+    last = after_seq
+    for row in await turn_rows(store, turn, after_seq):
+        last = row.seq or last
+        yield MessageCommitted(run_id=run_id, seq=last, message=row)
+    if turn.status == "finished":
+        yield _finished(turn, last)
+        return
+    try:
+        async with aclosing(_frames(subscription, live)) as frames:
+            async for frame in frames:
+                if frame is None:
+                    yield None
+                elif frame.run_id == run_id and (
+                    frame.seq > last or (frame.seq == last and not frame.durable)
+                ):
+                    yield frame
+                    if isinstance(frame, TurnFinished):
+                        return
+    except BacklogOverflow:
+        yield ErrorFrame(run_id=run_id, seq=last, code="overflow", message=OVERFLOW)
+    except _Closing as ended:
+        yield ErrorFrame(run_id=run_id, seq=last, code=ended.code, message=ended.message)
+
+
+def _finished(turn: Turn, seq: int) -> TurnFinished:
+    assert turn.stop_reason is not None
+    return TurnFinished(
+        run_id=turn.run_id,
+        seq=seq,
+        turn_id=turn.id,
+        stop_reason=turn.stop_reason,
+        state=STATE_AFTER[turn.stop_reason],
+        metrics=turn.metrics,
+        error=turn.error,
+    )
 
 
 async def conversation_frames(

@@ -24,6 +24,7 @@ from ostinato.store.base import (
     WriteOp,
 )
 from ostinato.store.forged import ForgedTool
+from ostinato.store.idempotency import MemoryRequestKeys
 from ostinato.store.leases import MemoryLeases
 from ostinato.store.memory_accounts import api_key, api_keys
 from ostinato.store.memory_forged import forged_tool_versions, forged_tools
@@ -33,9 +34,9 @@ from ostinato.store.relations import MemoryRelation
 from ostinato.store.search import overlap_score, search_terms
 
 
-class MemoryStore(MemoryLeases, MemoryTables):
+class MemoryStore(MemoryLeases, MemoryRequestKeys, MemoryTables):
     """The tables (``MemoryTables``), written by ``memory_writes`` and read here; its
-    leases (``MemoryLeases``)."""
+    leases (``MemoryLeases``) and idempotency keys (``MemoryRequestKeys``)."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         return apply(self, ops)

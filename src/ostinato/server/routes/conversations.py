@@ -7,13 +7,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Request
+from fastapi.responses import JSONResponse
 
 from ostinato.errors import InvalidRequest
 from ostinato.runtime import Runtime
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
+from ostinato.server.idempotency import (
+    Claimed,
+    Earlier,
+    IdempotencyKey,
+    fingerprint,
+    request_key,
+    stored_answer,
+)
 from ostinato.server.schemas import (
+    CONFLICT,
     ERROR_RESPONSES,
     ConversationOut,
     ConversationPage,
@@ -26,19 +36,46 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 
 @router.post(
-    "", status_code=201, response_model=ConversationOut, responses={422: ERROR_RESPONSES[422]}
+    "",
+    status_code=201,
+    response_model=ConversationOut,
+    responses={422: ERROR_RESPONSES[422], **CONFLICT},
 )
 async def create_conversation(
     context: Context,
     caller: CurrentCaller,
+    request: Request,
     body: Annotated[CreateConversationRequest | None, Body()] = None,
-) -> ConversationOut:
-    """Open a conversation, owned by the caller. The body is optional."""
+    idempotency_key: IdempotencyKey = None,
+) -> ConversationOut | JSONResponse:
+    """Open a conversation, owned by the caller. The body is optional. With an
+    `Idempotency-Key`, the same request sent again answers with the same conversation
+    (and creates none); another request with that key is a 422."""
     body = body or CreateConversationRequest()
-    conversation = await context.runtime.create_conversation(
-        owner=caller.owner, title=body.title, metadata=body.metadata
-    )
-    return ConversationOut.of(conversation)
+    store = context.runtime.store
+    claimed: Claimed | None = None
+    key = request_key(request, None, "")
+    if key is not None:
+        print_ = fingerprint(request, body.model_dump(mode="json"))
+        claim = await context.idempotency.claim(store, caller.owner, key, print_)
+        if isinstance(claim, Earlier):
+            status, answer = await stored_answer(
+                context.idempotency, claim, store, caller.owner, key
+            )
+            return JSONResponse(answer, status_code=status)
+        claimed = claim
+    try:
+        conversation = await context.runtime.create_conversation(
+            owner=caller.owner, title=body.title, metadata=body.metadata
+        )
+    except BaseException as exc:
+        if claimed is not None:
+            await claimed.failed(exc)
+        raise
+    out = ConversationOut.of(conversation)
+    if claimed is not None:
+        await claimed.answered(201, out.model_dump(mode="json"))
+    return out
 
 
 @router.get("", response_model=ConversationPage, responses={422: ERROR_RESPONSES[422]})

@@ -31,7 +31,16 @@ from ostinato.models.base import Model
 from ostinato.runtime import Runtime
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context, ServerContext
+from ostinato.server.idempotency import (
+    Claimed,
+    Earlier,
+    IdempotencyKey,
+    TurnBegun,
+    fingerprint,
+    request_key,
+)
 from ostinato.server.results import finished_result
+from ostinato.server.retries import answer_retry
 from ostinato.server.schemas import (
     CONFLICT,
     ERROR_RESPONSES,
@@ -113,7 +122,11 @@ def wants_events(request: Request) -> bool:
     },
 )
 async def post_turn(
-    context: Context, caller: CurrentCaller, request: Request, conversation_id: str
+    context: Context,
+    caller: CurrentCaller,
+    request: Request,
+    conversation_id: str,
+    idempotency_key: IdempotencyKey = None,
 ) -> TurnOut | Response:
     """Send a user message (`text`), or answer the question card that waits
     (`tool_response`); either starts a turn. With `Accept: text/event-stream`: the turn's
@@ -125,8 +138,21 @@ async def post_turn(
     body, files = await read_turn_request(request)
     context.owner_limits.check_uploads(len(files))
     model = context.model_for(request)
-    if not wants_events(request):
-        started, queued = await admitted(context, caller.owner, conversation_id, body, model, files)
+    events = wants_events(request)
+    claimed: Claimed | None = None
+    key = request_key(request, body.client_message_id, conversation_id)
+    if key is not None:
+        print_ = fingerprint(request, body.model_dump(mode="json"), tuple(files))
+        claim = await context.idempotency.claim(runtime.store, caller.owner, key, print_)
+        if isinstance(claim, Earlier):
+            return await answer_retry(
+                context, caller, request, conversation_id, claim, key, events=events
+            )
+        claimed = claim
+    if not events:
+        started, queued = await admitted_once(
+            context, caller.owner, conversation_id, body, model, files, claimed
+        )
         handle = await asyncio.shield(started)
         position = queued.position if queued is not None else None
         return await finished_result(handle, runtime.store, position)
@@ -138,7 +164,9 @@ async def post_turn(
         context.streams.close(ticket)
 
     try:
-        started, queued = await admitted(context, caller.owner, conversation_id, body, model, files)
+        started, queued = await admitted_once(
+            context, caller.owner, conversation_id, body, model, files, claimed
+        )
     except BaseException:
         close()
         raise
@@ -150,6 +178,28 @@ async def post_turn(
         on_close=close,
         on_abandon=cancel_when_begun(started) if body.cancel_on_disconnect else None,
     )
+
+
+async def admitted_once(
+    context: ServerContext,
+    owner: str,
+    conversation_id: str,
+    body: TurnRequest,
+    model: Model | None,
+    files: Sequence[ImageBlock | FileBlock],
+    claimed: Claimed | None,
+) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
+    """``admitted``, telling the request's idempotency key (if it holds one) what it
+    began, or that it stored nothing."""
+    try:
+        started, queued = await admitted(context, owner, conversation_id, body, model, files)
+    except BaseException as exc:
+        if claimed is not None:
+            await claimed.failed(exc)
+        raise
+    if claimed is not None:
+        await claimed.began(conversation_id, TurnBegun(started, queued))
+    return started, queued
 
 
 async def admitted(

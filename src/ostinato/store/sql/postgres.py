@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx, SQLLeases
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
@@ -65,7 +66,7 @@ class _LeaseTx:
         return self._connection.execute(stmt, params).rowcount
 
 
-class PostgresStore(SQLLeases, SQLReads):
+class PostgresStore(SQLLeases, SQLRequestKeys, SQLReads):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)

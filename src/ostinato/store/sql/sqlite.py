@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx, SQLLeases
 from ostinato.store.sql.migrate import migrate_sqlite
 from ostinato.store.sql.reads import SQLReads
@@ -46,7 +47,7 @@ class _LeaseTx:
         return self._conn.execute(sql.text, sql.defaults | params).rowcount
 
 
-class SQLiteStore(SQLLeases, SQLReads):
+class SQLiteStore(SQLLeases, SQLRequestKeys, SQLReads):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)

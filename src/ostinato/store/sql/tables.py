@@ -2,7 +2,7 @@
 
 Alembic migrations (``0001``: the first four tables; ``0002``: approvals, grants,
 queued inputs; ``0006``: turn timelines; ``0009``: leases, and the holder of each turn
-and queued input) are written against these definitions, and both
+and queued input; ``0010``: idempotency keys) are written against these definitions, and both
 engines (SQLite and PostgreSQL) compile their statements from them. JSON values (message
 blocks, metadata, metrics, timelines, tool input, approval arguments) are kept as JSON
 *text*, serialised by the store itself, so the two engines hold byte-identical values and
@@ -332,6 +332,26 @@ servers = sa.Table(
     sa.Column("expires_at", _TIME, nullable=False),
 )
 
+
+# Idempotency keys (0010): one row per (owner, key) a client sent, until it expires; what
+# the first request with that key did (``store.idempotency``).
+request_keys = sa.Table(
+    "request_keys",
+    metadata,
+    sa.Column("owner", sa.String(), primary_key=True),
+    sa.Column("key", sa.String(), primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("expires_at", _TIME, nullable=False),
+    sa.Column("conversation_id", _ID, nullable=True),
+    sa.Column("turn_id", _ID, nullable=True),
+    sa.Column("after_seq", sa.Integer, nullable=True),
+    sa.Column("queued_id", _ID, nullable=True),
+    sa.Column("queued_position", sa.BigInteger, nullable=True),
+    sa.Column("status_code", sa.Integer, nullable=True),
+    sa.Column("response", sa.Text(), nullable=True),
+    sa.Index(None, "expires_at"),
+)
 
 # Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
 # table and its shadow tables, PostgreSQL's document column and its index): schema

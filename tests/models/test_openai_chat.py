@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from openai.types.chat import ChatCompletionChunk
 
 from fakes import openai_chat as fc
 from fakes.harness import FAST, WEATHER, ask, run
@@ -140,7 +139,7 @@ def test_a_call_with_no_index_or_id_still_assembles() -> None:
         {"tool_calls": [{"function": {"name": "f", "arguments": '{"a": 1}'}, "type": "function"}]},
         finish_reason="stop",
     )
-    events = decoder.feed(ChatCompletionChunk.construct(**chunk))
+    events = decoder.feed(chunk)
     events += decoder.finish()
     assert [type(e).__name__ for e in events] == [
         "ToolCallStart",
@@ -155,8 +154,8 @@ def test_calls_without_an_index_are_told_apart_by_id() -> None:
     events = []
     for call_id, args in (("a", '{"x": '), (None, "1}"), ("b", "{}")):
         call = {"id": call_id, "type": "function", "function": {"name": "f", "arguments": args}}
-        events += decoder.feed(ChatCompletionChunk.construct(**fc.chunk({"tool_calls": [call]})))
-    decoder.feed(ChatCompletionChunk.construct(**fc.chunk({}, finish_reason="tool_calls")))
+        events += decoder.feed(fc.chunk({"tool_calls": [call]}))
+    decoder.feed(fc.chunk({}, finish_reason="tool_calls"))
     events += decoder.finish()
     builder = MessageBuilder()
     for event in events:

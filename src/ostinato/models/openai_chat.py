@@ -18,6 +18,14 @@ Wire -> canonical (``ChunkDecoder``): content and the compatible servers' reason
 (``reasoning_content``, ``reasoning``) become text and thinking deltas; tool call deltas are
 grouped by their index. A stream without a ``finish_reason`` is incomplete. When the output
 limit cuts the last tool call short, that call gets no ``ToolCallEnd`` and is never run.
+
+The SDK sends the request and reads the stream (its retries off, its SSE decoding, its
+errors, an ``error`` object in the stream raised as an ``APIError``), but through its
+generic ``post`` with the body as built here and each chunk kept as the JSON it came as:
+``chat.completions.create`` would walk the whole body (every tool schema, every message)
+through its type transform on every call and build a pydantic object per chunk, which
+was most of a turn start's CPU and a large share of a streamed token's
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -27,7 +35,6 @@ import json
 import re
 from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import openai
 
@@ -156,7 +163,13 @@ class OpenAIChatModel:
         endpoint = self._endpoint
         return run_attempt(
             endpoint,
-            lambda: self._client.chat.completions.create(**params, stream=True),
+            lambda: self._client.post(
+                "/chat/completions",
+                body={**params, "stream": True},
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            ),
             ChunkDecoder(endpoint),
             lambda exc: openai_failure(exc, endpoint) if isinstance(exc, openai.APIError) else None,
         )
@@ -292,7 +305,8 @@ def _data_url(media_type: str, data: str | None, url: str | None) -> str:
 
 
 class ChunkDecoder:
-    """Folds ``ChatCompletionChunk`` objects into model events. Pure: no I/O."""
+    """Folds the stream's chunks (``chat.completion.chunk`` JSON) into model events.
+    Pure: no I/O."""
 
     def __init__(self, endpoint: Endpoint = OPENAI) -> None:
         self._endpoint = endpoint
@@ -301,55 +315,59 @@ class ChunkDecoder:
         self._finish: str | None = None
         self._usage: Usage | None = None
 
-    def feed(self, chunk: Any) -> list[ModelEvent]:
+    def feed(self, chunk: JSON) -> list[ModelEvent]:
+        """One chunk as the stream's JSON (a dict, as the server sent it)."""
         out: list[ModelEvent] = []
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            details = getattr(usage, "prompt_tokens_details", None)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            details = usage.get("prompt_tokens_details") or {}
             self._usage = Usage(
-                input_tokens=usage.prompt_tokens or 0,
-                output_tokens=usage.completion_tokens or 0,
-                cache_read_tokens=getattr(details, "cached_tokens", None) or 0,
+                input_tokens=usage.get("prompt_tokens") or 0,
+                output_tokens=usage.get("completion_tokens") or 0,
+                cache_read_tokens=details.get("cached_tokens") or 0,
             )
-        for choice in getattr(chunk, "choices", None) or ():
-            if choice.index != 0:
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
                 continue
-            delta = choice.delta
-            if delta is not None:
+            delta = choice.get("delta")
+            if delta:
                 out += self._delta(delta)
-            if choice.finish_reason:
-                self._finish = choice.finish_reason
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
         return out
 
-    def _delta(self, delta: Any) -> list[ModelEvent]:
+    def _delta(self, delta: JSON) -> list[ModelEvent]:
         out: list[ModelEvent] = []
         for field in ("reasoning_content", "reasoning"):
-            reasoning = getattr(delta, field, None)
+            reasoning = delta.get(field)
             if isinstance(reasoning, str) and reasoning:
                 origin = {PROVIDER_KEY: {"field": field}}
                 out.append(ThinkingDelta(reasoning, index=0, provider_data=origin))
                 break
-        if delta.content:
-            out.append(TextDelta(delta.content, index=0))
-        for call in delta.tool_calls or ():
+        content = delta.get("content")
+        if content:
+            out.append(TextDelta(content, index=0))
+        for call in delta.get("tool_calls") or ():
             index = self._call_index(call)
-            function = call.function
+            function = call.get("function") or {}
             if index not in self._arguments:
                 self._arguments[index] = []
-                self._ids[index] = call_id = call.id or f"call_{index}"
-                out.append(ToolCallStart(index, call_id, (function and function.name) or ""))
-            if function is not None and function.arguments:
-                self._arguments[index].append(function.arguments)
-                out.append(ToolCallDelta(index, function.arguments))
+                self._ids[index] = call_id = call.get("id") or f"call_{index}"
+                out.append(ToolCallStart(index, call_id, function.get("name") or ""))
+            arguments = function.get("arguments")
+            if arguments:
+                self._arguments[index].append(arguments)
+                out.append(ToolCallDelta(index, arguments))
         return out
 
-    def _call_index(self, call: Any) -> int:
+    def _call_index(self, call: JSON) -> int:
         """The event index of a tool call delta. Some servers leave out ``index``: then a
         new id starts a new call and a delta without one continues the last."""
-        if call.index is not None:
-            return _TOOL_INDEX_BASE + int(call.index)
+        if call.get("index") is not None:
+            return _TOOL_INDEX_BASE + int(call["index"])
         last = max(self._arguments, default=_TOOL_INDEX_BASE - 1)
-        if (call.id and call.id not in self._ids.values()) or last < _TOOL_INDEX_BASE:
+        call_id = call.get("id")
+        if (call_id and call_id not in self._ids.values()) or last < _TOOL_INDEX_BASE:
             return last + 1
         return last
 

@@ -1,9 +1,16 @@
-"""The bus: frames to every surface watching a conversation (in-process).
+"""The bus: frames to every surface watching a conversation.
 
 Publishing never blocks and costs one dict lookup when nobody watches. Each subscriber
 has its own queue; a subscriber that falls more than ``max_backlog`` frames behind is
 disconnected (its iterator ends with ``BacklogOverflow``) rather than letting memory grow
 without bound; it reconnects and replays the rows it missed from the store.
+
+With several server processes on one database, a ``Relay`` (``ostinato.fanout``) is
+attached: every frame published here is also handed to it (a queue put, never a wait),
+and frames other processes published arrive through ``deliver``, to this process's
+subscribers only. When the relay cannot promise it lost nothing (its connection dropped,
+a message went missing) it ends the subscriptions with ``BacklogOverflow`` (``drop``):
+they reconnect and replay from the store, as after an overflow here.
 """
 
 from __future__ import annotations
@@ -17,6 +24,14 @@ from ostinato.frames import Frame
 
 class BacklogOverflow(Exception):
     """A subscriber fell too far behind and was dropped."""
+
+
+class Relay(Protocol):
+    """Carries frames to the other processes (``ostinato.fanout.Relay``)."""
+
+    def send(self, conversation_id: str, frame: Frame) -> None: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Bus(Protocol):
@@ -37,11 +52,15 @@ class Subscription:
 
     def _put(self, frame: Frame) -> None:
         if self._queue.qsize() >= self._max_backlog:
-            self.overflowed = True
-            self._queue.put_nowait(None)
-            self.close()
+            self.overflow()
             return
         self._queue.put_nowait(frame)
+
+    def overflow(self) -> None:
+        """End the iterator with ``BacklogOverflow``: the subscriber must replay."""
+        self.overflowed = True
+        self._queue.put_nowait(None)
+        self.close()
 
     def __aiter__(self) -> AsyncIterator[Frame]:
         return self
@@ -74,8 +93,16 @@ class LocalBus:
         self._subscribers: dict[str, list[Subscription]] = {}
         self._max_backlog = max_backlog
         self._last_seq: dict[str, int] = {}  # kept while someone watches
+        self.relay: Relay | None = None
 
     def publish(self, conversation_id: str, frame: Frame) -> None:
+        """To this process's subscribers, and to the other processes' through the relay."""
+        self.deliver(conversation_id, frame)
+        if self.relay is not None:
+            self.relay.send(conversation_id, frame)
+
+    def deliver(self, conversation_id: str, frame: Frame) -> None:
+        """To this process's subscribers only (what the relay calls)."""
         subscribers = self._subscribers.get(conversation_id)
         if subscribers:
             self._last_seq[conversation_id] = frame.seq
@@ -94,6 +121,20 @@ class LocalBus:
 
     def subscriber_count(self, conversation_id: str) -> int:
         return len(self._subscribers.get(conversation_id, ()))
+
+    def drop(self, conversation_id: str | None = None) -> None:
+        """End the subscriptions of one conversation (of all with ``None``) with
+        ``BacklogOverflow``: frames may have been lost, they replay from the store."""
+        ids = [conversation_id] if conversation_id is not None else list(self._subscribers)
+        for cid in ids:
+            for subscription in list(self._subscribers.get(cid, ())):
+                subscription.overflow()
+
+    async def aclose(self) -> None:
+        """Stop the relay (if any); local publishing goes on working."""
+        relay, self.relay = self.relay, None
+        if relay is not None:
+            await relay.aclose()
 
     def _remove(self, subscription: Subscription) -> None:
         subscribers = self._subscribers.get(subscription.conversation_id)

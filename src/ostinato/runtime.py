@@ -465,5 +465,6 @@ class Runtime:
             work.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        await self.bus.aclose()
         await self.sandbox.aclose()
         await self.store.close()

@@ -48,6 +48,7 @@ from ostinato.server.idempotency import Idempotency
 from ostinato.server.process import REQUESTS_GRACE_S, GracefulServer, listen
 from ostinato.server.surfaces import surfaces_of
 from ostinato.store import describe_url, open_store
+from ostinato.store.base import Store
 from ostinato.store.leases import LeaseStore
 from ostinato.store.sql.urls import parse_url
 
@@ -146,7 +147,25 @@ async def start(config: Config) -> tuple[ModelSetup, Deployment]:
         raise _Refused(str(exc)) from exc
     if isinstance(store, LeaseStore):  # recovery then leaves other live servers' turns alone
         deployment.runtime.lease = Lease(store)
+    await fan_out(store, deployment)
     return setup, deployment
+
+
+async def fan_out(store: Store, deployment: Deployment) -> None:
+    """On PostgreSQL, relay the bus's frames to the other servers on the same database
+    (``ostinato.fanout``); ``_Refused`` if its connection cannot be had."""
+    from ostinato.store.sql.postgres import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        return
+    from ostinato.fanout import Relay
+    from ostinato.fanout_pg import PostgresTransport
+
+    try:
+        await Relay(PostgresTransport(store.engine.url), store).start(deployment.runtime.bus)
+    except (OSError, ValueError) as exc:
+        await deployment.runtime.close()
+        raise _Refused(f"cannot listen for other servers' frames: {exc}") from exc
 
 
 def settings(

@@ -1,0 +1,60 @@
+"""Several ``ostinato serve`` processes on one PostgreSQL database (issue 16), as real
+processes: a stream opened on one server sees the turn a message posted to another runs,
+every committed row once and in order, and the live deltas."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.fake_model import AnsweringChat
+from tests.e2e.server import Server
+from tests.e2e.test_fault_injection import scratch_postgres
+
+WAIT = 30.0
+
+
+def _env(fake: AnsweringChat) -> dict[str, str]:
+    return {
+        "OSTINATO_MODEL": "openai-chat:fake-model",
+        "OPENAI_BASE_URL": f"{fake.url}/v1",
+        "OPENAI_API_KEY": "k",
+    }
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path) -> Iterator[list[Server]]:
+    with scratch_postgres() as url, AnsweringChat() as fake:
+        servers = [
+            Server(url, tmp_path / f"data{i}", tmp_path / f"serve{i}.log", _env(fake))
+            for i in (0, 1)
+        ]
+        try:
+            for server in servers:
+                server.start()
+            yield servers
+        finally:
+            for server in servers:
+                if server.alive():
+                    server.terminate()
+
+
+def test_a_stream_on_one_server_sees_a_turn_posted_to_another(two_servers: list[Server]) -> None:
+    a, b = two_servers
+    cid = a.post("/v1/conversations", {}).json()["id"]
+    watcher = b.stream("GET", f"/v1/conversations/{cid}/events")
+    assert watcher.started_event.wait(WAIT) and watcher.status == 200  # subscribed
+    posted = a.post(f"/v1/conversations/{cid}/turns", {"text": "/slow 5"})
+    assert posted.status_code == 200, posted.text
+    seen = []
+    while True:
+        frame = watcher.next_frame(WAIT)
+        seen.append(frame)
+        if frame.event == "turn.finished":
+            break
+    rows = b.get(f"/v1/conversations/{cid}/messages?include_hidden=true").json()["messages"]
+    committed = [f.data["message"]["seq"] for f in seen if f.event == "message"]
+    assert committed == [r["seq"] for r in rows]  # every row once, in order, no gap
+    assert sum(f.event == "text.delta" for f in seen) >= 5  # the live deltas reached b

@@ -1,0 +1,127 @@
+"""Frames across processes (ostinato.fanout): the wire format, and two runtimes on one
+PostgreSQL database, each with its own bus and relay, as two servers would be: a
+subscriber on B sees the frames of a turn run on A, rows read from the store, in order,
+each once; a frame too large for one NOTIFY arrives whole; a gap makes B's subscribers
+replay."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import sqlalchemy as sa
+
+from ostinato.bus import BacklogOverflow, LocalBus
+from ostinato.fanout import Relay, decode_frame, encode
+from ostinato.fanout_pg import LIMIT, PostgresTransport
+from ostinato.frames import Frame, MessageCommitted, ToolStarted, TurnFinished
+from ostinato.messages import Message, TextBlock
+from ostinato.models.scripted import ScriptedModel, text_step, tool_step
+from ostinato.runtime import Runtime
+from ostinato.store.sql.postgres import PostgresStore
+from tests.store.conftest import open_postgres, postgres_url
+
+__all__ = ["postgres_url"]
+
+
+def test_a_frame_round_trips_and_a_row_travels_as_its_position() -> None:
+    frame = ToolStarted(run_id="r1", seq=7, tool_use_id="t1", name="shell", input={"c": "ls é"})
+    (payload,) = encode("origin", 5, "conv 1", frame, LIMIT)
+    assert payload.startswith("origin 5 0/1 ") and payload.isascii()
+    body = payload.split(" ", 3)[3]
+    import json
+
+    assert decode_frame(json.loads(body)["f"]) == frame
+    row = Message(role="user", blocks=(TextBlock("x" * 50_000),), seq=3)
+    (position,) = encode("o", 0, "c", MessageCommitted(run_id="r", seq=3, message=row), LIMIT)
+    assert json.loads(position.split(" ", 3)[3]) == {"c": "c", "p": [3, "r", None]}
+
+
+def test_a_large_frame_is_cut_into_parts_that_fit() -> None:
+    frame = ToolStarted(run_id="r", seq=1, tool_use_id="t", name="n", input={"x": "é" * 20_000})
+    payloads = encode("o", 10, "c", frame, LIMIT)
+    assert len(payloads) > 1
+    assert all(len(p.encode()) < 8000 for p in payloads)
+    assert [p.split(" ")[1:3] for p in payloads][:2] == [
+        ["10", f"0/{len(payloads)}"],
+        ["11", f"1/{len(payloads)}"],
+    ]
+    assert decode_frame({"type": "no.such.frame", "run_id": "", "seq": 0}) is None
+
+
+class Server:
+    """A runtime with its own store connection pool, bus and relay: one server."""
+
+    def __init__(self, store: PostgresStore, model: ScriptedModel) -> None:
+        self.store = store
+        self.runtime = Runtime(store, model=model, bus=LocalBus())
+        self.relay = Relay(PostgresTransport(store.engine.url), store)
+
+    async def start(self) -> Server:
+        await self.relay.start(self.runtime.bus)
+        return self
+
+
+@pytest.fixture
+async def servers(postgres_url: sa.URL) -> AsyncIterator[tuple[Server, Server, ScriptedModel]]:
+    model = ScriptedModel()
+    first = await open_postgres(postgres_url)
+    second = await PostgresStore.open(postgres_url)
+    a, b = await Server(first, model).start(), await Server(second, model).start()
+    yield a, b, model
+    await a.runtime.close()
+    await b.runtime.close()
+
+
+async def _until_finished(subscription: AsyncIterator[Frame]) -> list[Frame]:
+    frames: list[Frame] = []
+    async with asyncio.timeout(10):
+        async for frame in subscription:
+            frames.append(frame)
+            if isinstance(frame, TurnFinished):
+                return frames
+    raise AssertionError("the stream ended before turn.finished")
+
+
+async def test_a_turn_on_one_server_streams_to_a_subscriber_on_another(
+    servers: tuple[Server, Server, ScriptedModel],
+) -> None:
+    a, b, model = servers
+    conversation = await a.runtime.create_conversation()
+    model.add(tool_step(("calculator", {"expression": "6*7"})), text_step("It is 42.", chunks=4))
+    here, there = a.runtime.bus.subscribe(conversation.id), b.runtime.bus.subscribe(conversation.id)
+    await a.runtime.run_turn(conversation.id, "what is 6*7?")
+    local, remote = await _until_finished(here), await _until_finished(there)
+    assert [f.to_json() for f in remote] == [f.to_json() for f in local]
+    rows = await b.store.list_messages(conversation.id)
+    seen = [f.message for f in remote if isinstance(f, MessageCommitted)]
+    assert [m.seq for m in seen] == [m.seq for m in rows]  # every row, once, in order
+    assert seen == rows  # read from the store: the same rows
+    assert any(f.type == "text.delta" for f in remote)  # live deltas too
+    assert b.relay.gaps == 0
+
+
+async def test_a_frame_larger_than_a_notify_arrives_whole(
+    servers: tuple[Server, Server, ScriptedModel],
+) -> None:
+    a, b, _ = servers
+    frame = ToolStarted(run_id="r", seq=0, tool_use_id="t", name="n", input={"x": "ü" * 30_000})
+    there = b.runtime.bus.subscribe("c-large")
+    a.runtime.bus.publish("c-large", frame)
+    assert await there.get(within=10) == frame
+
+
+async def test_a_lost_payload_makes_the_other_servers_subscribers_replay(
+    servers: tuple[Server, Server, ScriptedModel],
+) -> None:
+    a, b, _ = servers
+    frame = ToolStarted(run_id="r", seq=0, tool_use_id="t", name="n", input={})
+    there = b.runtime.bus.subscribe("c-gap")
+    a.runtime.bus.publish("c-gap", frame)
+    assert await there.get(within=10) == frame
+    a.relay._counter += 1  # as if a send had failed: one payload never arrives
+    a.runtime.bus.publish("c-gap", frame)
+    with pytest.raises(BacklogOverflow):
+        await there.get(within=10)
+    assert b.relay.gaps == 1

@@ -28,7 +28,10 @@ def _name(requirement: str) -> str:
 def declared() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {_name(r) for r in project["dependencies"]}
-    return names | {_name(r) for r in project["optional-dependencies"]["postgres"]}
+    extras = project["optional-dependencies"]
+    for extra in ("postgres", "otel", "metrics"):  # imported only when their work is on
+        names |= {_name(r) for r in extras[extra]}
+    return names
 
 
 def imported_modules() -> set[str]:

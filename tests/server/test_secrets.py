@@ -1,6 +1,7 @@
 """Secrets stay secret: with planted keys (a provider key its server echoes back in an
 error, an API key of ours, a wrong key, the cookie secret) conversations run at DEBUG on
-every store engine, and no log line, stored row, response or frame holds any of them."""
+every store engine, and no log line (of any level, plain or JSON lines), stored row,
+response or frame holds any of them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ostinato.identity.keys import create_key
 from ostinato.identity.settings import AuthSettings
 from ostinato.models import create_model
 from ostinato.models.retry import RetryPolicy
+from ostinato.observe import logs
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.store import PostgresStore, SQLiteStore
@@ -119,8 +121,12 @@ async def test_no_planted_secret_is_logged_stored_or_sent(
         anonymous = await ann.get("/v1/conversations", headers={"authorization": ""})
         seen += [anonymous.text, str(anonymous.headers)]
     await app.state.ostinato.aclose()
+    # every record as caught, and as the plain and JSON-lines formats write it
+    formats = (logs.formatter("plain"), logs.formatter("json"))
     logged = "\n".join(
-        f"{record.name} {record.getMessage()} {record.exc_text or ''}" for record in caplog.records
+        f"{record.name} {record.getMessage()} {record.exc_text or ''}\n"
+        + "\n".join(f.format(record) for f in formats)
+        for record in caplog.records
     )
     assert any(record.levelno == logging.DEBUG for record in caplog.records)  # DEBUG was on
     stored = await _stored(runtime.store)

@@ -4,6 +4,7 @@
 
     ostinato serve [--host 127.0.0.1] [--port 8000] [--database-url URL]
                    [--data-dir DIR] [--approval-timeout SECONDS] [--config FILE]
+                   [--log-format plain|json]
     ostinato check-config [FILE] [--offline]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
     ostinato replay CONVERSATION_ID [--database-url URL] [--config FILE]
@@ -84,6 +85,12 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="how long a tool call waits for a person's approval "
         "(default: $OSTINATO_APPROVAL_TIMEOUT, else 300)",
     )
+    serve.add_argument(
+        "--log-format",
+        choices=("plain", "json"),
+        help="plain text lines, or one JSON object a line with time, level, event, "
+        "conversation id, run id and owner (default: observability.log_format, plain)",
+    )
 
 
 def _check_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -135,6 +142,8 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {"server": server} if server else {}
     if args.approval_timeout is not None:
         overrides["approvals"] = {"timeout": args.approval_timeout}
+    if args.log_format is not None:
+        overrides["observability"] = {"log_format": args.log_format}
     return overrides
 
 

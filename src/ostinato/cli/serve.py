@@ -43,9 +43,12 @@ from ostinato.models.choice import (
     describe_models,
     select_model,
 )
+from ostinato.observe import logs
+from ostinato.observe import setup as observe_setup
 from ostinato.server import BodyLimits, ModelChooser, create_app
 from ostinato.server.idempotency import Idempotency
 from ostinato.server.process import REQUESTS_GRACE_S, GracefulServer, listen
+from ostinato.server.routes.metrics import MetricsEndpoint
 from ostinato.server.surfaces import surfaces_of
 from ostinato.store import describe_url, open_store
 from ostinato.store.base import Store
@@ -202,11 +205,30 @@ async def serve(
     """Run the server until it is stopped; ``overrides`` are the command line's settings.
     In auth mode ``none`` it listens only on a loopback address, unless
     ``dangerously_public`` (``--dangerously-serve-without-auth``)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=logs.PLAIN)
     loaded = settings(config_path, overrides, dangerously_public)
     if isinstance(loaded, int):
         return loaded
     config, source = loaded
+    logs.configure(config.observability.log_format)
+    try:
+        observed = observe_setup.configure(config.observability)
+    except observe_setup.ObservabilityUnavailable as exc:
+        print(f"ostinato serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return await _serve(config, source, out, dangerously_public, observed)
+    finally:
+        observed.close()
+
+
+async def _serve(
+    config: Config,
+    source: str,
+    out: TextIO | None,
+    dangerously_public: bool,
+    observed: observe_setup.Installed,
+) -> int:
     host, port = config.server.host, config.server.port
     try:  # before the store: a server that cannot listen must change nothing
         sock = listen(host, port)
@@ -222,7 +244,7 @@ async def serve(
     try:
         warnings = await tool_warnings(config, deployment)
         banner(config, source, setup, deployment, warnings, out or sys.stdout)
-        return await run(config, setup, deployment, sock, dangerously_public)
+        return await run(config, setup, deployment, sock, dangerously_public, observed)
     finally:
         sock.close()
         await deployment.aclose()
@@ -240,6 +262,7 @@ async def run(
     deployment: Deployment,
     sock: socket.socket,
     dangerously_public: bool,
+    observed: observe_setup.Installed | None = None,
 ) -> int:
     """Serve the app on ``sock`` under uvicorn until a signal stops it (gracefully:
     ``ostinato.server.process``); 0 once it has served, 1 if it never started."""
@@ -260,12 +283,14 @@ async def run(
         resolve_model=resolver(deployment),
         idempotency=Idempotency(window_s=config.requests.idempotency_window_s),
     )
+    app.state.metrics = metrics_endpoint(config, observed)
     uvicorn_config = uvicorn.Config(
         app,
         host=config.server.host,
         port=config.server.port,
         lifespan="on",
         log_level="info",
+        log_config=log_config(config),
         timeout_graceful_shutdown=REQUESTS_GRACE_S,
         ws_max_size=limits.message_bytes,  # a bigger WebSocket message closes with 1009
     )
@@ -273,3 +298,23 @@ async def run(
     server = GracefulServer(uvicorn_config, app, runtime, grace=grace)
     await server.serve(sockets=[sock])
     return 0 if server.started else 1
+
+
+def log_config(config: Config) -> dict[str, Any] | None:
+    """uvicorn's own logging, or none with JSON lines: its loggers then go through the
+    root's formatter (``observe.logs``)."""
+    if config.observability.log_format == "json":
+        return None
+    return uvicorn.config.LOGGING_CONFIG
+
+
+def metrics_endpoint(
+    config: Config, observed: observe_setup.Installed | None
+) -> MetricsEndpoint | None:
+    """What ``/metrics`` serves: the installed Prometheus backend's text, if any."""
+    backend = observed.metrics if observed is not None else None
+    if backend is None:
+        return None
+    token = config.observability.metrics_token
+    secret = token.get_secret_value() if token is not None else None
+    return MetricsEndpoint(backend.exposition, backend.content_type, secret)

@@ -1,8 +1,11 @@
-"""The ``[observability]`` section: model prices for the metrics block's cost estimate."""
+"""The ``[observability]`` section: model prices for the metrics block's cost estimate,
+trace content, Prometheus metrics and the log format (docs/observability.md)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, SecretStr
 
 from ostinato.config.sections import Section
 
@@ -27,4 +30,28 @@ class ObservabilitySection(Section):
         description="US dollars per million tokens by `provider:model` id, over the built-in "
         'table: `{input, output, cache_read, cache_write}` (`{"ollama:qwen3:8b": {"input": 0, '
         '"output": 0}}`); a model with no price has no cost estimate.',
+    )
+    capture_content: bool = Field(
+        default=False,
+        description="Put prompts, replies, tool arguments and tool results on the trace "
+        "spans (`gen_ai.input.messages`, `gen_ai.output.messages`, "
+        "`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Off: spans carry "
+        "names, models, counts and timings only.",
+    )
+    metrics: bool = Field(
+        default=False,
+        description="Serve Prometheus metrics at `/metrics` (needs the `metrics` extra: "
+        "`pip install 'ostinato[metrics]'`). With `PROMETHEUS_MULTIPROC_DIR` set, "
+        "several worker processes' metrics are summed.",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="When set, `/metrics` answers only a request with "
+        "`Authorization: Bearer <token>` (401 otherwise); unset, it is open.",
+    )
+    log_format: Literal["plain", "json"] = Field(
+        default="plain",
+        description="`ostinato serve`'s logs: `plain` text lines, or `json`: one object "
+        "a line with `time`, `level`, `logger`, `event`, and `conversation_id`, `run_id`, "
+        "`owner` when the line was logged during a turn (`--log-format`).",
     )

@@ -101,7 +101,7 @@ class Holder(Scope):
     """A scope with a ledger: a turn, or background work. It names the conversation,
     the run and the owner that every scope under it belongs to."""
 
-    __slots__ = ("conversation_id", "ledger", "owner", "run_id", "turn_id")
+    __slots__ = ("conversation_id", "ledger", "owner", "run_id", "tags", "turn_id")
 
     def __init__(
         self,
@@ -115,6 +115,7 @@ class Holder(Scope):
         self.conversation_id, self.run_id, self.turn_id = conversation_id, run_id, turn_id
         self.owner = owner
         self.ledger = TurnLedger(self.started)
+        self.tags: dict[str, Any] | None = None  # a backend's shared attributes, made once
 
 
 class TurnScope(Holder):

@@ -29,6 +29,7 @@ from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.idempotency import Idempotency
 from ostinato.server.limits import BodyLimit, BodyLimits
 from ostinato.server.routes import ROUTERS
+from ostinato.server.routes import metrics as metrics_route
 from ostinato.server.sse import PING_INTERVAL
 from ostinato.server.surfaces import Surfaces
 
@@ -112,11 +113,13 @@ def _fastapi(runtime: Runtime) -> FastAPI:
 
 
 def _include_routes(app: FastAPI) -> None:
+    app.state.metrics = None  # what /metrics serves: set by ``serve`` (routes/metrics.py)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(openai_compat.router)  # POST /v1/chat/completions
     app.include_router(ai_sdk.router)  # POST /v1/ai-sdk/chat
     app.include_router(page.router)  # the chat page at / and /c/<id>
+    app.include_router(metrics_route.router)  # GET /metrics (its own token)
 
 
 def _lifespan(runtime: Runtime) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

@@ -34,6 +34,7 @@ from ostinato.server.errors import error_response, log
 PUBLIC_PATHS = frozenset(
     {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
     | {"/signin/callback", "/v1/session"}  # signing in: there is no caller yet
+    | {"/metrics"}  # the scraper's: guarded by observability.metrics_token
 )
 PUBLIC_PREFIXES = ("/c/", "/assets/")  # the chat page: it holds no data, the API decides
 

@@ -1,0 +1,128 @@
+"""OpenTelemetry traces (observe.otel): spans read back from the SDK's in-memory exporter
+for a turn with a router call, compaction, a sub-agent run by a tool call, and fact
+extraction after it; GenAI semantic-convention attributes; content only when asked."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # makes `tests` importable
+
+from ostinato import observe
+from ostinato.observe.otel import OtelBackend
+from tests.observe.scenario import run_scenario
+
+
+def tracing(capture_content: bool = False) -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = observe.install(OtelBackend(provider, capture_content=capture_content))
+    try:
+        yield exporter
+    finally:
+        observe.install(previous)
+        provider.shutdown()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    yield from tracing()
+
+
+@pytest.fixture
+def content_spans() -> Iterator[InMemorySpanExporter]:
+    yield from tracing(capture_content=True)
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def parent_of(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> ReadableSpan | None:
+    return by_id.get(span.parent.span_id) if span.parent is not None else None
+
+
+async def test_a_turn_is_a_tree_of_genai_spans(spans: InMemorySpanExporter) -> None:
+    ran = await run_scenario()
+    finished = spans.get_finished_spans()
+    turn_id = ran.result.turn_id
+    mine = [s for s in finished if attrs(s).get("ostinato.turn_id") == turn_id]
+    by_id = {s.context.span_id: s for s in finished}
+    names = [s.name for s in mine]
+    for expected in ("invoke_agent lead", "route", "compaction", "chat lead"):
+        assert expected in names, (expected, names)
+    assert "execute_tool delegate" in names
+    assert len({attrs(span)["ostinato.run_id"] for span in mine}) == 1
+    for span in mine:  # the conversation and run on every span of the turn
+        assert attrs(span)["gen_ai.conversation.id"] == ran.conversation_id
+        assert attrs(span)["ostinato.run_id"]
+    turn = next(s for s in mine if s.name == "invoke_agent lead")
+    assert turn.parent is None and attrs(turn)["gen_ai.operation.name"] == "invoke_agent"
+    assert attrs(turn)["gen_ai.agent.name"] == "lead"
+    assert attrs(turn)["ostinato.stop_reason"] == "end_turn"
+    route = next(s for s in mine if s.name == "route")
+    assert parent_of(route, by_id) is turn
+    router_call = next(s for s in mine if s.name == "chat router")
+    assert parent_of(router_call, by_id) is route
+    assert attrs(router_call)["ostinato.purpose"] == "router"
+
+    calls = [s for s in mine if s.name == "chat lead"]
+    first = calls[0]
+    a = attrs(first)
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.provider.name"] == "test" and a["gen_ai.system"] == "test"
+    assert a["gen_ai.request.model"] == "lead" and a["gen_ai.response.model"] == "lead"
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (100, 10)
+    assert a["gen_ai.usage.cache_read.input_tokens"] == 0
+    assert a["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert a["gen_ai.response.time_to_first_chunk"] >= 0
+    step = parent_of(first, by_id)
+    assert step is not None and step.name == "step" and parent_of(step, by_id) is turn
+
+    tool = next(s for s in mine if s.name == "execute_tool delegate")
+    t = attrs(tool)
+    assert t["gen_ai.operation.name"] == "execute_tool" and t["gen_ai.tool.name"] == "delegate"
+    assert t["gen_ai.tool.call.id"] and t["ostinato.tool.status"] == "ok"
+    assert parent_of(tool, by_id) is step
+    assert "gen_ai.tool.call.arguments" not in t  # content is off by default
+    sub = next(s for s in finished if s.name == "invoke_agent helper")
+    assert parent_of(sub, by_id) is tool  # the sub-agent nests in the call that ran it
+    helper_call = next(s for s in finished if s.name == "chat helper")
+    node = parent_of(helper_call, by_id)
+    while node is not None and node is not sub:
+        node = parent_of(node, by_id)
+    assert node is sub
+    assert attrs(helper_call)["gen_ai.conversation.id"] == ran.conversation_id
+    compaction = next(s for s in mine if s.name == "compaction")
+    summary = next(s for s in mine if s.name == "chat sum")
+    assert parent_of(summary, by_id) is compaction
+
+    extraction = [s for s in finished if s.name == "chat extract"]
+    background = parent_of(extraction[-1], by_id)
+    assert background is not None and background.parent is None  # a trace of its own...
+    assert background.links and background.links[0].context.span_id == turn.context.span_id
+    assert attrs(background)["ostinato.turn_id"] == turn_id  # ...linked to the turn
+    for span in finished:
+        assert "gen_ai.input.messages" not in attrs(span)
+
+
+async def test_content_goes_on_spans_only_when_switched_on(
+    content_spans: InMemorySpanExporter,
+) -> None:
+    await run_scenario()
+    finished = content_spans.get_finished_spans()
+    call = next(s for s in finished if s.name == "chat helper")
+    assert "add 2 and 2" in attrs(call)["gen_ai.input.messages"]
+    assert "It is 4." in attrs(call)["gen_ai.output.messages"]
+    tool = next(s for s in finished if s.name == "execute_tool delegate")
+    assert "add 2 and 2" in attrs(tool)["gen_ai.tool.call.arguments"]
+    assert "It is 4." in attrs(tool)["gen_ai.tool.call.result"]

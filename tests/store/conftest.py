@@ -83,7 +83,7 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
             sa.text(
                 "TRUNCATE conversations, turns, messages, tool_calls, approvals, grants,"
                 " queued_inputs, summaries, memories, memory_relations, tool_switches, api_keys,"
-                " limit_slots, limit_events, forged_tools, servers, request_keys"
+                " limit_slots, limit_events, forged_tools, servers, request_keys, schedules"
             )
         )
     return store

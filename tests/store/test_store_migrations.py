@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0010"
+HEAD = "0011"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -44,6 +44,7 @@ PEOPLE_TABLES = {
     "forged_tools",
     "servers",
     "request_keys",
+    "schedules",
 }
 T = TypeVar("T")
 

@@ -58,6 +58,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from ostinato.config.background import BackgroundSection
 from ostinato.config.observability import ObservabilitySection
 from ostinato.config.requests import RequestsSection
 from ostinato.config.sections import (
@@ -106,6 +107,7 @@ class Config(BaseSettings):
     client: ClientSection = Field(default_factory=ClientSection)
     observability: ObservabilitySection = Field(default_factory=ObservabilitySection)
     requests: RequestsSection = Field(default_factory=RequestsSection)
+    background: BackgroundSection = Field(default_factory=BackgroundSection)
 
     @classmethod
     def settings_customise_sources(

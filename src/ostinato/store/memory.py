@@ -31,12 +31,14 @@ from ostinato.store.memory_forged import forged_tool_versions, forged_tools
 from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_writes import MemoryTables, apply
 from ostinato.store.relations import MemoryRelation
+from ostinato.store.schedules import MemorySchedules
 from ostinato.store.search import overlap_score, search_terms
 
 
-class MemoryStore(MemoryLeases, MemoryRequestKeys, MemoryTables):
+class MemoryStore(MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryTables):
     """The tables (``MemoryTables``), written by ``memory_writes`` and read here; its
-    leases (``MemoryLeases``) and idempotency keys (``MemoryRequestKeys``)."""
+    leases (``MemoryLeases``), idempotency keys (``MemoryRequestKeys``) and schedules
+    (``MemorySchedules``)."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         return apply(self, ops)

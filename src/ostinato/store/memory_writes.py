@@ -58,6 +58,7 @@ from ostinato.store.memory_accounts import ACCOUNT_WRITES
 from ostinato.store.memory_forged import FORGED_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
 from ostinato.store.relations import MemoryRelation
+from ostinato.store.schedules import Schedule
 
 Undo = list[Callable[[], None]]
 
@@ -87,6 +88,7 @@ class MemoryTables:
     _relations: dict[tuple[str, str, str], MemoryRelation] = field(default_factory=dict)
     _forged: dict[tuple[str, str], list[ForgedTool]] = field(default_factory=dict)  # versions
     _leases: dict[str, ServerLease] = field(default_factory=dict)  # live servers (``leases``)
+    _schedules: dict[str, Schedule] = field(default_factory=dict)  # ``store.schedules``
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:

@@ -29,9 +29,13 @@ T = TypeVar("T")
 
 
 class LeaseTx(Protocol):
-    """One open transaction: runs a statement, returns the rows it changed."""
+    """One open transaction: runs a statement, returns the rows it changed (or read)."""
 
     def execute(self, stmt: sa.Executable, params: dict[str, Any]) -> int: ...
+
+    def rows(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
+        """Run a statement that returns rows (a select, or a write with RETURNING)."""
+        ...
 
 
 def _param(column: sa.Column[Any], name: str) -> sa.BindParameter[Any]:

@@ -24,6 +24,7 @@ from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, time_from_postgres, utc_time
+from ostinato.store.sql.schedule_sql import SQLSchedules
 from ostinato.store.sql.statements import WriteName, write_statements
 
 
@@ -65,8 +66,11 @@ class _LeaseTx:
     def execute(self, stmt: sa.Executable, params: dict[str, Any]) -> int:
         return self._connection.execute(stmt, params).rowcount
 
+    def rows(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
+        return self._connection.execute(stmt, params).all()
 
-class PostgresStore(SQLLeases, SQLRequestKeys, SQLReads):
+
+class PostgresStore(SQLLeases, SQLRequestKeys, SQLSchedules, SQLReads):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)

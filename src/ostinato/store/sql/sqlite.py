@@ -26,6 +26,7 @@ from ostinato.store.sql.leases import LeaseTx, SQLLeases
 from ostinato.store.sql.migrate import migrate_sqlite
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
+from ostinato.store.sql.schedule_sql import SQLSchedules
 from ostinato.store.sql.sqlite_sql import CompiledSQL, compile_sqlite
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
 
@@ -46,8 +47,14 @@ class _LeaseTx:
             sql = self._compiled[id(stmt)] = compile_sqlite(stmt)
         return self._conn.execute(sql.text, sql.defaults | params).rowcount
 
+    def rows(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
+        sql = self._compiled.get(id(stmt))
+        if sql is None:
+            sql = self._compiled[id(stmt)] = compile_sqlite(stmt)
+        return self._conn.execute(sql.text, sql.defaults | params).fetchall()
 
-class SQLiteStore(SQLLeases, SQLRequestKeys, SQLReads):
+
+class SQLiteStore(SQLLeases, SQLRequestKeys, SQLSchedules, SQLReads):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)
@@ -131,6 +138,10 @@ class SQLiteStore(SQLLeases, SQLRequestKeys, SQLReads):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise StoreError(f"sqlite: {exc}") from exc
+            except BaseException:  # e.g. a refusal decided inside the transaction
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
             return result
 
     _bind_time = staticmethod(sqlite_time)

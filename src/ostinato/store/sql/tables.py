@@ -2,12 +2,12 @@
 
 Alembic migrations (``0001``: the first four tables; ``0002``: approvals, grants,
 queued inputs; ``0006``: turn timelines; ``0009``: leases, and the holder of each turn
-and queued input; ``0010``: idempotency keys) are written against these definitions, and both
-engines (SQLite and PostgreSQL) compile their statements from them. JSON values (message
-blocks, metadata, metrics, timelines, tool input, approval arguments) are kept as JSON
-*text*, serialised by the store itself, so the two engines hold byte-identical values and
-no driver-specific JSON codec is involved; a queued input keeps its message as the
-messages table does.
+and queued input; ``0010``: idempotency keys; ``0011``: schedules) are written against
+these definitions, and both engines (SQLite and PostgreSQL) compile their statements
+from them. JSON values (message blocks, metadata, metrics, timelines, tool input,
+approval arguments) are kept as JSON *text*, serialised by the store itself, so the two
+engines hold byte-identical values and no driver-specific JSON codec is involved; a
+queued input keeps its message as the messages table does.
 Timestamps are ``DateTime(timezone=True)``: ``timestamptz`` on PostgreSQL, UTC text
 (``YYYY-MM-DD HH:MM:SS.ffffff``) on SQLite; the store reads both back as aware UTC.
 """
@@ -352,6 +352,35 @@ request_keys = sa.Table(
     sa.Column("response", sa.Text(), nullable=True),
     sa.Index(None, "expires_at"),
 )
+
+
+# Schedules (0011, ``store.schedules``): prompts and reminders that fire at a time. The
+# poller reads ``wake_at`` only (``ix_schedules_wake_at``): the next slot while due, the
+# lease's end while claimed or ran, NULL once delivered.
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("owner", sa.String(), nullable=False),
+    sa.Column("conversation_id", _ID, nullable=False),
+    sa.Column("mode", sa.String(), nullable=False),  # prompt | reminder
+    sa.Column("text", sa.Text(), nullable=False),
+    sa.Column("kind", sa.String(), nullable=False),  # once | every | daily | cron
+    sa.Column("spec", sa.String(), nullable=False),
+    sa.Column("zone", sa.String(), nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("next_fire", _TIME, nullable=True),
+    sa.Column("state", sa.String(), nullable=False),  # due | claimed | ran | delivered
+    sa.Column("holder", sa.String(), nullable=True),
+    sa.Column("lease_until", _TIME, nullable=True),
+    sa.Column("fired", sa.Integer, nullable=False),
+    sa.Column("last_fired_at", _TIME, nullable=True),
+    sa.Column("late_seconds", sa.Float, nullable=True),
+    sa.Column("wake_at", _TIME, nullable=True),
+    sa.Index(None, "wake_at"),
+    sa.Index(None, "owner", "state"),
+)
+
 
 # Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
 # table and its shadow tables, PostgreSQL's document column and its index): schema

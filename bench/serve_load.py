@@ -1,6 +1,6 @@
 """``ostinato serve`` under load: concurrent streaming turns against a loopback fake model.
 
-Three processes: the fake OpenAI-compatible model (``bench/loadkit.py``: 50 ms to the
+Three processes: the fake OpenAI-compatible model (``tests/e2e/loadkit.py``: 50 ms to the
 first token, then 20 tokens a second, 20 tokens: about a second a reply), ``ostinato serve``
 on a fresh SQLite database for each run, and the client (bare asyncio HTTP, so that it
 costs little next to the server). Each run prints its figures:
@@ -35,29 +35,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `tests` importable
 
-from loadkit import FakeModel, call, request, serve_fake, sse_events
+from tests.e2e.loadkit import FakeModel, bounded, call, conversations, serve_fake
 
-TURN_TIMEOUT = 120.0
 PY_SPY = ""  # --py-spy
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
-
-
-@dataclass
-class Turn:
-    ok: bool = False
-    why: str = ""
-    first_token: float | None = None
-    delays: list[float] = field(default_factory=list)
-    tokens: int = 0
 
 
 def _fake_main(conn: Connection) -> None:
@@ -124,61 +113,10 @@ def _wait_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> Non
 # --- the client (its own process) -----------------------------------------------------
 
 
-async def streaming_turn(port: int, cid: str, text: str) -> Turn:
-    turn = Turn()
-    sent = time.monotonic()
-    path = f"/v1/conversations/{cid}/turns"
-    response = await request(port, "POST", path, {"text": text}, accept="text/event-stream")
-    try:
-        if response.status != 200:
-            turn.why = f"status {response.status}"
-            return turn
-        pending = ""
-        async for name, data in sse_events(response):
-            if name == "text.delta":
-                now = time.monotonic()
-                pending += data["text"]
-                *done, pending = pending.split(" ")
-                for token in done:
-                    if token.strip():
-                        turn.tokens += 1
-                        turn.delays.append(now - float(token))
-                        if turn.first_token is None:
-                            turn.first_token = now - sent
-            elif name == "error":
-                turn.why = f"error frame {data.get('code')}"
-                return turn
-            elif name == "turn.finished":
-                turn.ok = data.get("error") is None
-                turn.why = "" if turn.ok else f"finished with {data.get('error')}"
-                return turn
-        turn.why = "stream ended before turn.finished"
-        return turn
-    finally:
-        response.close()
-
-
-async def _conversations(port: int, n: int) -> list[str]:
-    ids: list[str] = []
-    for start in range(0, n, 50):
-        batch = [call(port, "POST", "/v1/conversations", {}) for _ in range(min(50, n - start))]
-        for status, body in await asyncio.gather(*batch):
-            assert status == 201, (status, body)
-            ids.append(body["id"])
-    return ids
-
-
-async def _bounded(port: int, cid: str, text: str) -> Turn:
-    try:
-        return await asyncio.wait_for(streaming_turn(port, cid, text), TURN_TIMEOUT)
-    except (TimeoutError, OSError, ValueError) as error:
-        return Turn(why=f"{type(error).__name__}: {error}")
-
-
 async def concurrent(port: int, n: int) -> dict[str, Any]:
-    ids = await _conversations(port, n)
+    ids = await conversations(port, n)
     began = time.monotonic()
-    turns = await asyncio.gather(*(_bounded(port, c, f"slow-{i} go") for i, c in enumerate(ids)))
+    turns = await asyncio.gather(*(bounded(port, c, f"slow-{i} go") for i, c in enumerate(ids)))
     wall = time.monotonic() - began
     for turn in turns:
         if turn.ok and turn.tokens != FakeModel().tokens:
@@ -194,13 +132,13 @@ async def concurrent(port: int, n: int) -> dict[str, Any]:
 
 
 async def sequential(port: int, model_port: int, n: int) -> dict[str, Any]:
-    ids = await _conversations(port, n)
+    ids = await conversations(port, n)
     sent: dict[str, float] = {}
     failed = 0
     for i, cid in enumerate(ids):
-        marker = f"quick-{i}"
+        marker = f"quick-{os.getpid()}-{i}"  # unique across runs
         sent[marker] = time.monotonic()
-        failed += not (await _bounded(port, cid, f"{marker} hello")).ok
+        failed += not (await bounded(port, cid, f"{marker} hello")).ok
     _, arrivals = await call(model_port, "GET", "/arrivals")
     waits = [arrivals[m] - t for m, t in sent.items() if m in arrivals]
     return {"failed": failed, "called": waits}

@@ -1,4 +1,4 @@
-"""Pieces of ``bench/serve_load.py`` (and the load test in the suite): a loopback fake
+"""Pieces of ``bench/serve_load.py`` and of the load test (``test_load.py``): a loopback fake
 OpenAI-compatible model and a small HTTP/1.1 client, both on bare asyncio streams so that
 neither costs much CPU next to the server they measure.
 
@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+TURN_TIMEOUT = 120.0
 CHUNK_HEAD = '{"id":"c","object":"chat.completion.chunk","created":0,"model":"fake","choices":'
 
 
@@ -196,3 +197,65 @@ async def sse_events(response: Response) -> AsyncIterator[tuple[str, dict[str, A
                     data += line[5:].strip()
             if name:
                 yield name, json.loads(data)
+
+
+@dataclass
+class Turn:
+    """What the client saw of one streamed turn."""
+
+    ok: bool = False
+    why: str = ""
+    first_token: float | None = None
+    delays: list[float] = field(default_factory=list)
+    tokens: int = 0
+
+
+async def streaming_turn(port: int, cid: str, text: str) -> Turn:
+    turn = Turn()
+    sent = time.monotonic()
+    path = f"/v1/conversations/{cid}/turns"
+    response = await request(port, "POST", path, {"text": text}, accept="text/event-stream")
+    try:
+        if response.status != 200:
+            turn.why = f"status {response.status}"
+            return turn
+        pending = ""
+        async for name, data in sse_events(response):
+            if name == "text.delta":
+                now = time.monotonic()
+                pending += data["text"]
+                *done, pending = pending.split(" ")
+                for token in done:
+                    if token.strip():
+                        turn.tokens += 1
+                        turn.delays.append(now - float(token))
+                        if turn.first_token is None:
+                            turn.first_token = now - sent
+            elif name == "error":
+                turn.why = f"error frame {data.get('code')}"
+                return turn
+            elif name == "turn.finished":
+                turn.ok = data.get("error") is None
+                turn.why = "" if turn.ok else f"finished with {data.get('error')}"
+                return turn
+        turn.why = "stream ended before turn.finished"
+        return turn
+    finally:
+        response.close()
+
+
+async def conversations(port: int, n: int) -> list[str]:
+    ids: list[str] = []
+    for start in range(0, n, 50):
+        batch = [call(port, "POST", "/v1/conversations", {}) for _ in range(min(50, n - start))]
+        for status, body in await asyncio.gather(*batch):
+            assert status == 201, (status, body)
+            ids.append(body["id"])
+    return ids
+
+
+async def bounded(port: int, cid: str, text: str) -> Turn:
+    try:
+        return await asyncio.wait_for(streaming_turn(port, cid, text), TURN_TIMEOUT)
+    except (TimeoutError, OSError, ValueError) as error:
+        return Turn(why=f"{type(error).__name__}: {error}")

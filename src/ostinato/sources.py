@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ostinato.background.schedules import Schedules
+from ostinato.background.tool import schedule_tool
 from ostinato.config import Config, ConfigError, McpSource, OpenApiSource
 from ostinato.config.checks import Places
 from ostinato.memory.facts import Memory
@@ -48,6 +50,7 @@ def builtin_tools(config: Config, memory: Memory) -> list[Tool]:
         *memory_tools(memory.store, memory.ranker, capacity=memory.capacity),
         *subagent_tools(),
         manage_tools_tool(),
+        schedule_tool(Schedules(memory.store, config.background)),
     ]
 
 

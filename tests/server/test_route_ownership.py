@@ -41,6 +41,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/memories/{memory_id}/relations"): {"relation": "about", "target": "x"},
     ("POST", "/v1/memories/{memory_id}/resolve"): None,
     ("PUT", "/v1/tools/{name}"): {"enabled": False},
+    ("POST", "/v1/schedules"): {"when": "in 1 hour", "text": "x"},  # + the caller's conversation
     ("POST", "/v1/tools/forged"): {
         "name": "bobs",
         "description": "Bob's tool.",
@@ -64,6 +65,8 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
     ann = callers.ann
     cid = (await ann.post("/v1/conversations", json={"title": "ann's"})).json()["id"]
     memory = (await ann.post("/v1/memories", json={"fact": "Ann's secret"})).json()["id"]
+    asked = {"conversation_id": cid, "when": "in 1 hour", "text": "Ann's secret plan"}
+    schedule = (await ann.post("/v1/schedules", json=asked)).json()["id"]
     store = callers.app.state.ostinato.runtime.store
     approval = Approval(
         new_id(),
@@ -86,6 +89,7 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "approval_id": approval.id,
         "grant_id": grant.id,
         "memory_id": memory,
+        "schedule_id": schedule,
         "name": "clock",
         "forged": "anns",
     }
@@ -136,7 +140,11 @@ async def _ask(
                 return 200, None
     if method in ("POST", "PUT", "PATCH") and (method, template) not in BODIES:
         pytest.fail(f"teach this test a valid body for {method} {template}")
-    response = await who.request(method, path, json=BODIES.get((method, template)))
+    body = BODIES.get((method, template))
+    if (method, template) == ("POST", "/v1/schedules"):  # in a conversation of the caller's
+        own = await who.post("/v1/conversations")
+        body = {**body, "conversation_id": own.json().get("id", "none")}
+    response = await who.request(method, path, json=body)
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         return response.status_code, response.text  # a stream that ends by itself
     return response.status_code, response.json() if response.content else None

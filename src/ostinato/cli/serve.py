@@ -15,6 +15,7 @@ seconds to end, then end ``cancelled``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import sys
@@ -26,6 +27,8 @@ from typing import Any, TextIO
 import uvicorn
 from fastapi import Request
 
+from ostinato.background.firer import Firer
+from ostinato.background.schedules import Schedules
 from ostinato.cli.banner import banner, tool_warnings
 from ostinato.config import Config, ConfigError, load_config
 from ostinato.deployment import Deployment, build_runtime, provider_settings
@@ -296,7 +299,15 @@ async def run(
     )
     grace = config.server.shutdown_grace_s
     server = GracefulServer(uvicorn_config, app, runtime, grace=grace)
-    await server.serve(sockets=[sock])
+    app.state.schedules = schedules = Schedules(runtime.store, config.background)
+    firer = Firer(runtime, schedules) if config.background.enabled else None
+    firing = asyncio.create_task(firer.run()) if firer is not None else None
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        if firer is not None and firing is not None:
+            firer.stop()
+            await firing
     return 0 if server.started else 1
 
 

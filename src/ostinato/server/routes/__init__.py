@@ -13,6 +13,7 @@ from ostinato.server.routes import (
     memory_graph,
     messages,
     records,
+    schedules,
     session,
     timeline,
     tools,
@@ -36,4 +37,5 @@ ROUTERS = (
     memories.router,
     forged.router,
     tools.router,
+    schedules.router,
 )

@@ -1,0 +1,100 @@
+"""An owner's schedules: create, list, delete, as the ``schedule`` tool and
+``/v1/schedules`` both do them (one ``Schedules`` per deployment, so they agree on the
+limit and the default zone).
+
+A schedule is a ``prompt`` (at its time the agent answers it in the conversation, its
+text hidden from the chat view) or a ``reminder`` (at its time its text is the reply, no
+model call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal
+
+from ostinato.background.when import parse_when
+from ostinato.config.background import BackgroundSection
+from ostinato.errors import InvalidRequest, NotFound
+from ostinato.ids import new_id
+from ostinato.store.base import utcnow
+from ostinato.store.schedules import Schedule, ScheduleStore
+
+TEXT_LIMIT = 4_000
+
+
+class Schedules:
+    """Schedules in ``store`` under ``settings`` (``[background]``); ``clock`` is now."""
+
+    def __init__(
+        self,
+        store: object,
+        settings: BackgroundSection | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if not isinstance(store, ScheduleStore):
+            raise TypeError(f"{type(store).__name__} keeps no schedules")
+        self.store: ScheduleStore = store
+        self.settings = settings or BackgroundSection()
+        self.clock = clock
+
+    async def create(
+        self,
+        owner: str,
+        conversation_id: str,
+        when: str,
+        text: str,
+        *,
+        mode: Literal["prompt", "reminder"] = "prompt",
+        zone: str | None = None,
+    ) -> Schedule:
+        """A new schedule; ``InvalidRequest`` for a ``when`` or text it cannot take,
+        ``TooManySchedules`` over the owner's limit."""
+        text = text.strip()
+        if not text or "\x00" in text or len(text) > TEXT_LIMIT:
+            raise InvalidRequest(f"a schedule's text is 1 to {TEXT_LIMIT} characters")
+        now = self.clock()
+        zone = zone or self.settings.zone
+        recurrence = parse_when(when, now, zone)
+        schedule = Schedule(
+            id=new_id(),
+            owner=owner,
+            conversation_id=conversation_id,
+            mode=mode,
+            text=text,
+            kind=recurrence.kind,
+            spec=recurrence.spec,
+            zone=zone,
+            created_at=now,
+            next_fire=recurrence.first,
+        )
+        return await self.store.add_schedule(schedule, self.settings.schedules_per_owner)
+
+    async def list(self, owner: str) -> list[Schedule]:
+        return await self.store.schedules(owner)
+
+    async def delete(self, owner: str, schedule_id: str) -> Schedule:
+        """Delete one of the owner's schedules; ``NotFound`` for another's or none."""
+        found = await self.store.schedule(schedule_id) if len(schedule_id) <= 100 else None
+        if found is None or found.owner != owner:
+            raise NotFound(f"no schedule {schedule_id[:100]!r}")
+        if not await self.store.delete_schedule(owner, schedule_id):
+            raise NotFound(f"no schedule {schedule_id[:100]!r}")
+        return found
+
+
+def describe(schedule: Schedule) -> dict[str, Any]:
+    """A schedule as the tool shows it to the model."""
+    out: dict[str, Any] = {
+        "id": schedule.id,
+        "mode": schedule.mode,
+        "text": schedule.text,
+        "kind": schedule.kind,
+        "spec": schedule.spec,
+        "zone": schedule.zone,
+        "state": schedule.state,
+        "fired": schedule.fired,
+    }
+    if schedule.next_fire is not None:
+        out["next_fire"] = schedule.next_fire.isoformat()
+    return out

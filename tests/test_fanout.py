@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
+from ostinato.approvals import ApprovalPolicy
 from ostinato.bus import BacklogOverflow, LocalBus
 from ostinato.fanout import Relay, decode_frame, encode
 from ostinato.fanout_pg import LIMIT, PostgresTransport
 from ostinato.frames import Frame, MessageCommitted, ToolStarted, TurnFinished
 from ostinato.messages import Message, TextBlock
+from ostinato.models.base import Model
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.store.sql.postgres import PostgresStore
+from ostinato.tools.registry import ToolRegistry
+from tests.server.people import GatedModel, deploy_tool
 from tests.store.conftest import open_postgres, postgres_url
 
 __all__ = ["postgres_url"]
@@ -53,9 +58,9 @@ def test_a_large_frame_is_cut_into_parts_that_fit() -> None:
 class Server:
     """A runtime with its own store connection pool, bus and relay: one server."""
 
-    def __init__(self, store: PostgresStore, model: ScriptedModel) -> None:
+    def __init__(self, store: PostgresStore, model: Model, **options: Any) -> None:
         self.store = store
-        self.runtime = Runtime(store, model=model, bus=LocalBus())
+        self.runtime = Runtime(store, model=model, bus=LocalBus(), **options)
         self.relay = Relay(PostgresTransport(store.engine.url), store)
 
     async def start(self) -> Server:
@@ -125,3 +130,67 @@ async def test_a_lost_payload_makes_the_other_servers_subscribers_replay(
     with pytest.raises(BacklogOverflow):
         await there.get(within=10)
     assert b.relay.gaps == 1
+
+
+@pytest.fixture
+async def gated(postgres_url: sa.URL) -> AsyncIterator[tuple[Server, Server, GatedModel]]:
+    model = GatedModel()
+    first = await open_postgres(postgres_url)
+    second = await PostgresStore.open(postgres_url)
+    a, b = await Server(first, model).start(), await Server(second, model).start()
+    yield a, b, model
+    model.open_all()
+    await a.runtime.close()
+    await b.runtime.close()
+
+
+async def test_a_cancel_posted_to_one_server_stops_the_turn_running_on_another(
+    gated: tuple[Server, Server, GatedModel],
+) -> None:
+    a, b, _ = gated
+    conversation = await a.runtime.create_conversation()
+    handle = await a.runtime.start_turn(conversation.id, "go on for ever")
+    outcome = await b.runtime.cancel(conversation.id)  # b runs nothing of it
+    assert outcome.cancelled_turn == handle.turn.id
+    assert handle.task.done()  # the cancel returned after the teardown on a
+    (turn,) = await b.store.list_turns(conversation.id)
+    assert turn.status == "finished" and turn.stop_reason == "cancelled"
+
+
+async def test_an_approval_decided_on_one_server_reaches_the_turn_waiting_on_another(
+    postgres_url: sa.URL,
+) -> None:
+    runs: list[str] = []
+    model = ScriptedModel([tool_step(("deploy", {"target": "prod"})), text_step("Deployed.")])
+    options: dict[str, Any] = {
+        "tools": ToolRegistry([deploy_tool(runs)]),
+        "approvals": ApprovalPolicy(timeout=60),
+    }
+    a = await Server(await open_postgres(postgres_url), model, **options).start()
+    b = await Server(await PostgresStore.open(postgres_url), model, **options).start()
+    try:
+        conversation = await a.runtime.create_conversation()
+        there = b.runtime.bus.subscribe(conversation.id)  # the only surface: on b
+        handle = await a.runtime.start_turn(conversation.id, "ship it")
+        async with asyncio.timeout(10):
+            asked = None
+            while asked is None:
+                frame = await there.get()
+                asked = frame if frame.type == "approval.requested" else None
+        await b.runtime.decide(conversation.id, asked.approval_id, approve=True)
+        result = await asyncio.wait_for(handle.result(), 10)
+        assert result.stop_reason == "end_turn" and runs == ["prod"]
+        assert (await _until_finished(there))[-1].type == "turn.finished"
+    finally:
+        await a.runtime.close()
+        await b.runtime.close()
+
+
+async def test_an_approval_with_no_surface_on_any_server_is_unreachable(
+    servers: tuple[Server, Server, ScriptedModel],
+) -> None:
+    a, b, _ = servers
+    assert not await a.runtime.bus.watched("c-nobody")
+    watching = b.runtime.bus.subscribe("c-somebody")
+    assert await a.runtime.bus.watched("c-somebody")
+    watching.close()

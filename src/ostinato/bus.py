@@ -16,10 +16,17 @@ they reconnect and replay from the store, as after an overflow here.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Protocol
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
 
 from ostinato.frames import Frame
+
+log = logging.getLogger("ostinato.bus")
+
+Command = Callable[[str, dict[str, Any]], Awaitable[object]]
+"""What a process does when another asks (``LocalBus.command``): called with the
+conversation id and the command's data."""
 
 
 class BacklogOverflow(Exception):
@@ -30,6 +37,10 @@ class Relay(Protocol):
     """Carries frames to the other processes (``ostinato.fanout.Relay``)."""
 
     def send(self, conversation_id: str, frame: Frame) -> None: ...
+
+    def command(self, kind: str, conversation_id: str, data: dict[str, Any]) -> None: ...
+
+    async def watched_elsewhere(self, conversation_id: str) -> bool: ...
 
     async def aclose(self) -> None: ...
 
@@ -94,6 +105,8 @@ class LocalBus:
         self._max_backlog = max_backlog
         self._last_seq: dict[str, int] = {}  # kept while someone watches
         self.relay: Relay | None = None
+        self._commands: dict[str, Command] = {}
+        self._running: set[asyncio.Task[object]] = set()
 
     def publish(self, conversation_id: str, frame: Frame) -> None:
         """To this process's subscribers, and to the other processes' through the relay."""
@@ -121,6 +134,39 @@ class LocalBus:
 
     def subscriber_count(self, conversation_id: str) -> int:
         return len(self._subscribers.get(conversation_id, ()))
+
+    # --- commands between processes (cancel, a decision made elsewhere) ---------------
+
+    def on(self, kind: str, handler: Command) -> None:
+        """Run ``handler`` when another process sends a ``kind`` command."""
+        self._commands[kind] = handler
+
+    def command(self, kind: str, conversation_id: str, data: dict[str, Any]) -> None:
+        """Ask every other process to run its ``kind`` handler (nothing without a relay:
+        this process is alone)."""
+        if self.relay is not None:
+            self.relay.command(kind, conversation_id, data)
+
+    def run_command(self, kind: str, conversation_id: str, data: dict[str, Any]) -> None:
+        """A command from another process (what the relay calls): its handler runs in a
+        task of its own, so a slow one (a cancel awaiting a teardown) holds up nothing."""
+        handler = self._commands.get(kind)
+        if handler is None:
+            return
+        task = asyncio.ensure_future(handler(conversation_id, data))
+        self._running.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[object]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a command from another server failed", exc_info=task.exception())
+
+    async def watched(self, conversation_id: str) -> bool:
+        """Whether a surface watches the conversation here or on another server."""
+        if self.subscriber_count(conversation_id):
+            return True
+        return self.relay is not None and await self.relay.watched_elsewhere(conversation_id)
 
     def drop(self, conversation_id: str | None = None) -> None:
         """End the subscriptions of one conversation (of all with ``None``) with

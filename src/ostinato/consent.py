@@ -15,8 +15,10 @@ has taken in content from outside the conversation (after which memory writes as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 from ostinato.approvals import (
     Approval,
@@ -29,6 +31,7 @@ from ostinato.approvals import (
     brings_outside_content,
 )
 from ostinato.bus import LocalBus
+from ostinato.elsewhere import RECHECK_S
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import ApprovalDecided, ApprovalRequested
 from ostinato.ids import new_id
@@ -51,6 +54,7 @@ class ConsentGate:
         self.store, self.bus = store, bus
         self.policy = policy or ApprovalPolicy()
         self._waiting: dict[str, asyncio.Future[Approval]] = {}
+        bus.on("decided", self._decided_elsewhere)
 
     def required(self, tool: Tool) -> bool:
         return self.policy.needs_consent(tool)
@@ -84,7 +88,7 @@ class ConsentGate:
         grant = await self._grant_for(owner, cid, tool.name, args_hash, family)
         if grant is not None:
             return await self._record(approval, Ending.APPROVED, f"grant {grant.id}")
-        if self.bus.subscriber_count(cid) == 0:
+        if not await self.bus.watched(cid):  # here or on another server
             return await self._record(approval, Ending.UNREACHABLE, None)
         future: asyncio.Future[Approval] = asyncio.get_running_loop().create_future()
         self._waiting[approval.id] = future
@@ -105,7 +109,7 @@ class ConsentGate:
                 ),
             )
             try:
-                decided = await asyncio.wait_for(asyncio.shield(future), self.policy.timeout)
+                decided = await self._wait(approval.id, future)
             except TimeoutError:
                 decided = await self._close(approval, Ending.UNANSWERED, None)
             except asyncio.CancelledError:
@@ -146,9 +150,31 @@ class ConsentGate:
             ops.append(CreateGrant(self._grant(approval, owner, remember, expires_in)))
         decided, *_ = await self.store.write(*ops)
         future = self._waiting.get(approval_id)
-        if future is not None and not future.done():
+        if future is None:  # its turn may wait on another server (``ostinato.elsewhere``)
+            self.bus.command("decided", conversation_id, {"approval": approval_id})
+        elif not future.done():
             future.set_result(decided)
         return decided  # type: ignore[no-any-return]
+
+    async def _wait(self, approval_id: str, future: asyncio.Future[Approval]) -> Approval:
+        """The decision, by ``decide`` here or (with a relay) another server; raises
+        ``TimeoutError`` at the policy's deadline."""
+        async with asyncio.timeout(self.policy.timeout):
+            while True:
+                recheck = RECHECK_S if self.bus.relay is not None else None
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(asyncio.shield(future), recheck)
+                await self._decided_elsewhere("", {"approval": approval_id})
+
+    async def _decided_elsewhere(self, _conversation_id: str, data: dict[str, Any]) -> None:
+        """Another server recorded a decision: the turn waiting on it here goes on."""
+        approval_id = str(data.get("approval"))
+        future = self._waiting.get(approval_id)
+        if future is None or future.done():
+            return
+        approval = await self.store.get_approval(approval_id)
+        if approval is not None and approval.ending is not None and not future.done():
+            future.set_result(approval)
 
     async def dismiss(self, conversation_id: str) -> list[Approval]:
         """The user typed instead of answering: every approval waiting here is DISMISSED."""

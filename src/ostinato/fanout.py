@@ -38,6 +38,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, get_args
 
 from ostinato.bus import LocalBus
@@ -52,6 +53,7 @@ FRAME_CLASSES: dict[str, type[Any]] = {
 }
 BATCH = 256  # payloads per send at most
 RETRY_S = 1.0  # between attempts to reconnect a lost transport
+PRESENCE_S = 0.25  # how long a process waits for another to say it watches a conversation
 
 
 class Transport(Protocol):
@@ -73,17 +75,26 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A command for the other processes (``LocalBus.command``)."""
+
+    kind: str
+    data: dict[str, Any]
+
+
 def encode(
-    origin: str, counter: int, conversation_id: str, frame: Frame, limit: int | None
+    origin: str, counter: int, conversation_id: str, item: Frame | Command, limit: int | None
 ) -> list[str]:
-    """The payloads of one frame (more than one only if it does not fit ``limit``)."""
-    if isinstance(frame, MessageCommitted):
-        body: dict[str, Any] = {
-            "c": conversation_id,
-            "p": [frame.seq, frame.run_id, frame.client_message_id],
-        }
+    """The payloads of one frame or command (more than one only if it does not fit
+    ``limit``)."""
+    body: dict[str, Any] = {"c": conversation_id}
+    if isinstance(item, Command):
+        body.update(k=item.kind, d=item.data)
+    elif isinstance(item, MessageCommitted):
+        body["p"] = [item.seq, item.run_id, item.client_message_id]
     else:
-        body = {"c": conversation_id, "f": frame.to_json()}
+        body["f"] = item.to_json()
     text = json.dumps(body, ensure_ascii=True, separators=(",", ":"), default=str)
     head = len(origin) + 40  # "<origin> <n> <i>/<k> " with room for large numbers
     size = len(text) if limit is None else max(1, limit - head)
@@ -113,12 +124,13 @@ class Relay:
         self.store = store
         self.origin = origin or new_id()
         self._bus: LocalBus | None = None
-        self._outbox: asyncio.Queue[tuple[str, Frame]] = asyncio.Queue()
+        self._outbox: asyncio.Queue[tuple[str, Frame | Command]] = asyncio.Queue()
         self._inbox: asyncio.Queue[str | None] = asyncio.Queue()
         self._counter = 0
         self._seen: dict[str, int] = {}  # origin -> last n received
         self._parts: dict[str, list[str]] = {}  # origin -> parts of a cut body so far
         self._tasks: list[asyncio.Task[None]] = []
+        self._asks: dict[str, asyncio.Future[bool]] = {}  # presence questions in flight
         self._closing = False
         self.sent = 0  # payloads sent (for tests and the bench)
         self.gaps = 0  # times a gap made every local subscription replay
@@ -136,6 +148,24 @@ class Relay:
     def send(self, conversation_id: str, frame: Frame) -> None:
         if not self._closing:
             self._outbox.put_nowait((conversation_id, frame))
+
+    def command(self, kind: str, conversation_id: str, data: dict[str, Any]) -> None:
+        if not self._closing:
+            self._outbox.put_nowait((conversation_id, Command(kind, data)))
+
+    async def watched_elsewhere(self, conversation_id: str) -> bool:
+        """Whether a surface on another process watches the conversation: asks them all,
+        and waits ``PRESENCE_S`` at most for the first to say so."""
+        ask = new_id()
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._asks[ask] = answer
+        self.command("who", conversation_id, {"q": ask})
+        try:
+            return await asyncio.wait_for(answer, PRESENCE_S)
+        except TimeoutError:
+            return False
+        finally:
+            self._asks.pop(ask, None)
 
     async def aclose(self) -> None:
         """Send what is queued (briefly), then disconnect."""
@@ -236,7 +266,12 @@ class Relay:
 
     async def _deliver(self, body: dict[str, Any]) -> None:
         bus, cid = self._bus, str(body["c"])
-        if bus is None or not bus.subscriber_count(cid):
+        if bus is None:
+            return
+        if "k" in body:
+            self._command(bus, cid, str(body["k"]), body.get("d") or {})
+            return
+        if not bus.subscriber_count(cid):
             return  # nobody here watches it: no row read
         if "p" in body:
             seq, run_id, client_message_id = body["p"]
@@ -253,3 +288,15 @@ class Relay:
         frame = decode_frame(body["f"])
         if frame is not None:
             bus.deliver(cid, frame)
+
+    def _command(self, bus: LocalBus, cid: str, kind: str, data: dict[str, Any]) -> None:
+        """Presence is answered here (``who`` / ``here``); the rest is the bus's."""
+        if kind == "who":
+            if bus.subscriber_count(cid):
+                self.command("here", cid, {"q": data.get("q")})
+        elif kind == "here":
+            answer = self._asks.get(str(data.get("q")))
+            if answer is not None and not answer.done():
+                answer.set_result(True)
+        else:
+            bus.run_command(kind, cid, data)

@@ -18,6 +18,7 @@ from ostinato.approvals import Approval, ApprovalPolicy, Grant, Remember
 from ostinato.bus import LocalBus
 from ostinato.consent import ConsentGate
 from ostinato.context.compaction import Compactor
+from ostinato.elsewhere import cancel_elsewhere
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, TurnFinished
 from ostinato.ids import new_id
@@ -131,6 +132,7 @@ class Runtime:
         self.seed_recall = seed_recall
         self._model = model
         self._workers = Workers(self._begin)
+        self.bus.on("cancel", self._cancel_here)
         self.lease: Lease | None = None  # this process's lease, if it takes one (``leases``)
         self._closed = False
 
@@ -348,6 +350,10 @@ class Runtime:
             turn = await worker.cancel_current()
             if turn is not None:
                 return CancelOutcome(turn.id, ())
+        elif conversation.state == "running":  # on another server? (``ostinato.elsewhere``)
+            remote = await cancel_elsewhere(self.store, self.bus, conversation_id)
+            if remote is not None:
+                return CancelOutcome(remote, ())
         if conversation.state != "paused":
             raise Conflict("nothing to cancel: no turn is running and nothing waits")
         history = (await self.store.window(conversation_id, limit=self.history_limit)).rows
@@ -356,6 +362,12 @@ class Runtime:
         ops.append(SetConversationState(conversation_id, "idle"))
         await commit_rows(self.store, self.bus, "", ops)
         return CancelOutcome(None, tuple(answered))
+
+    async def _cancel_here(self, conversation_id: str, _data: object) -> None:
+        """Another server was asked to cancel: cancel the turn if it runs here."""
+        worker = self._workers.get(conversation_id)
+        if worker is not None:
+            await worker.cancel_current()
 
     # --- tool switches (``ostinato.switches``) ---------------------------------------
 

@@ -36,6 +36,7 @@ from ostinato.tools.fetch import http_fetch_tool
 from ostinato.tools.forge.pool import Sandbox
 from ostinato.tools.forge.tools import forge_tools, forged_source
 from ostinato.tools.manage import manage_tools_tool
+from ostinato.tools.messages_tool import manage_messages_tool
 from ostinato.tools.mounting import Source, ToolLister
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def builtin_tools(config: Config, memory: Memory) -> list[Tool]:
         *subagent_tools(),
         manage_tools_tool(),
         schedule_tool(Schedules(memory.store, config.background)),
+        manage_messages_tool(),
     ]
 
 

@@ -3,6 +3,9 @@
 The store hands over the newest rows after the compaction watermark (at most the message
 cap) and the summary row that set the watermark. The window then:
 
+- leaves out the rows a person chose to keep from the model (``LEFT_OUT`` in their
+  metadata, set by ``manage_messages``; whole turns only, so no tool pair is split);
+
 - starts at a turn boundary (a user message), so a tool_use is never separated from its
   tool_result and no turn is cut in half;
 - drops whole turns from the oldest end while it is over its token budget (never the
@@ -21,6 +24,9 @@ from dataclasses import dataclass
 
 from ostinato.context.tokens import estimate_message
 from ostinato.messages import Message
+
+LEFT_OUT = "left_out"
+"""Metadata key of a row kept from the model's window (the seq of the call that did it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,7 @@ def build(
     summary: Message | None = None,
     max_tokens: int | None = None,
 ) -> Window:
+    rows = [row for row in rows if not row.metadata.get(LEFT_OUT)]
     starts = boundaries(rows)
     if not starts:
         return Window(_with_summary(summary, []), 0, len(rows), _tokens(summary, []))

@@ -199,6 +199,17 @@ class AppendSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class SetMessageMetadata:
+    """Replace a stored row's metadata (``manage_messages`` marks rows folded into a
+    summary or left out of the model's window); its blocks never change. ``NotFound``
+    when the conversation has no row ``seq``."""
+
+    conversation_id: str
+    seq: int
+    metadata: JSON
+
+
+@dataclass(frozen=True, slots=True)
 class StartToolCall:
     record: ToolCallRecord
 
@@ -313,6 +324,7 @@ WriteOp: TypeAlias = (
     | SetTurnMetrics
     | AppendMessage
     | AppendSummary
+    | SetMessageMetadata
     | StartToolCall
     | FinishToolCall
     | CreateApproval

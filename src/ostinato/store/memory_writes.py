@@ -40,6 +40,7 @@ from ostinato.store.base import (
     RememberFact,
     RevokeGrant,
     SetConversationState,
+    SetMessageMetadata,
     SetToolSwitch,
     SetTurnMetrics,
     StartToolCall,
@@ -215,6 +216,17 @@ def _append_summary(t: MemoryTables, op: AppendSummary, undo: Undo) -> Message:
     return row
 
 
+def _set_message_metadata(t: MemoryTables, op: SetMessageMetadata, undo: Undo) -> None:
+    rows = t._messages.get(op.conversation_id, [])
+    index = next((i for i, row in enumerate(rows) if row.seq == op.seq), None)
+    if index is not None:
+        old = rows[index]
+        rows[index] = dataclasses.replace(old, metadata=dict(op.metadata))
+        undo.append(lambda: rows.__setitem__(index, old))
+        return
+    raise NotFound(f"no message {op.seq} in conversation {op.conversation_id!r}")
+
+
 def _start_tool_call(t: MemoryTables, op: StartToolCall, undo: Undo) -> None:
     record = op.record
     key = (record.turn_id, record.id)
@@ -385,6 +397,7 @@ WRITES: dict[type, Write] = {
     SetTurnMetrics: _set_turn_metrics,
     AppendMessage: _append,
     AppendSummary: _append_summary,
+    SetMessageMetadata: _set_message_metadata,
     StartToolCall: _start_tool_call,
     FinishToolCall: _finish_tool_call,
     CreateApproval: _create_approval,

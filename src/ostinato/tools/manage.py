@@ -19,7 +19,7 @@ from ostinato.messages import JSON
 from ostinato.tools.base import Tool, ToolContext
 from ostinato.tools.functions import function_tool
 
-PROTECTED = frozenset({"manage_tools"})
+PROTECTED = frozenset({"manage_tools", "manage_messages"})
 """Tools no one can switch off, whatever the configuration says."""
 
 

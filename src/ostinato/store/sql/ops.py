@@ -43,6 +43,7 @@ from ostinato.store.base import (
     RememberFact,
     RevokeGrant,
     SetConversationState,
+    SetMessageMetadata,
     SetToolSwitch,
     SetTurnMetrics,
     StartToolCall,
@@ -142,6 +143,16 @@ def _set_turn_metrics(ex: Executor, op: SetTurnMetrics, now: WriteTime) -> None:
     }
     if not ex.execute("set_turn_metrics", params):
         raise NotFound(f"no turn {op.turn_id!r}")
+
+
+def _set_message_metadata(ex: Executor, op: SetMessageMetadata, now: WriteTime) -> None:
+    params = {
+        "b_conversation_id": op.conversation_id,
+        "b_seq": op.seq,
+        "metadata": dump_json(op.metadata),
+    }
+    if not ex.execute("set_message_metadata", params):
+        raise NotFound(f"no message {op.seq} in conversation {op.conversation_id!r}")
 
 
 def _opt_json(value: Any) -> str | None:
@@ -379,6 +390,7 @@ OPS: dict[type, WriteFunction] = {
     SetTurnMetrics: _set_turn_metrics,
     AppendMessage: _append,
     AppendSummary: _append_summary,
+    SetMessageMetadata: _set_message_metadata,
     StartToolCall: _start_tool_call,
     FinishToolCall: _finish_tool_call,
     CreateApproval: _create_approval,

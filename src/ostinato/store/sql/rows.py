@@ -61,16 +61,16 @@ def _object(text: str) -> JSON:
 class MessageCache:
     """Decoded messages by id, up to ``max_bytes`` of stored blocks text.
 
-    A message row is never updated once written (no write op changes one), so a row
-    decoded once stays true; reads of a growing history then decode only its new rows.
-    Oldest entries are dropped first. If an op that changes message rows is ever added,
-    it must drop the rows it changes from here.
+    A message's blocks never change once written; its metadata may
+    (``SetMessageMetadata``, possibly by another process), so an entry is used only while
+    the row's stored metadata text is the one it was decoded from; reads of a growing
+    history then decode only its new or changed rows. Oldest entries are dropped first.
     """
 
     def __init__(self, max_bytes: int = 32 * 1024 * 1024) -> None:
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._items: dict[str, tuple[Message, int]] = {}
+        self._items: dict[str, tuple[Message, int, str]] = {}
 
     def messages(self, found: Sequence[Row], decode: TimeDecoder) -> list[Message]:
         """``found`` message rows as messages, decoding only those not seen before."""
@@ -78,21 +78,24 @@ class MessageCache:
         out: list[Message] = []
         for row in found:
             hit = items.get(row[0])
-            if hit is None:
+            if hit is None or hit[2] != row[7]:
                 decoded = message(row, decode)
-                self._put(row[0], decoded, len(row[5]))
+                self._put(row[0], decoded, len(row[5]), row[7])
                 out.append(decoded)
             else:
                 out.append(hit[0])
         return out
 
-    def _put(self, key: str, value: Message, size: int) -> None:
+    def _put(self, key: str, value: Message, size: int, metadata: str) -> None:
         if size > self._max_bytes // 16:
             return  # one huge row would push out everything else
-        self._items[key] = (value, size)
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old[1]
+        self._items[key] = (value, size, metadata)
         self._bytes += size
         while self._bytes > self._max_bytes:
-            _, dropped = self._items.pop(next(iter(self._items)))  # dicts keep insertion order
+            _, dropped, _ = self._items.pop(next(iter(self._items)))  # dicts keep insertion order
             self._bytes -= dropped
 
 

@@ -152,7 +152,7 @@ async def start(config: Config) -> tuple[ModelSetup, Deployment]:
         await store.close()
         raise _Refused(str(exc)) from exc
     if isinstance(store, LeaseStore):  # recovery then leaves other live servers' turns alone
-        deployment.runtime.lease = Lease(store)
+        deployment.runtime.lease = Lease(store, ttl=config.server.lease_ttl_s)
     await fan_out(store, deployment)
     return setup, deployment
 

@@ -96,6 +96,13 @@ class ServerSection(Section):
         description="On SIGTERM or Ctrl-C: how long running turns may go on before they "
         "are cancelled (`0`: at once); see concurrency.md.",
     )
+    lease_ttl_s: float = Field(
+        default=10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Several servers on one database: a server not heard from for this "
+        "long is taken for dead and another recovers its turns; see deploy.md.",
+    )
 
 
 class ModelsSection(Section):

@@ -171,3 +171,13 @@ async def test_a_reminder_waits_while_a_turn_runs(world: World) -> None:
     world.clock.advance(seconds=1)
     await world.firer("h1").tick()
     assert await marked(world, made.id) == ["assistant"]
+
+
+async def test_a_late_prompt_says_how_late(world: World) -> None:
+    await world.schedules.create("ann", world.cid, "in 1 minute", "Water the plants")
+    world.model.add(text_step("Plants!"))
+    world.clock.advance(minutes=31)
+    await world.firer("h1").tick()
+    await world.runtime.settle(10)
+    (asked,) = world.model.requests
+    assert "It fires 30 minutes late." in asked.messages[-1].text

@@ -110,6 +110,9 @@ async def test_a_bad_when_is_a_clear_400(
 
 async def test_the_tool_schedules_for_the_conversations_owner(clients: People) -> None:
     runtime, model, ann, bob = clients
+    tool = schedule_tool(Schedules(runtime.store))
+    assert tool.changes is not None and not tool.changes({"action": "list"})  # never asks
+    assert tool.changes({"action": "create"}) and tool.risk == "write"
     cid = (await ann.post("/v1/conversations")).json()["id"]
     args = {"action": "create", "when": "in 1 minute", "text": "call the bank", "reminder": True}
     model.add(tool_step(("schedule", args)), text_step("Scheduled."))

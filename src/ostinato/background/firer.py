@@ -27,7 +27,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +43,7 @@ from ostinato.store.schedules import Schedule
 
 log = logging.getLogger(__name__)
 
+KILL_ENV = "OSTINATO_FAULT_SCHEDULE_KILL"  # crash tests: SIGKILL this process at that step
 MARKER = "schedule"  # metadata key of a firing's row: "<schedule id>:<slot number>"
 LOOK_BACK = 50  # rows read for a marker before writing one
 LATE_NOTE_S = 60.0  # a prompt this late says so
@@ -48,6 +51,21 @@ LATE_NOTE_S = 60.0  # a prompt this late says so
 
 def marker(schedule: Schedule) -> str:
     return f"{schedule.id}:{schedule.fired}"
+
+
+def kill_point(env: Mapping[str, str]) -> Callable[[str], None] | None:
+    """The crash tests' kill point: with ``KILL_ENV`` naming a step (``triggered``: the
+    row is written, the state not yet moved; ``ran``: moved to ran, not yet delivered),
+    the process SIGKILLs itself there, as a crash would stop it."""
+    step = env.get(KILL_ENV)
+    if not step:
+        return None
+
+    def kill(at: str) -> None:
+        if at == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return kill
 
 
 class Firer:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import sys
 from collections.abc import Callable, Mapping
@@ -27,7 +28,7 @@ from typing import Any, TextIO
 import uvicorn
 from fastapi import Request
 
-from ostinato.background.firer import Firer
+from ostinato.background.firer import Firer, kill_point
 from ostinato.background.schedules import Schedules
 from ostinato.cli.banner import banner, tool_warnings
 from ostinato.config import Config, ConfigError, load_config
@@ -300,7 +301,8 @@ async def run(
     grace = config.server.shutdown_grace_s
     server = GracefulServer(uvicorn_config, app, runtime, grace=grace)
     app.state.schedules = schedules = Schedules(runtime.store, config.background)
-    firer = Firer(runtime, schedules) if config.background.enabled else None
+    kill = kill_point(os.environ)
+    firer = Firer(runtime, schedules, kill=kill) if config.background.enabled else None
     firing = asyncio.create_task(firer.run()) if firer is not None else None
     try:
         await server.serve(sockets=[sock])

@@ -21,6 +21,7 @@ from ostinato.context.compaction import Compactor
 from ostinato.elsewhere import cancel_elsewhere
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, TurnFinished
+from ostinato.holds import Holds
 from ostinato.ids import new_id
 from ostinato.leases import Lease
 from ostinato.loop.begin import (
@@ -49,6 +50,7 @@ from ostinato.store.base import (
     Turn,
     utcnow,
 )
+from ostinato.store.leases import ConversationHolds
 from ostinato.switches import ToolSwitches, ToolSwitchState
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.forge.pool import Sandbox
@@ -229,15 +231,18 @@ class Runtime:
         await self.conversation(conversation_id)
         self._workers.refuse_new()
         worker = self._workers.get(conversation_id)
-        if worker is None or worker.idle:
-            new = NewMessage(message, client_message_id, None, skill, instructions)
+        holds = self._workers.holds  # another server may run it (``ostinato.holds``)
+        free = worker is None or worker.idle
+        elsewhere = free and holds is not None and await holds.held_elsewhere(conversation_id)
+        new = NewMessage(message, client_message_id, None, skill, instructions)
+        if free and not elsewhere:
             submission = Submission(new, model)
             self._workers.add(conversation_id, submission)
             await asyncio.wait([submission.started])
             return submission
         if policy == "reject":
             raise Conflict("a turn is running in this conversation and the policy is 'reject'")
-        new = NewMessage(message, client_message_id, None, skill, instructions)
+        worker = self._workers.open(conversation_id)
         submission = await self._enqueue(worker, new, model)
         queued = submission.queued
         assert queued is not None
@@ -253,7 +258,9 @@ class Runtime:
                 client_message_id=client_message_id,
             ),
         )
-        if policy == "supersede":
+        if policy == "supersede" and elsewhere:
+            await cancel_elsewhere(self.store, self.bus, conversation_id)
+        elif policy == "supersede":
             await worker.cancel_current()
         return submission
 
@@ -445,6 +452,8 @@ class Runtime:
         start, before serving; with a lease it runs again after every renewal."""
         if self.lease is not None:
             await self.lease.acquire()
+            if self.bus.relay is not None and isinstance(self.store, ConversationHolds):
+                self._workers.holds = Holds(self.store, self.lease.id, self.bus)
         closed = await self._sweep(everything=True)
         if self.lease is not None:
             self.lease.keep(self._sweep)

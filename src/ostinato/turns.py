@@ -25,6 +25,8 @@ from typing import Any, Literal, TypeAlias
 
 from ostinato.approvals import Approval
 from ostinato.errors import InvalidRequest, ShuttingDown
+from ostinato.holds import Holds
+from ostinato.ids import new_id
 from ostinato.loop.driver import TurnResult
 from ostinato.messages import JSON, Message, TextBlock
 from ostinato.models.base import Model
@@ -147,6 +149,7 @@ class Worker:
         self.current: TurnHandle | None = None
         self.starting = False  # a turn is being begun (its rows written, its task made)
         self.stopping = False  # shutting down: no more turns begin
+        self.stopped = asyncio.Event()  # set with ``stopping``
         self.enqueuing = 0  # messages whose queue write is in flight
         self._begun = asyncio.Event()  # set whenever no turn is being begun
         self._settled = asyncio.Event()  # set whenever no queue write is in flight
@@ -252,6 +255,7 @@ class Worker:
         """Begin no more turns; each waiting submission's sender is told (a queued
         message stays in the store's queue for the next server to run)."""
         self.stopping = True
+        self.stopped.set()
         self._settled.set()
         while self.pending:
             refuse(self.pending.popleft())
@@ -283,6 +287,7 @@ class Workers:
         self._begin = begin
         self._workers: dict[str, Worker] = {}
         self.draining = False  # shutting down: no new turns
+        self.holds: Holds | None = None  # with several servers (``ostinato.holds``)
 
     def get(self, conversation_id: str) -> Worker | None:
         return self._workers.get(conversation_id)
@@ -308,12 +313,31 @@ class Workers:
             worker.put(submission)
         return worker
 
+    def open(self, conversation_id: str) -> Worker:
+        """The conversation's worker, started with nothing to run yet: a message about to
+        be queued (``Worker.queue``) holds it open. For a conversation another server
+        runs: the worker waits for its hold, then runs what was queued here."""
+        worker = self._workers.get(conversation_id)
+        if worker is None:
+            worker = Worker(conversation_id, self._begin)
+            self._workers[conversation_id] = worker
+            worker.task = asyncio.create_task(self._run(worker), name=f"worker-{conversation_id}")
+        return worker
+
     async def _run(self, worker: Worker) -> None:
+        """Run the worker, holding its conversation while it does when several servers
+        share the store (``ostinato.holds``)."""
+        cid, holds, token = worker.conversation_id, self.holds, new_id()
         try:
-            await worker.run()
+            if holds is None or await holds.claim(cid, token, worker.stopped):
+                await worker.run()
+            else:
+                worker.stop()
         finally:
-            if self._workers.get(worker.conversation_id) is worker:
-                del self._workers[worker.conversation_id]
+            if self._workers.get(cid) is worker:
+                del self._workers[cid]
+            if holds is not None:
+                await holds.release(cid, token)
 
     def __len__(self) -> int:
         return len(self._workers)

@@ -83,7 +83,8 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
             sa.text(
                 "TRUNCATE conversations, turns, messages, tool_calls, approvals, grants,"
                 " queued_inputs, summaries, memories, memory_relations, tool_switches, api_keys,"
-                " limit_slots, limit_events, forged_tools, servers, request_keys, schedules"
+                " limit_slots, limit_events, forged_tools, servers, request_keys, schedules,"
+                " conversation_holds"
             )
         )
     return store

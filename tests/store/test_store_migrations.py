@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0011"
+HEAD = "0012"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -45,6 +45,7 @@ PEOPLE_TABLES = {
     "servers",
     "request_keys",
     "schedules",
+    "conversation_holds",
 }
 T = TypeVar("T")
 

@@ -129,3 +129,19 @@ class MemoryLeases:
             return False
         self._queue[item_id] = dataclasses.replace(item, holder=holder)
         return True
+
+
+@runtime_checkable
+class ConversationHolds(Protocol):
+    """Which server runs a conversation's turns (``ostinato.holds``; the SQL stores)."""
+
+    async def claim_conversation(self, conversation_id: str, holder: str, token: str) -> bool:
+        """Hold the conversation for ``holder``'s worker ``token`` if nobody live holds it
+        (or ``holder`` does); whether it is held now."""
+        ...
+
+    async def release_conversation(self, conversation_id: str, token: str) -> None:
+        """Drop the hold if worker ``token`` still has it."""
+        ...
+
+    async def held_elsewhere(self, conversation_id: str, holder: str) -> bool: ...

@@ -18,8 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
-from ostinato.store.sql.leases import LeaseTx, SQLLeases
+from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.reads import SQLReads
@@ -70,7 +71,7 @@ class _LeaseTx:
         return self._connection.execute(stmt, params).all()
 
 
-class PostgresStore(SQLLeases, SQLRequestKeys, SQLSchedules, SQLReads):
+class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)

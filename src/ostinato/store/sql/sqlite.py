@@ -21,8 +21,9 @@ import sqlalchemy as sa
 
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
-from ostinato.store.sql.leases import LeaseTx, SQLLeases
+from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.migrate import migrate_sqlite
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
@@ -54,7 +55,7 @@ class _LeaseTx:
         return self._conn.execute(sql.text, sql.defaults | params).fetchall()
 
 
-class SQLiteStore(SQLLeases, SQLRequestKeys, SQLSchedules, SQLReads):
+class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)

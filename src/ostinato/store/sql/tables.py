@@ -393,3 +393,15 @@ def include_object(
 ) -> bool:
     """Alembic's ``include_object`` hook: everything but ``FULL_TEXT_OBJECTS``."""
     return not (name is not None and name.startswith(FULL_TEXT_OBJECTS))
+
+
+# Conversation holds (0012): which server's worker runs a conversation's turns now, so
+# that with several servers one turn runs per conversation (``ostinato.holds``). ``token``
+# is the worker's: a release deletes only its own hold.
+conversation_holds = sa.Table(
+    "conversation_holds",
+    metadata,
+    sa.Column("conversation_id", _ID, primary_key=True),
+    sa.Column("holder", sa.String(), nullable=False),  # a lease id (``servers.id``)
+    sa.Column("token", sa.String(), nullable=False),
+)

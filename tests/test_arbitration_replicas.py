@@ -1,0 +1,72 @@
+"""One turn per conversation across servers (ostinato.holds): two runtimes on one
+PostgreSQL database, each with its lease, bus and relay. A message posted to B while A
+runs the conversation's turn is queued in the store and runs on B after A's turn, never
+beside it; 'reject' refuses it; 'supersede' cancels A's turn first."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import sqlalchemy as sa
+
+from ostinato.errors import Conflict
+from ostinato.leases import Lease
+from ostinato.store.sql.postgres import PostgresStore
+from tests.server.people import GatedModel
+from tests.store.conftest import open_postgres, postgres_url
+from tests.test_fanout import Server
+
+__all__ = ["postgres_url"]
+
+
+@pytest.fixture
+async def pair(postgres_url: sa.URL) -> AsyncIterator[tuple[Server, Server, GatedModel]]:
+    model = GatedModel()
+    a = Server(await open_postgres(postgres_url), model)
+    b = Server(await PostgresStore.open(postgres_url), model)
+    for server in (a, b):
+        await server.start()
+        server.runtime.lease = Lease(server.store)
+        await server.runtime.recover()
+    yield a, b, model
+    model.open_all()
+    await a.runtime.close()
+    await b.runtime.close()
+
+
+async def test_a_message_posted_to_b_while_a_runs_waits_and_then_runs_on_b(
+    pair: tuple[Server, Server, GatedModel],
+) -> None:
+    a, b, model = pair
+    conversation = await a.runtime.create_conversation()
+    first = await a.runtime.start_turn(conversation.id, "long one")
+    submission = await b.runtime.submit(conversation.id, "after it")
+    assert submission.queued is not None  # stored in the queue: nothing accepted is lost
+    assert not submission.started.done()  # waits for a's turn
+    model.open(1)
+    await asyncio.wait_for(first.result(), 10)
+    second = await asyncio.wait_for(submission.handle(), 10)
+    model.open(2)
+    await asyncio.wait_for(second.result(), 10)
+    earlier, later = await b.store.list_turns(conversation.id)
+    assert earlier.finished_at is not None and later.started_at >= earlier.finished_at
+    assert later.holder == b.runtime.holder and earlier.holder == a.runtime.holder
+
+
+async def test_reject_and_supersede_reach_the_turn_on_the_other_server(
+    pair: tuple[Server, Server, GatedModel],
+) -> None:
+    a, b, model = pair
+    conversation = await a.runtime.create_conversation()
+    first = await a.runtime.start_turn(conversation.id, "long one")
+    with pytest.raises(Conflict):
+        await b.runtime.submit(conversation.id, "not now", policy="reject")
+    submission = await b.runtime.submit(conversation.id, "instead", policy="supersede")
+    assert first.task.done()  # a's turn was cancelled and torn down first
+    second = await asyncio.wait_for(submission.handle(), 10)
+    model.open_all()
+    await asyncio.wait_for(second.result(), 10)
+    earlier, later = await b.store.list_turns(conversation.id)
+    assert earlier.stop_reason == "cancelled" and later.stop_reason == "end_turn"

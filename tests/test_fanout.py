@@ -194,3 +194,23 @@ async def test_an_approval_with_no_surface_on_any_server_is_unreachable(
     watching = b.runtime.bus.subscribe("c-somebody")
     assert await a.runtime.bus.watched("c-somebody")
     watching.close()
+
+
+async def test_a_tool_switched_off_on_one_server_is_off_on_the_other(
+    servers: tuple[Server, Server, ScriptedModel],
+) -> None:
+    a, b, _ = servers
+    assert "calculator" not in await b.runtime.switched_off("ann")  # b keeps this
+    arrived = {"switches": asyncio.Event(), "resync": asyncio.Event()}
+    for kind, event in arrived.items():  # after the switches' own handler (in order)
+        b.runtime.bus.on(kind, lambda _c, _d, e=event: _set(e))
+    await a.runtime.switch_tool("ann", "calculator", enabled=False)
+    await asyncio.wait_for(arrived["switches"].wait(), 10)
+    assert "calculator" in await b.runtime.switched_off("ann")  # read again
+    b.relay._gap()  # a resync (lost commands) forgets every kept scope
+    await asyncio.wait_for(arrived["resync"].wait(), 10)
+    assert b.runtime.switches._off == {}
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()

@@ -105,7 +105,7 @@ class LocalBus:
         self._max_backlog = max_backlog
         self._last_seq: dict[str, int] = {}  # kept while someone watches
         self.relay: Relay | None = None
-        self._commands: dict[str, Command] = {}
+        self._commands: dict[str, list[Command]] = {}
         self._running: set[asyncio.Task[object]] = set()
 
     def publish(self, conversation_id: str, frame: Frame) -> None:
@@ -138,8 +138,9 @@ class LocalBus:
     # --- commands between processes (cancel, a decision made elsewhere) ---------------
 
     def on(self, kind: str, handler: Command) -> None:
-        """Run ``handler`` when another process sends a ``kind`` command."""
-        self._commands[kind] = handler
+        """Run ``handler`` when another process sends a ``kind`` command (``resync``:
+        when the relay may have lost commands, e.g. its connection dropped)."""
+        self._commands.setdefault(kind, []).append(handler)
 
     def command(self, kind: str, conversation_id: str, data: dict[str, Any]) -> None:
         """Ask every other process to run its ``kind`` handler (nothing without a relay:
@@ -150,12 +151,10 @@ class LocalBus:
     def run_command(self, kind: str, conversation_id: str, data: dict[str, Any]) -> None:
         """A command from another process (what the relay calls): its handler runs in a
         task of its own, so a slow one (a cancel awaiting a teardown) holds up nothing."""
-        handler = self._commands.get(kind)
-        if handler is None:
-            return
-        task = asyncio.ensure_future(handler(conversation_id, data))
-        self._running.add(task)
-        task.add_done_callback(self._finished)
+        for handler in self._commands.get(kind, ()):
+            task = asyncio.ensure_future(handler(conversation_id, data))
+            self._running.add(task)
+            task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[object]) -> None:
         self._running.discard(task)

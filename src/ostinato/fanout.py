@@ -242,6 +242,7 @@ class Relay:
         self._parts.clear()
         if self._bus is not None:
             self._bus.drop()
+            self._bus.run_command("resync", "", {})  # caches re-read what they keep
 
     async def _receive(self, payload: str) -> None:
         origin, n_text, part_text, piece = payload.split(" ", 3)

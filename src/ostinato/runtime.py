@@ -125,7 +125,7 @@ class Runtime:
         self.memory: Memory | None = memory
         self.sandbox = sandbox or Sandbox()  # forged tools'; its workers start when used
         self.switches = ToolSwitches(
-            store, self.mount, disabled=disabled_tools, protected=self.protected_tools
+            store, self.mount, disabled=disabled_tools, protected=self.protected_tools, bus=self.bus
         )
         self._background: set[asyncio.Future[Any]] = set()
         self.consent = ConsentGate(store, self.bus, approvals)

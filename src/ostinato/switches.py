@@ -2,8 +2,9 @@
 
 A scope is an owner, or ``conversation:<id>`` for a conversation without one. The store
 holds the switches; this process keeps what it read and updates it on its own writes.
-(Across several server processes the kept copy needs an invalidation signal: the
-several-servers work adds it here.)
+With several server processes a write also sends ``switches`` to the others through the
+bus's relay, and each forgets what it kept for that scope (everything, on ``resync``),
+so its next read comes from the store.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ostinato.bus import LocalBus
 from ostinato.errors import Conflict, NotFound
 from ostinato.store.base import SetToolSwitch, Store
 from ostinato.tools.mounting import Mount
@@ -30,9 +32,19 @@ class ToolSwitches:
     """The switches of every scope, read once per scope and kept."""
 
     def __init__(
-        self, store: Store, mount: Mount, *, disabled: frozenset[str], protected: frozenset[str]
+        self,
+        store: Store,
+        mount: Mount,
+        *,
+        disabled: frozenset[str],
+        protected: frozenset[str],
+        bus: LocalBus | None = None,
     ) -> None:
         self.store = store
+        self.bus = bus
+        if bus is not None:
+            bus.on("switches", self._forget)
+            bus.on("resync", self._forget)
         self.mount = mount
         self.disabled = disabled
         self.protected = protected
@@ -74,4 +86,14 @@ class ToolSwitches:
         off = set(await self.switched_off(scope))
         (off.discard if enabled else off.add)(tool)
         self._off[scope] = frozenset(off)
+        if self.bus is not None:
+            self.bus.command("switches", "", {"scope": scope})
         return dataclasses.replace(state, enabled=enabled and not state.deployment_off)
+
+    async def _forget(self, _conversation_id: str, data: dict[str, object]) -> None:
+        """Another server switched a tool for ``data['scope']`` (all scopes: none given)."""
+        scope = data.get("scope")
+        if isinstance(scope, str):
+            self._off.pop(scope, None)
+        else:
+            self._off.clear()

@@ -42,6 +42,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/memories/{memory_id}/resolve"): None,
     ("PUT", "/v1/tools/{name}"): {"enabled": False},
     ("POST", "/v1/schedules"): {"when": "in 1 hour", "text": "x"},  # + the caller's conversation
+    ("POST", "/v1/conversations/{conversation_id}/triggers"): {"text": "build failed"},
     ("POST", "/v1/tools/forged"): {
         "name": "bobs",
         "description": "Bob's tool.",

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from ostinato.approvals import ApprovalPolicy
+from ostinato.background.firer import Firer
 from ostinato.background.schedules import Schedules
 from ostinato.background.tool import schedule_tool
 from ostinato.config.background import BackgroundSection
@@ -135,3 +136,31 @@ async def test_the_tool_schedules_for_the_conversations_owner(clients: People) -
         cid,
     )
     assert (await bob.get("/v1/schedules")).json()["schedules"] == []
+
+
+async def test_a_trigger_is_answered_once_and_a_retry_makes_no_second(clients: People) -> None:
+    runtime, model, ann, bob = clients
+    cid = (await ann.post("/v1/conversations")).json()["id"]
+    url = f"/v1/conversations/{cid}/triggers"
+    body = {"text": "The nightly build failed", "source": "ci"}
+    headers = {"Idempotency-Key": "build-1234"}
+    first = await ann.post(url, json=body, headers=headers)
+    assert first.status_code == 202, first.text
+    again = await ann.post(url, json=body, headers=headers)
+    assert again.status_code == 202 and again.json()["id"] == first.json()["id"]
+    reused = await ann.post(url, json={**body, "text": "other"}, headers=headers)
+    assert reused.status_code == 422
+    assert (await bob.post(url, json=body)).status_code == 404
+    model.add(text_step("The nightly build failed; want me to look?"))
+    schedules = Schedules(runtime.store)
+    (fired,) = await Firer(runtime, schedules).tick()
+    assert fired.id == first.json()["id"] and fired.mode == "trigger"
+    await runtime.settle(10)
+    shown = await runtime.store.list_messages(cid, include_hidden=False)
+    assert [(r.role, r.text) for r in shown] == [
+        ("assistant", "The nightly build failed; want me to look?")
+    ]
+    (asked,) = model.requests
+    assert "outside system (ci)" in asked.messages[-1].text
+    assert "The nightly build failed" in asked.messages[-1].text
+    assert await Firer(runtime, schedules).tick() == []

@@ -157,15 +157,9 @@ class Firer:
         while a turn runs in its conversation)."""
         if schedule.mode == "reminder":
             return await self._remind(schedule)
-        note = ""
-        if schedule.late_seconds and schedule.late_seconds >= LATE_NOTE_S:
-            note = f" It fires {round(schedule.late_seconds / 60)} minutes late."
-        text = (
-            f"[A prompt the user scheduled ({schedule.kind} {schedule.spec}, zone "
-            f"{schedule.zone}) is due now.{note} Answer it as a message to the user.]\n"
-            f"{schedule.text}"
-        )
-        meta = {MARKER: marker(schedule), "trigger": "schedule", "late_s": schedule.late_seconds}
+        text = f"{_preface(schedule)}\n{schedule.text}"
+        kind = "outside" if schedule.mode == "trigger" else "schedule"
+        meta = {MARKER: marker(schedule), "trigger": kind, "late_s": schedule.late_seconds}
         row = Message("user", (TextBlock(text),), hidden=True, metadata=meta)
         await self.runtime.submit(schedule.conversation_id, row, policy="queue")
         return True
@@ -185,3 +179,19 @@ class Firer:
         seq = stored.seq if stored.seq is not None else self.runtime.bus.last_seq(cid)
         self.runtime.bus.publish(cid, MessageCommitted(run_id=run_id, seq=seq, message=stored))
         return True
+
+
+def _preface(schedule: Schedule) -> str:
+    """What the model reads before a prompt's or a trigger's text."""
+    if schedule.mode == "trigger":
+        return (
+            f"[A message from an outside system ({schedule.spec}), not typed by the user. "
+            "Answer it as a message to the user.]"
+        )
+    note = ""
+    if schedule.late_seconds and schedule.late_seconds >= LATE_NOTE_S:
+        note = f" It fires {round(schedule.late_seconds / 60)} minutes late."
+    return (
+        f"[A prompt the user scheduled ({schedule.kind} {schedule.spec}, zone "
+        f"{schedule.zone}) is due now.{note} Answer it as a message to the user.]"
+    )

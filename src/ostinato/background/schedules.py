@@ -21,6 +21,8 @@ from ostinato.store.base import utcnow
 from ostinato.store.schedules import Schedule, ScheduleStore
 
 TEXT_LIMIT = 4_000
+TRIGGERS_LIMIT = 1_000  # undelivered schedules and triggers of one owner, for a trigger
+SOURCE_LIMIT = 100
 
 
 class Schedules:
@@ -69,6 +71,21 @@ class Schedules:
             next_fire=recurrence.first,
         )
         return await self.store.add_schedule(schedule, self.settings.schedules_per_owner)
+
+    async def trigger(
+        self, owner: str, conversation_id: str, text: str, source: str | None = None
+    ) -> Schedule:
+        """An outside system's poke: a one-shot due now, answered like a prompt (its
+        ``spec`` names the source). Refused past ``TRIGGERS_LIMIT`` undelivered ones."""
+        text = text.strip()
+        if not text or "\x00" in text or len(text) > TEXT_LIMIT:
+            raise InvalidRequest(f"a trigger's text is 1 to {TEXT_LIMIT} characters")
+        source = (source or "outside").strip()[:SOURCE_LIMIT] or "outside"
+        now = self.clock()
+        schedule = Schedule(
+            new_id(), owner, conversation_id, "trigger", text, "once", source, "UTC", now, now
+        )
+        return await self.store.add_schedule(schedule, TRIGGERS_LIMIT)
 
     async def list(self, owner: str) -> list[Schedule]:
         return await self.store.schedules(owner)

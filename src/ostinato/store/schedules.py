@@ -27,7 +27,7 @@ from typing import Literal, Protocol, runtime_checkable
 from ostinato.errors import ClientError
 
 State = Literal["due", "claimed", "ran", "delivered"]
-Mode = Literal["prompt", "reminder"]
+Mode = Literal["prompt", "reminder", "trigger"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,8 @@ class Schedule:
     id: str
     owner: str
     conversation_id: str
-    mode: Mode  # prompt: a turn answers it; reminder: its text is the reply (no model)
+    mode: Mode  # prompt: a turn answers it; reminder: its text is the reply (no model);
+    # trigger: an outside system's poke (POST .../triggers), answered like a prompt
     text: str
     kind: str  # background.when.Kind
     spec: str

@@ -17,6 +17,7 @@ from ostinato.server.routes import (
     session,
     timeline,
     tools,
+    triggers,
     turns,
     websocket,
 )
@@ -38,4 +39,5 @@ ROUTERS = (
     forged.router,
     tools.router,
     schedules.router,
+    triggers.router,
 )

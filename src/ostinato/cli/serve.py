@@ -154,23 +154,33 @@ async def start(config: Config) -> tuple[ModelSetup, Deployment]:
         raise _Refused(str(exc)) from exc
     if isinstance(store, LeaseStore):  # recovery then leaves other live servers' turns alone
         deployment.runtime.lease = Lease(store, ttl=config.server.lease_ttl_s)
-    await fan_out(store, deployment)
+    await fan_out(config, store, deployment)
     return setup, deployment
 
 
-async def fan_out(store: Store, deployment: Deployment) -> None:
-    """On PostgreSQL, relay the bus's frames to the other servers on the same database
-    (``ostinato.fanout``); ``_Refused`` if its connection cannot be had."""
+async def fan_out(config: Config, store: Store, deployment: Deployment) -> None:
+    """Relay the bus's frames and commands to the other servers on the same database
+    (``ostinato.fanout``): over Redis if ``server.redis_url`` is set, else over
+    PostgreSQL ``LISTEN/NOTIFY`` on a PostgreSQL store (a SQLite or memory store alone:
+    none); ``_Refused`` if its connection cannot be had."""
+    from ostinato.fanout import Relay, Transport
     from ostinato.store.sql.postgres import PostgresStore
 
-    if not isinstance(store, PostgresStore):
-        return
-    from ostinato.fanout import Relay
-    from ostinato.fanout_pg import PostgresTransport
+    channel = config.server.fanout_channel
+    transport: Transport
+    if config.server.redis_url:
+        from ostinato.fanout_redis import RedisTransport
 
+        transport = RedisTransport(config.server.redis_url, channel=channel)
+    elif isinstance(store, PostgresStore):
+        from ostinato.fanout_pg import PostgresTransport
+
+        transport = PostgresTransport(store.engine.url, channel=channel)
+    else:
+        return
     try:
-        await Relay(PostgresTransport(store.engine.url), store).start(deployment.runtime.bus)
-    except (OSError, ValueError) as exc:
+        await Relay(transport, store).start(deployment.runtime.bus)
+    except Exception as exc:  # OSError, a driver's own connection error, a bad URL
         await deployment.runtime.close()
         raise _Refused(f"cannot listen for other servers' frames: {exc}") from exc
 

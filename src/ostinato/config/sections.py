@@ -103,6 +103,19 @@ class ServerSection(Section):
         description="Several servers on one database: a server not heard from for this "
         "long is taken for dead and another recovers its turns; see deploy.md.",
     )
+    redis_url: str | None = Field(
+        default=None,
+        description="Several servers: carry frames and commands between them over Redis "
+        "pub/sub (`redis://host:6379/0`) instead of PostgreSQL `LISTEN/NOTIFY`; see "
+        "deploy.md.",
+    )
+    fanout_channel: str = Field(
+        default="ostinato_frames",
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z_][a-z0-9_]*$",
+        description="The NOTIFY or Redis channel the servers of one deployment share.",
+    )
 
 
 class ModelsSection(Section):

@@ -181,3 +181,17 @@ async def test_a_late_prompt_says_how_late(world: World) -> None:
     await world.runtime.settle(10)
     (asked,) = world.model.requests
     assert "It fires 30 minutes late." in asked.messages[-1].text
+
+
+@pytest.mark.parametrize("mode", ["reminder", "prompt"])
+async def test_a_schedule_whose_conversation_is_gone_is_dropped(world: World, mode: str) -> None:
+    made = await world.schedules.create(
+        "ann",
+        "no-such-conversation",
+        "in 1 minute",
+        "x",
+        mode=mode,  # type: ignore[arg-type]
+    )
+    world.clock.advance(minutes=1)
+    await world.firer("h1").tick()
+    assert await world.schedules.store.schedule(made.id) is None

@@ -35,6 +35,7 @@ from typing import Any
 
 from ostinato.background.schedules import Schedules
 from ostinato.background.when import Kind, next_fire, zone_named
+from ostinato.errors import NotFound
 from ostinato.frames import MessageCommitted
 from ostinato.ids import new_id
 from ostinato.messages import Message, TextBlock
@@ -93,11 +94,13 @@ class Firer:
         self._stopped = asyncio.Event()
 
     async def run(self) -> None:
-        """Tick every ``poll_seconds`` until ``stop``."""
+        """Tick every ``poll_seconds`` until ``stop`` (at once again after a tick that
+        took a full batch: more may be due)."""
         poll = self.schedules.settings.poll_seconds
         while not self._stopped.is_set():
             try:
-                await self.tick()
+                if len(await self.tick()) >= self.batch:
+                    continue
             except Exception:  # the store is away: try again at the next tick
                 log.exception("schedules: a tick failed")
             with contextlib.suppress(TimeoutError):
@@ -113,6 +116,9 @@ class Firer:
         for schedule in claimed:
             try:
                 await self.fire(schedule, now)
+            except NotFound:  # its conversation is gone: nothing to deliver to, ever
+                log.warning("schedules: %s's conversation is gone; dropped", schedule.id)
+                await self.store.delete_schedule(schedule.owner, schedule.id)
             except Exception:  # left held: taken again once its lease runs out
                 log.exception("schedules: firing %s failed", schedule.id)
         return claimed

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ostinato import observe
+from ostinato.admission import Admission
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Grant, Remember
 from ostinato.bus import LocalBus
@@ -122,6 +123,7 @@ class Runtime:
         self.protected_tools = protected_tools | PROTECTED  # manage_tools, always
         self.history_limit = max(s.agent.history_messages for s in self.router.skills)
         self.after_turn = after_turn
+        self.admission = Admission()  # unbounded; serve sets the [server] bounds
         self.memory: Memory | None = memory
         self.sandbox = sandbox or Sandbox()  # forged tools'; its workers start when used
         self.switches = ToolSwitches(
@@ -224,17 +226,23 @@ class Runtime:
         ``await submission.handle()`` gives the turn when it starts. ``skill`` names the
         agent that answers (``NotFound`` for an unknown one) instead of the router's pick;
         ``instructions`` are added to its system prompt if the agent allows it (not kept
-        for a message that waits across a restart)."""
+        for a message that waits across a restart). A turn that begins at once takes an
+        ``admission`` slot until it ends (``Overloaded`` when none comes free in time)."""
         if skill is not None and self.router.get(skill) is None:
             raise NotFound(f"no agent named {skill!r}")
         message = user_message(message, client_message_id)
+        new = NewMessage(message, client_message_id, None, skill, instructions)
+        return await self.admission.carry(lambda: self._submit(conversation_id, new, policy, model))
+
+    async def _submit(
+        self, conversation_id: str, new: NewMessage, policy: Policy, model: Model | None
+    ) -> Submission:
         await self.conversation(conversation_id)
         self._workers.refuse_new()
         worker = self._workers.get(conversation_id)
         holds = self._workers.holds  # another server may run it (``ostinato.holds``)
         free = worker is None or worker.idle
         elsewhere = free and holds is not None and await holds.held_elsewhere(conversation_id)
-        new = NewMessage(message, client_message_id, None, skill, instructions)
         if free and not elsewhere:
             submission = Submission(new, model)
             self._workers.add(conversation_id, submission)
@@ -255,7 +263,7 @@ class Runtime:
                 seq=current.position() if current else self.bus.last_seq(conversation_id),
                 queued_id=queued.id,
                 position=queued.position,
-                client_message_id=client_message_id,
+                client_message_id=new.client_message_id,
             ),
         )
         if policy == "supersede" and elsewhere:

@@ -34,7 +34,11 @@ def _client(app: FastAPI) -> httpx.AsyncClient:
 async def test_healthz_and_models(client: httpx.AsyncClient) -> None:
     health = await client.get("/healthz")
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "store": "test", "detail": None}
+    body = health.json()
+    load = body.pop("load")
+    assert body == {"status": "ok", "store": "test", "detail": None}
+    assert load["turns_running"] == 0 and load["turns_waiting"] == 0
+    assert load["loop_lag_ms"] >= 0 and load["loop_lag_max_ms"] >= 0
     models = (await client.get("/v1/models")).json()
     assert models == {
         "object": "list",

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 import uvicorn
 from fastapi import Request
 
+from ostinato.admission import Admission
 from ostinato.background.firer import Firer, kill_point
 from ostinato.background.schedules import Schedules
 from ostinato.cli.banner import banner, tool_warnings
@@ -281,6 +282,8 @@ async def run(
     """Serve the app on ``sock`` under uvicorn until a signal stops it (gracefully:
     ``ostinato.server.process``); 0 once it has served, 1 if it never started."""
     runtime, url = deployment.runtime, config.server.database_url
+    bounds = config.server
+    runtime.admission = Admission(bounds.max_turns, bounds.admission_wait_s, bounds.admission_queue)
     chooser: ModelChooser = setup.choose
     limits = body_limits(config)
     app = create_app(

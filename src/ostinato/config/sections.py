@@ -116,6 +116,22 @@ class ServerSection(Section):
         pattern=r"^[a-z_][a-z0-9_]*$",
         description="The NOTIFY or Redis channel the servers of one deployment share.",
     )
+    max_turns: int | None = Field(
+        default=256,
+        ge=1,
+        description="Turns one process runs at once; past it a new message waits for a "
+        "slot (one queued behind its conversation's running turn takes none). Unset: no "
+        "bound; see performance.md.",
+    )
+    admission_wait_s: Seconds = Field(
+        default=30.0,
+        description="How long a new message waits for a turn slot before a 503 with Retry-After.",
+    )
+    admission_queue: int = Field(
+        default=4096,
+        ge=0,
+        description="New messages that may wait for a turn slot at once; past it a 503.",
+    )
 
 
 class ModelsSection(Section):

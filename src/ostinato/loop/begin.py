@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from ostinato import observe
+from ostinato.admission import Admission
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, outside_content
 from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
@@ -62,6 +64,8 @@ from ostinato.tools.workdir import workdir_for
 
 RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
 ROUTE = "route"
+
+log = logging.getLogger("ostinato.loop")
 
 
 class AfterTurn(Protocol):
@@ -106,6 +110,8 @@ class Parts(Protocol):
     def protected_tools(self) -> frozenset[str]: ...
     @property
     def after_turn(self) -> AfterTurn | None: ...
+    @property
+    def admission(self) -> Admission: ...
 
     def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model: ...
 
@@ -329,6 +335,9 @@ def _after(
     """Start the after-turn work for a turn that ended with an answer; the parts keep
     the task (a bare task could be collected while it runs)."""
     if done.cancelled() or done.exception() is not None or parts.after_turn is None:
+        return
+    if parts.admission.busy():  # background work is shed first
+        log.info("after-turn work skipped: every turn slot is taken")
         return
     result = done.result()
     if result.stop_reason != "end_turn" or not result.messages:

@@ -9,6 +9,7 @@ and closes the runtime (cancelling running turns, closing the store) at shutdown
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -131,9 +132,11 @@ def _lifespan(runtime: Runtime) -> Callable[[FastAPI], AbstractAsyncContextManag
         recovered = await runtime.recover()
         if recovered:
             log.warning("closed %d turn(s) left running by a crash", len(recovered))
+        lag = asyncio.ensure_future(runtime.admission.lag.watch())
         try:
             yield
         finally:
+            lag.cancel()
             await app.state.ostinato.aclose()
             await runtime.close()
 

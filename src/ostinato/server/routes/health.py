@@ -15,10 +15,18 @@ router = APIRouter(tags=["service"])
 log = logging.getLogger("ostinato.server")
 
 
+class Load(BaseModel):
+    turns_running: int = Field(description="Turns this process runs (each holding a slot).")
+    turns_waiting: int = Field(description="New messages waiting for a turn slot.")
+    loop_lag_ms: float = Field(description="How late the event loop last ran a timer.")
+    loop_lag_max_ms: float = Field(description="The largest lag since the last /healthz.")
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable", "draining"]
     store: str
     detail: str | None = None
+    load: Load | None = None
 
 
 class ModelOut(BaseModel):
@@ -65,8 +73,9 @@ class ModelList(BaseModel):
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
 async def healthz(context: Context) -> Health | JSONResponse:
-    """200 when the store answers a read; 503 when it does not, or when the server is
-    shutting down (`draining`: it begins no new turn)."""
+    """200 when the store answers a read, with this process's `load` (turns running and
+    messages waiting for a slot, the event loop's lag); 503 when the store does not answer, or
+    when the server is shutting down (`draining`: it begins no new turn)."""
     if context.runtime.draining:
         draining = Health(status="draining", store=context.store_name, detail="shutting down")
         return JSONResponse(draining.model_dump(), status_code=503)
@@ -76,7 +85,14 @@ async def healthz(context: Context) -> Health | JSONResponse:
         log.warning("health check: the store did not answer: %s", exc)
         unavailable = Health(status="unavailable", store=context.store_name, detail=str(exc))
         return JSONResponse(unavailable.model_dump(), status_code=503)
-    return Health(status="ok", store=context.store_name)
+    admission = context.runtime.admission
+    load = Load(
+        turns_running=admission.running,
+        turns_waiting=admission.waiting,
+        loop_lag_ms=round(admission.lag.last * 1000, 3),
+        loop_lag_max_ms=round(admission.lag.take_max() * 1000, 3),
+    )
+    return Health(status="ok", store=context.store_name, load=load)
 
 
 @router.get("/v1/models", response_model=ModelList)

@@ -7,6 +7,16 @@ the loop does is included: building each request, folding events, committing eve
 and tool call, publishing frames (with one subscriber listening), recording the turn.
 
 Run:  python bench/step_overhead.py [--turns N] [--sqlite-dir DIR]
+      python bench/step_overhead.py --observe [--rounds R] [--turns N]
+      valgrind --tool=callgrind python bench/step_overhead.py --case MODE --turns N
+
+``--observe`` measures what observation adds per step (K = 10, memory and SQLite stores):
+``off`` (nothing installed, the default), ``otel`` (the OpenTelemetry SDK making every
+span, batched to an exporter that drops them), ``metrics`` (Prometheus), ``both``. The
+modes take turns for ``--rounds`` rounds and each reports its median of the rounds'
+medians, so machine load drifting during the run hits them alike. ``--case`` runs one
+mode alone: under callgrind, the instructions of two runs (N1 and N2 turns) differ by
+the cost of (N2 - N1) x 11 steps, whatever the machine's load (docs/observability.md).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ostinato import observe
 from ostinato.agents import AgentConfig
 from ostinato.models.scripted import ScriptedModel, Step, text_step, tool_step
 from ostinato.runtime import Runtime
@@ -104,12 +115,89 @@ async def concurrent(store: Store, conversations: int, steps: int) -> tuple[floa
     return elapsed, rss
 
 
+def backends(mode: str) -> list[observe.Backend]:
+    """The backends of an ``--observe`` mode (the SDK and prometheus-client imported only
+    when asked for)."""
+    found: list[observe.Backend] = []
+    if mode in ("otel", "both"):
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+
+        from ostinato.observe.otel import OtelBackend
+
+        class Dropped(SpanExporter):
+            def export(self, spans: object) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(Dropped()))
+        found.append(OtelBackend(provider))
+    if mode in ("metrics", "both"):
+        from ostinato.observe.prometheus import PrometheusBackend
+
+        found.append(PrometheusBackend())
+    return found
+
+
+MODES = ("off", "otel", "metrics", "both")
+
+
+async def compare(directory: Path, turns: int, rounds: int) -> None:
+    k = 10
+    results: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        for mode in MODES:
+            installed = backends(mode)
+            observe.install(installed)
+            for label in ("memory", "sqlite"):
+                url = "memory://" if label == "memory" else f"sqlite:///{directory}/o{r}{mode}.db"
+                store = await open_store(url)
+                median, _ = await per_step(store, k, turns)
+                await store.close()
+                results.setdefault((label, mode), []).append(median)
+            observe.install(None)
+            for backend in installed:
+                backend.shutdown()
+    print(f"observation overhead per step (µs, K={k}, median of {rounds} rounds' medians)")
+    print(f"{'store':<8}" + "".join(f"{m:>16}" for m in MODES))
+    for label in ("memory", "sqlite"):
+        off = statistics.median(results[(label, "off")])
+        cells = []
+        for mode in MODES:
+            value = statistics.median(results[(label, mode)])
+            cells.append(f"{value:>8.1f} ({(value / off - 1) * 100:+4.0f}%)")
+        print(f"{label:<8}" + "".join(f"{c:>16}" for c in cells))
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=200, help="measured turns per case")
     parser.add_argument("--sqlite-dir", default=None, help="where the SQLite files go")
+    parser.add_argument("--observe", action="store_true", help="compare observation modes")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --observe")
+    parser.add_argument(
+        "--case",
+        choices=MODES,
+        help="run only --turns turns of K=10 on memory in this mode "
+        "(for valgrind --tool=callgrind: instructions do not drift with the machine's load)",
+    )
     args = parser.parse_args()
     directory = Path(args.sqlite_dir or tempfile.mkdtemp(prefix="ostinato-bench-"))
+    if args.case:
+        installed = backends(args.case)
+        observe.install(installed)
+        store = await open_store("memory://")
+        await per_step(store, 10, args.turns)
+        for backend in installed:
+            backend.shutdown()
+        return
+    if args.observe:
+        await compare(directory, max(20, args.turns // 2), args.rounds)
+        return
     # first, while the process is fresh, so its peak RSS is this case's own
     store = await open_store(f"sqlite:///{directory}/concurrent.db")
     elapsed, rss = await concurrent(store, 1000, 3)

@@ -18,13 +18,15 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # makes `tests` importable
 
 from ostinato import observe
-from ostinato.models.scripted import ScriptedModel
+from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.observe.prometheus import PrometheusBackend
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.server.routes.metrics import MetricsEndpoint
+from ostinato.store import SQLiteStore
 from ostinato.store.memory import MemoryStore
 from tests.observe.scenario import run_scenario
+from tests.server.sse_client import open_stream
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -128,7 +130,7 @@ async def test_the_metrics_token_guards_metrics_and_off_is_a_404(
 WORKER = """
 import sys
 from ostinato import observe
-from ostinato.models.scripted import ScriptedModel
+from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.observe.prometheus import PrometheusBackend
 backend = PrometheusBackend()
 observe.install(backend)
@@ -149,3 +151,21 @@ def test_several_processes_are_summed_with_a_multiprocess_dir(tmp_path: Path) ->
     ).stdout
     got = samples(out)
     assert got[("ostinato_turns_total", (("stop_reason", "end_turn"),))] == 2
+
+
+async def test_store_commits_and_open_streams_are_measured(
+    backend: PrometheusBackend, tmp_path: Path
+) -> None:
+    store = await SQLiteStore.open(tmp_path / "db.sqlite")
+    runtime = Runtime(store, model=ScriptedModel([text_step("Hi.")]))
+    app = create_app(runtime)
+    cid = (await runtime.create_conversation()).id
+    await runtime.run_turn(cid, "hello")
+    got = samples(backend.exposition().decode())
+    assert got[("ostinato_store_commit_seconds_count", ())] >= 2  # the message, the turn's end
+    async with open_stream(app, "GET", f"/v1/conversations/{cid}/events") as stream:
+        await stream.next_frame()
+        assert samples(backend.exposition().decode())[("ostinato_open_streams", ())] == 1
+    await app.state.ostinato.aclose()
+    await runtime.close()
+    assert samples(backend.exposition().decode())[("ostinato_open_streams", ())] == 0

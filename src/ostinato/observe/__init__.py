@@ -14,7 +14,6 @@ The import list below is the public API.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,7 @@ from ostinato.observe.scopes import (
 if TYPE_CHECKING:
     from ostinato.messages import JSON
     from ostinato.models.base import ModelRequest
-    from ostinato.store.base import Store, Turn
+    from ostinato.store.base import Turn
 
 __all__ = [
     "CURRENT",
@@ -52,7 +51,6 @@ __all__ = [
     "OpScope",
     "Scope",
     "StepScope",
-    "TimedStore",
     "ToolScope",
     "TurnLedger",
     "TurnScope",
@@ -68,7 +66,6 @@ __all__ = [
     "queued",
     "store_write",
     "streams",
-    "timed",
     "tool_call",
     "turn_beginning",
     "turn_scope",
@@ -152,28 +149,5 @@ def streams(delta: int) -> None:
 
 
 def store_write(seconds: float) -> None:
+    """A store write committed in ``seconds`` (the SQL stores time each one)."""
     _backend.INSTALLED.store_write(seconds)
-
-
-class TimedStore:
-    """A store whose writes are timed for the backend (commit latency); everything else
-    is the store's own."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    async def write(self, *ops: Any) -> list[Any]:
-        started = time.perf_counter()
-        results = await self._store.write(*ops)
-        _backend.INSTALLED.store_write(time.perf_counter() - started)
-        return results
-
-
-def timed(store: Store) -> Store:
-    """``store``, timed when the installed backend wants store writes timed."""
-    if not _backend.INSTALLED.times_store or isinstance(store, TimedStore):
-        return store
-    return TimedStore(store)

@@ -20,7 +20,6 @@ class Backend:
     """The no-op backend; implementations override the hooks they need."""
 
     capture_content = False  # whether prompts, replies and tool arguments are wanted
-    times_store = False  # whether store writes should be timed (``store_write``)
 
     def started(self, scope: Scope) -> None:
         """Work began; a backend may keep its own object in ``scope.handle``."""
@@ -56,7 +55,6 @@ class Fanout(Backend):
     def __init__(self, backends: Sequence[Backend]) -> None:
         self.backends = tuple(backends)
         self.capture_content = any(b.capture_content for b in backends)
-        self.times_store = any(b.times_store for b in backends)
 
     def started(self, scope: Scope) -> None:
         for backend in self.backends:

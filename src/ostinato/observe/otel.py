@@ -2,22 +2,25 @@
 semantic conventions (``gen_ai.*`` attributes: operation, provider, request and response
 model, token usage, finish reasons, time to the first chunk; tool name and call id).
 
-Spans nest as the scopes do: a turn (``invoke_agent``) holds its steps, each step its
-model call (``chat``) and tool calls (``execute_tool``), routing, compaction and approval
-waits; a sub-agent's turn nests in the tool call that ran it; background work is a trace
-of its own linked to its turn. Every span carries the conversation id
-(``gen_ai.conversation.id``), ``ostinato.run_id`` and ``ostinato.turn_id`` (a
-sub-agent's: its parent's conversation and run, its own turn). Prompts,
+Spans nest as the scopes do: a turn (``invoke_agent``) holds its model calls (``chat``,
+each with its step's number as ``ostinato.step``), tool calls (``execute_tool``),
+routing, compaction and approval waits; a sub-agent's turn nests in the tool call that
+ran it; background work is a trace of its own linked to its turn. Every span carries
+the conversation id (``gen_ai.conversation.id``), ``ostinato.run_id`` and
+``ostinato.turn_id`` (a sub-agent's: its parent's conversation and run, its own turn). Prompts,
 replies and tool arguments go on spans only with ``capture_content``.
 
 This module imports the OpenTelemetry SDK; ``observe.setup`` imports it only when traces
-are asked for. The per-scope work is kept small: each holder's shared attributes are
-computed once, model calls' attributes once per model, no span per streamed delta.
+are asked for. The per-step work is kept small (bench/step_overhead.py --observe): each
+holder's shared attributes are computed once, a model's once; a model call's span is made
+whole when it ends (one attribute pass, its recorded start and end times); no span per
+step or per streamed delta.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -52,42 +55,34 @@ def split_model(model: str) -> tuple[str, str]:
 class OtelBackend(Backend):
     """Spans for the observed work, made by ``provider``'s tracer."""
 
-    times_store = False
-
     def __init__(self, provider: TracerProvider, *, capture_content: bool = False) -> None:
         self.provider = provider
         self.tracer: Tracer = provider.get_tracer(SCOPE_NAME)
         self.capture_content = capture_content
         self._models: dict[str, dict[str, Any]] = {}
+        self._epoch = time.time_ns() - int(time.perf_counter() * 1e9)
 
     # -- starting ---------------------------------------------------------------------
 
     def started(self, scope: Scope) -> None:
+        if isinstance(scope, StepScope | CallScope):
+            return  # a step is an attribute of its calls; a model call's span is made at its end
         name, attributes, links = self._describe(scope)
         parent = _parent_span(scope)
         context = trace.set_span_in_context(parent) if parent is not None else None
-        kind = SpanKind.CLIENT if isinstance(scope, CallScope) else SpanKind.INTERNAL
-        span = self.tracer.start_span(
-            name, context=context, kind=kind, attributes=attributes, links=links
-        )
+        span = self.tracer.start_span(name, context=context, attributes=attributes, links=links)
         scope.handle = span
 
     def _describe(self, scope: Scope) -> tuple[str, dict[str, Any], list[Link] | None]:
         base = _base(scope)
-        if isinstance(scope, CallScope):
-            attributes = {**base, **self._model(scope.model)}
-            attributes["ostinato.purpose"] = scope.purpose
-            return f"chat {split_model(scope.model)[1]}", attributes, None
         if isinstance(scope, ToolScope):
-            attributes = dict(base)
+            attributes = _in_step(scope, base)
             attributes["gen_ai.operation.name"] = "execute_tool"
             attributes["gen_ai.tool.name"] = scope.name
             attributes["gen_ai.tool.call.id"] = scope.call_id
             if self.capture_content:
                 attributes["gen_ai.tool.call.arguments"] = _dumps(scope.arguments)
             return f"execute_tool {scope.name}", attributes, None
-        if isinstance(scope, StepScope):
-            return "step", {**base, "ostinato.step": scope.index}, None
         if isinstance(scope, OpScope):
             return scope.name, base, None
         if isinstance(scope, TurnScope):
@@ -128,12 +123,13 @@ class OtelBackend(Backend):
     # -- ending -----------------------------------------------------------------------
 
     def ended(self, scope: Scope) -> None:
+        if isinstance(scope, CallScope):
+            self._call(scope)
+            return
         span = scope.handle
         if not isinstance(span, Span):
             return
-        if isinstance(scope, CallScope):
-            self._call_ended(span, scope)
-        elif isinstance(scope, ToolScope):
+        if isinstance(scope, ToolScope):
             self._tool_ended(span, scope)
         elif isinstance(scope, ApprovalScope):
             ending = scope.attributes.get("ending") or scope.error or "unknown"
@@ -152,29 +148,55 @@ class OtelBackend(Backend):
             span.set_status(Status(StatusCode.ERROR, scope.error))
         span.end()
 
-    def _call_ended(self, span: Span, scope: CallScope) -> None:
-        span.set_attribute("gen_ai.response.model", split_model(scope.model)[1])
+    def _call(self, scope: CallScope) -> None:
+        """A model call's span, made whole when the call has ended: its attributes are
+        set in one go, with the start and end times the call recorded."""
+        model = split_model(scope.model)[1]
+        attributes = _in_step(scope, _base(scope))
+        attributes.update(self._model(scope.model))
+        attributes["ostinato.purpose"] = scope.purpose
+        attributes["gen_ai.response.model"] = model
         usage = scope.usage
         if usage is not None and usage.source != "unknown":
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
-            span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
+            attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+            attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
+            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
         if scope.stop_reason is not None:
-            span.set_attribute("gen_ai.response.finish_reasons", (scope.stop_reason,))
+            attributes["gen_ai.response.finish_reasons"] = (scope.stop_reason,)
         ttft = scope.time_to_first_token
         if ttft is not None:
-            span.set_attribute("gen_ai.response.time_to_first_chunk", ttft)
+            attributes["gen_ai.response.time_to_first_chunk"] = ttft
         if scope.retries:
-            span.set_attribute("ostinato.retries", len(scope.retries))
-            span.set_attribute("ostinato.retry_causes", tuple(scope.retries))
+            attributes["ostinato.retries"] = len(scope.retries)
+            attributes["ostinato.retry_causes"] = tuple(scope.retries)
+        if scope.error is not None:
+            attributes["error.type"] = scope.error
         if self.capture_content:
-            if scope.request is not None:
-                messages = [message_to_json(m) for m in scope.request.messages]
-                span.set_attribute("gen_ai.system_instructions", scope.request.system)
-                span.set_attribute("gen_ai.input.messages", _dumps(messages))
-            if scope.reply is not None:
-                span.set_attribute("gen_ai.output.messages", _dumps(message_to_json(scope.reply)))
+            self._content(scope, attributes)
+        parent = _parent_span(scope)
+        span = self.tracer.start_span(
+            f"chat {model}",
+            context=trace.set_span_in_context(parent) if parent is not None else None,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=self._ns(scope.started),
+        )
+        if scope.error is not None:
+            span.set_status(Status(StatusCode.ERROR, scope.error))
+        span.end(end_time=self._ns(scope.ended or scope.started))
+
+    def _content(self, scope: CallScope, attributes: dict[str, Any]) -> None:
+        if scope.request is not None:
+            messages = [message_to_json(m) for m in scope.request.messages]
+            attributes["gen_ai.system_instructions"] = scope.request.system
+            attributes["gen_ai.input.messages"] = _dumps(messages)
+        if scope.reply is not None:
+            attributes["gen_ai.output.messages"] = _dumps(message_to_json(scope.reply))
+
+    def _ns(self, perf: float) -> int:
+        """A ``time.perf_counter`` reading as the wall clock's nanoseconds."""
+        return self._epoch + int(perf * 1e9)
 
     def _tool_ended(self, span: Span, scope: ToolScope) -> None:
         span.set_attribute("ostinato.tool.status", scope.status or scope.error or "unknown")
@@ -214,18 +236,21 @@ def _base(scope: Scope) -> dict[str, Any]:
 
 
 def _parent_span(scope: Scope) -> Span | None:
-    """The span of the scope's parent; work done directly in a turn goes under the
-    turn's running step (steps are not made current: the turn stays current)."""
     node = scope.parent
-    if isinstance(node, TurnScope) and not isinstance(scope, StepScope):
-        step = node.step
-        if step is not None and step.ended is None and isinstance(step.handle, Span):
-            return step.handle
     while node is not None:
         if isinstance(node.handle, Span):
             return node.handle
         node = node.parent
     return None
+
+
+def _in_step(scope: Scope, base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` and, for work done in a turn's step, the step's number."""
+    attributes = dict(base)
+    turn = scope.parent
+    if isinstance(turn, TurnScope) and turn.step is not None:
+        attributes["ostinato.step"] = turn.step.index
+    return attributes
 
 
 def _dumps(value: Any) -> str:

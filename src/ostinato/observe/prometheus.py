@@ -116,7 +116,6 @@ class Metrics:
 class PrometheusBackend(Backend):
     """Counts and times the observed work into ``Metrics``."""
 
-    times_store = True
     content_type = CONTENT_TYPE_LATEST
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:

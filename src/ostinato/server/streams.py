@@ -30,6 +30,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from ostinato import observe
 from ostinato.bus import BacklogOverflow, Subscription
 from ostinato.frames import (
     ErrorFrame,
@@ -93,6 +94,7 @@ async def _frames(
     closed = asyncio.ensure_future(live.closing.wait())
     revoked = asyncio.ensure_future(live.revoked.wait()) if live.revoked is not None else None
     getter: asyncio.Future[Frame] | None = None
+    observe.streams(1)  # open streams, for the metrics
     try:
         while True:
             if getter is None:
@@ -121,6 +123,7 @@ async def _frames(
                     wake = None
                 yield None
     finally:
+        observe.streams(-1)
         closed.cancel()
         if revoked is not None:
             revoked.cancel()

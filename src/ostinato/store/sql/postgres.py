@@ -10,12 +10,14 @@ the loser's ``ON CONFLICT DO NOTHING`` leaves its transaction intact and it retr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from ostinato import observe
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.sql.holds import SQLHolds
@@ -108,11 +110,14 @@ class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
         """Commit ``ops`` in one transaction; one result per op."""
         if not ops:
             return []
+        started = time.perf_counter()
         try:
             async with self.engine.begin() as connection:
                 return await connection.run_sync(_apply, ops)
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
+        finally:
+            observe.store_write(time.perf_counter() - started)  # commit latency (metrics)
 
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
         try:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from ostinato import observe
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.sql.holds import SQLHolds
@@ -100,7 +102,11 @@ class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
             raise StoreError("the store is closed")
         if not ops:
             return []
-        return await self._writer.submit(ops)
+        started = time.perf_counter()
+        try:
+            return await self._writer.submit(ops)
+        finally:
+            observe.store_write(time.perf_counter() - started)  # commit latency (metrics)
 
     async def close(self) -> None:
         """Commit what is queued, stop the writer and close every connection."""

@@ -4,8 +4,17 @@ is gone."""
 
 from __future__ import annotations
 
+from ostinato.ids import new_id
 from ostinato.leases import Lease
 from ostinato.store import PostgresStore, SQLiteStore
+from ostinato.store.base import (
+    Conversation,
+    CreateConversation,
+    FinishTurn,
+    StartTurn,
+    Turn,
+    utcnow,
+)
 
 
 async def test_one_live_holder_at_a_time(sql_store: SQLiteStore | PostgresStore) -> None:
@@ -34,3 +43,18 @@ async def test_a_gone_holders_hold_is_taken(sql_store: SQLiteStore | PostgresSto
     assert not await sql_store.held_elsewhere("c1", b.id)
     assert await sql_store.claim_conversation("c1", b.id, "wb")
     assert await sql_store.held_elsewhere("c1", a.id)
+
+
+async def test_no_hold_while_a_gone_servers_turn_is_still_marked_running(
+    sql_store: SQLiteStore | PostgresStore,
+) -> None:
+    a, b = Lease(sql_store), Lease(sql_store)
+    await a.acquire()
+    await b.acquire()
+    conversation = Conversation(new_id(), "running", utcnow(), utcnow())
+    turn = Turn(new_id(), conversation.id, new_id(), "running", utcnow(), holder=a.id)
+    await sql_store.write(CreateConversation(conversation), StartTurn(turn))
+    await sql_store.release_lease(a.id)  # a died; recovery has not closed its turn yet
+    assert not await sql_store.claim_conversation(conversation.id, b.id, "wb")
+    await sql_store.write(FinishTurn(turn.id, conversation.id, "interrupted", utcnow()))
+    assert await sql_store.claim_conversation(conversation.id, b.id, "wb")

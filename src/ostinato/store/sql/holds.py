@@ -2,7 +2,9 @@
 
 A hold is taken by a compare-and-set in one transaction of its own: made ours if it is
 already ours (a new worker token) or its holder's lease is not live (missing or
-expired, by the store's clock), else inserted if there is none. Two servers that try at
+expired, by the store's clock), else inserted if there is none; never while another
+server's turn of the conversation is still marked running (a dead server's turn is
+first closed by recovery, so a new turn never overlaps it in the records). Two servers that try at
 once: one wins. See ``ostinato.holds``.
 """
 
@@ -15,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.leases import SQLLeases
-from ostinato.store.sql.tables import conversation_holds, servers
+from ostinato.store.sql.tables import conversation_holds, servers, turns
 
 holds = conversation_holds
 
@@ -39,6 +41,11 @@ def _statements(dialect: str) -> dict[str, sa.Executable]:
             holder=sa.bindparam("me"),
             token=sa.bindparam("token"),
         ).on_conflict_do_nothing(),
+        "running": sa.select(turns.c.id).where(
+            turns.c.conversation_id == sa.bindparam("cid"),
+            turns.c.status == "running",
+            turns.c.holder.is_distinct_from(sa.bindparam("me")),
+        ),
         "release": sa.delete(holds).where(mine, holds.c.token == sa.bindparam("token")),
         "held": sa.select(holds.c.holder).where(
             mine, holds.c.holder != sa.bindparam("me"), holds.c.holder.in_(live)
@@ -58,6 +65,8 @@ class SQLHolds(SQLLeases):
         params = {"cid": conversation_id, "me": holder, "token": token, **self._now_params()}
 
         def work(tx: Any) -> bool:
+            if tx.rows(stmts["running"], params):  # a gone server's turn, not yet recovered
+                return False
             if tx.execute(stmts["take"], params):
                 return True
             return bool(tx.execute(stmts["add"], params))

@@ -39,8 +39,11 @@ def workdir_for(data_dir: Path | str, conversation_id: str) -> Path:
     if not _CONVERSATION_ID.fullmatch(conversation_id) or ".." in conversation_id:
         raise ValueError(f"not a usable conversation id for a workdir: {conversation_id!r}")
     parent = Path(data_dir) / "workdirs"
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     workdir = parent / conversation_id
+    with suppress(OSError):  # made before: one lstat, not two mkdirs and a raise
+        if stat.S_ISDIR(os.lstat(workdir).st_mode):
+            return workdir
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         workdir.mkdir(mode=0o700)
     except FileExistsError:

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # makes `tests` importable
 
 from ostinato import observe
+from ostinato.identity.settings import AuthSettings
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.observe.prometheus import PrometheusBackend
 from ostinato.runtime import Runtime
@@ -112,7 +113,7 @@ async def test_the_metrics_token_guards_metrics_and_off_is_a_404(
     backend: PrometheusBackend,
 ) -> None:
     runtime = Runtime(MemoryStore(), model=ScriptedModel())
-    ran_app = create_app(runtime)
+    ran_app = create_app(runtime, auth=AuthSettings(mode="keys"))  # the token, not a key
     ran_app.state.metrics = endpoint(backend, token="scrape-me")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(ran_app), base_url="http://t") as c:
         assert (await c.get("/metrics")).status_code == 401
@@ -121,6 +122,7 @@ async def test_the_metrics_token_guards_metrics_and_off_is_a_404(
         right = await c.get("/metrics", headers={"authorization": "Bearer scrape-me"})
         assert right.status_code == 200 and "ostinato_turns_total" in right.text
         assert "/metrics" not in (await c.get("/openapi.json")).text
+        assert (await c.get("/v1/conversations")).status_code == 401  # keys mode is on
     off = create_app(runtime)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(off), base_url="http://t") as c:
         missing = await c.get("/metrics")
@@ -130,6 +132,7 @@ async def test_the_metrics_token_guards_metrics_and_off_is_a_404(
 WORKER = """
 import sys
 from ostinato import observe
+from ostinato.identity.settings import AuthSettings
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.observe.prometheus import PrometheusBackend
 backend = PrometheusBackend()

@@ -123,3 +123,15 @@ def test_without_the_variables_nothing_is_installed_or_imported() -> None:
 )
 def test_which_variables_ask_for_traces(environ: dict[str, str], wanted: bool) -> None:
     assert setup.traces_wanted(environ) is wanted
+
+
+def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.setitem(sys.modules, "ostinato.observe.prometheus", None)
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    with pytest.raises(setup.ObservabilityUnavailable, match=r"ostinato\[otel\]"):
+        setup.configure(ObservabilitySection(), environ)
+    with pytest.raises(setup.ObservabilityUnavailable, match=r"ostinato\[metrics\]"):
+        setup.configure(ObservabilitySection(metrics=True), {})
+    assert observe.installed() is observe.backend.NOOP

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ostinato.agents import AgentConfig
 from ostinato.approvals import ApprovalPolicy
-from ostinato.config import AgentSection, Config, ModelsSection, guidelines_for
+from ostinato.config import AgentSection, Config, ConfigError, ModelsSection, guidelines_for
 from ostinato.context.catalog import ContextCatalog
 from ostinato.context.compaction import Compactor
 from ostinato.memory.extraction import FactExtractor
@@ -37,6 +37,7 @@ from ostinato.tools.mounting import Mount
 
 if TYPE_CHECKING:
     from ostinato.tools.mcp import McpClients
+    from ostinato.tools.personal_mcp import PersonalMcp
 
 
 def provider_settings(models: ModelsSection) -> ProviderSettings:
@@ -90,6 +91,8 @@ class Deployment:
     async def aclose(self) -> None:
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.runtime.personal_mcp is not None:
+            await self.runtime.personal_mcp.aclose()
 
 
 def skills_of(config: Config, policy: ApprovalPolicy) -> list[Skill]:
@@ -142,7 +145,9 @@ async def build_runtime(
         store, default_ranker(config.memory.embedding_model), capacity=config.memory.capacity
     )
     sandbox = sandbox_of(config)
-    mount = Mount(await tool_sources(config, memory, mcp, env, sandbox))
+    mcp, personal = personal_mcp(config, store, mcp)
+    sources = await tool_sources(config, memory, mcp, env, sandbox)
+    mount = Mount([*sources, personal.source()] if personal else sources)
     runtime = Runtime(
         store,
         model=default_model,
@@ -165,7 +170,26 @@ async def build_runtime(
         memory=memory,
         sandbox=sandbox,
     )
+    runtime.personal_mcp = personal
     return Deployment(runtime, models, mcp)
+
+
+def personal_mcp(
+    config: Config, store: Store, mcp: McpClients | None
+) -> tuple[McpClients | None, PersonalMcp | None]:
+    """People's MCP servers, when ``tools.personal_mcp`` is on (the SDK is imported
+    when one is first listed), sharing the operator's servers' session manager (or
+    making one then)."""
+    if not config.tools.personal_mcp:
+        return mcp, None
+    from ostinato.tools.personal_mcp import CredentialBox, PersonalMcp
+
+    key = config.tools.mcp_secret_key
+    try:
+        box = CredentialBox(key.get_secret_value() if key else None)
+    except ValueError as exc:
+        raise ConfigError("tools.mcp_secret_key", [str(exc)]) from None
+    return mcp, PersonalMcp(store, mcp, box, allow_private=config.tools.mcp_allow_private)
 
 
 def sandbox_of(config: Config) -> Sandbox:

@@ -126,6 +126,7 @@ class Runtime:
         self.admission = Admission()  # unbounded; serve sets the [server] bounds
         self.memory: Memory | None = memory
         self.sandbox = sandbox or Sandbox()  # forged tools'; its workers start when used
+        self.personal_mcp: Any = None  # people's MCP servers (tools.personal_mcp.PersonalMcp)
         self.switches = ToolSwitches(
             store, self.mount, disabled=disabled_tools, protected=self.protected_tools, bus=self.bus
         )

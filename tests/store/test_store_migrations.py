@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0012"
+HEAD = "0013"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -46,6 +46,7 @@ PEOPLE_TABLES = {
     "request_keys",
     "schedules",
     "conversation_holds",
+    "mcp_servers",
 }
 T = TypeVar("T")
 

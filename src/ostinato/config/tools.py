@@ -3,7 +3,7 @@ servers to mount, and ``[tools.sandbox]``: what one run of a forged tool may use
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from ostinato.config.sections import RiskName, Seconds, Section, Words, short_env
 
@@ -93,6 +93,21 @@ class ToolsSection(Section):
         default_factory=list, description="OpenAPI documents: one tool per operation."
     )
     mcp: list[McpSource] = Field(default_factory=list, description="MCP servers.")
+    personal_mcp: bool = Field(
+        default=True,
+        description="People may connect their own streamable-HTTP MCP servers "
+        "(`/v1/mcp-servers`); their tools are theirs alone.",
+    )
+    mcp_secret_key: SecretStr | None = Field(
+        default=None,
+        description="The Fernet key people's MCP credentials are encrypted with at rest "
+        "(`Fernet.generate_key()`); unset: a server with credentials is refused.",
+    )
+    mcp_allow_private: bool = Field(
+        default=False,
+        description="Let people's MCP servers be on loopback, private or link-local "
+        "addresses (refused by default, as `http_fetch` refuses them).",
+    )
     sandbox: SandboxSection = Field(
         default_factory=SandboxSection, description="Forged tools' limits."
     )

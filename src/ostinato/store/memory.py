@@ -26,8 +26,10 @@ from ostinato.store.base import (
 from ostinato.store.forged import ForgedTool
 from ostinato.store.idempotency import MemoryRequestKeys
 from ostinato.store.leases import MemoryLeases
+from ostinato.store.mcp_servers import McpServerRecord
 from ostinato.store.memory_accounts import api_key, api_keys
 from ostinato.store.memory_forged import forged_tool_versions, forged_tools
+from ostinato.store.memory_mcp import mcp_servers
 from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_writes import MemoryTables, apply
 from ostinato.store.relations import MemoryRelation
@@ -213,6 +215,9 @@ class MemoryStore(MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryTables
 
     async def forged_tools(self, owner: str) -> list[ForgedTool]:
         return forged_tools(self, owner)
+
+    async def mcp_servers(self, owner: str) -> list[McpServerRecord]:
+        return mcp_servers(self, owner)
 
     async def forged_tool_versions(self, owner: str, name: str) -> list[ForgedTool]:
         return forged_tool_versions(self, owner, name)

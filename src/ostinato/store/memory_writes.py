@@ -55,8 +55,10 @@ from ostinato.store.base import (
 )
 from ostinato.store.forged import ForgedTool
 from ostinato.store.leases import ServerLease
+from ostinato.store.mcp_servers import McpServerRecord
 from ostinato.store.memory_accounts import ACCOUNT_WRITES
 from ostinato.store.memory_forged import FORGED_WRITES
+from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import Schedule
@@ -88,6 +90,7 @@ class MemoryTables:
     # store.relations: (source, relation, target) -> the relation
     _relations: dict[tuple[str, str, str], MemoryRelation] = field(default_factory=dict)
     _forged: dict[tuple[str, str], list[ForgedTool]] = field(default_factory=dict)  # versions
+    _mcp_servers: dict[tuple[str, str], McpServerRecord] = field(default_factory=dict)
     _leases: dict[str, ServerLease] = field(default_factory=dict)  # live servers (``leases``)
     _schedules: dict[str, Schedule] = field(default_factory=dict)  # ``store.schedules``
 
@@ -412,5 +415,6 @@ WRITES: dict[type, Write] = {
     **ACCOUNT_WRITES,
     **RELATION_WRITES,
     **FORGED_WRITES,
+    **MCP_SERVER_WRITES,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.account_sql import AccountWriteName, account_statements
 from ostinato.store.sql.forged_sql import ForgedWriteName, forged_statements
+from ostinato.store.sql.mcp_sql import McpWriteName, mcp_statements
 from ostinato.store.sql.relation_sql import RelationWriteName, relation_statements
 from ostinato.store.sql.tables import (
     approvals,
@@ -47,6 +48,7 @@ WriteName: TypeAlias = (
     | TurnWriteName
     | RelationWriteName
     | ForgedWriteName
+    | McpWriteName
     | Literal[
         "insert_conversation",
         "set_state",
@@ -122,6 +124,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **account_statements(dialect),
         **relation_statements(dialect),
         **forged_statements(dialect),
+        **mcp_statements(dialect),
     }
 
 

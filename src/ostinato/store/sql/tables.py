@@ -269,6 +269,19 @@ forged_tools = sa.Table(
     sa.Column("conversation_id", _ID, nullable=True),
 )
 
+# Per-person MCP servers (``store.mcp_servers``; revision 0013): the credentials only
+# encrypted (``secret``).
+mcp_servers = sa.Table(
+    "mcp_servers",
+    metadata,
+    sa.Column("owner", sa.String(), primary_key=True),
+    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("secret", sa.Text, nullable=True),
+    sa.Column("risk", sa.String(), nullable=True),
+    sa.Column("created_at", _TIME, nullable=False),
+)
+
 
 # Tools a user (or a conversation without an owner) switched off or back on (0004).
 tool_switches = sa.Table(

@@ -275,6 +275,12 @@ class McpClients:
             raise ToolError(f"the MCP server refused the call to {name!r}: {exc}") from None
         return result
 
+    async def forget(self, owner: str | None, name: str) -> None:
+        """Close the session with one server, if one is open (its owner removed it)."""
+        session = self._sessions.pop((owner, name), None)
+        if session is not None:
+            await session.close()
+
     async def aclose(self) -> None:
         """Close every session (the server calls this at shutdown)."""
         sessions = list(self._sessions.values())

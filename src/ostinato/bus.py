@@ -84,6 +84,16 @@ class Subscription:
             raise StopAsyncIteration
         return frame
 
+    def take(self) -> Frame | None:
+        """The next frame if one is waiting, else ``None`` (also at the end, which is
+        left for ``__anext__`` to report)."""
+        if self._queue.empty():
+            return None
+        frame = self._queue.get_nowait()
+        if frame is None:
+            self._queue.put_nowait(None)  # the end: nothing is put after it
+        return frame
+
     async def get(self, within: float | None = None) -> Frame:
         """The next frame; raises ``TimeoutError`` after ``within`` seconds."""
         async with asyncio.timeout(within):

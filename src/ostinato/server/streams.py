@@ -97,13 +97,12 @@ async def _frames(
     observe.streams(1)  # open streams, for the metrics
     try:
         while True:
+            if getter is None and (ready := subscription.take()) is not None:
+                yield ready  # a frame was waiting: no futures, no wait
+                continue
             if getter is None:
                 getter = asyncio.ensure_future(subscription.__anext__())
-            waiting: set[asyncio.Future[object]] = {getter, closed}  # type: ignore[arg-type]
-            if revoked is not None:
-                waiting.add(revoked)  # type: ignore[arg-type]
-            if wake is not None:
-                waiting.add(wake)  # type: ignore[arg-type]
+            waiting = {f for f in (getter, closed, revoked, wake) if f is not None}
             done, _ = await asyncio.wait(
                 waiting, timeout=live.ping_interval, return_when=asyncio.FIRST_COMPLETED
             )

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -163,11 +164,13 @@ async def test_without_a_key_credentials_are_refused_and_bad_input_is_a_422(
     people: People, mcp_url: str
 ) -> None:
     people.personal.box = CredentialBox(None)
-    with_token = {"name": "fix", "url": mcp_url, "bearer": "t"}
+    name = f"plain_{uuid.uuid4().hex[:8]}"  # one PostgreSQL database serves every test
+    with_token = {"name": name, "url": mcp_url, "bearer": "t"}
     response = await people.ann.post("/v1/mcp-servers", json=with_token)
     assert response.status_code == 422 and "mcp_secret_key" in response.text
-    plain = await people.ann.post("/v1/mcp-servers", json={"name": "fix", "url": mcp_url})
+    plain = await people.ann.post("/v1/mcp-servers", json={"name": name, "url": mcp_url})
     assert plain.status_code == 201, plain.text
+    assert (await people.ann.delete(f"/v1/mcp-servers/{name}")).status_code == 204
     for bad in ({"name": "Bad Name", "url": mcp_url}, {"name": "y", "url": mcp_url, "x": 1}):
         assert (await people.ann.post("/v1/mcp-servers", json=bad)).status_code == 422
     with pytest.raises(ValueError, match="Fernet key"):
@@ -177,7 +180,8 @@ async def test_without_a_key_credentials_are_refused_and_bad_input_is_a_422(
 async def test_a_server_is_vetted_again_before_a_new_listing_and_the_switch_is_a_403(
     people: People, model: ScriptedModel, mcp_url: str
 ) -> None:
-    added = await people.ann.post("/v1/mcp-servers", json={"name": "fix", "url": mcp_url})
+    name = f"again_{uuid.uuid4().hex[:8]}"
+    added = await people.ann.post("/v1/mcp-servers", json={"name": name, "url": mcp_url})
     assert added.status_code == 201, added.text
     people.personal.allow_private = False  # the deployment changed its mind
     people.personal.cache.invalidate()
@@ -190,6 +194,7 @@ async def test_a_server_is_vetted_again_before_a_new_listing_and_the_switch_is_a
     people.runtime.personal_mcp = None  # tools.personal_mcp = false
     off = await people.ann.get("/v1/mcp-servers")
     assert off.status_code == 403 and "does not take" in off.text
+    await people.personal.remove("ann", name)
 
 
 async def test_a_key_that_is_not_a_fernet_key_is_a_configuration_error(store: Store) -> None:

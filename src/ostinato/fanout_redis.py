@@ -34,7 +34,7 @@ class RedisTransport:
     ) -> None:
         await self.close()
         client = aioredis.Redis.from_url(self.url, decode_responses=True)
-        pubsub = client.pubsub()
+        pubsub: Any = client.pubsub()
         try:
             await pubsub.subscribe(self.channel)
             async with asyncio.timeout(10):

@@ -19,7 +19,10 @@ route for JSON messages; both serve the same frames.
 - ``conversation_frames``: the committed rows after a position, replayed from the store
   as ``message`` frames, then the live frames of every turn. A live frame that the replay
   already covered is dropped: a ``message`` whose seq was replayed, and any other frame
-  whose seq is older than the last replayed row (it happened before that row). With
+  whose seq is older than the last replayed row (it happened before that row). A live
+  frame that shows rows were committed that no frame announced (its seq is ahead of the
+  last row streamed: a server died between its commit and its frame, or recovery on
+  another server wrote them) is preceded by those rows, read from the store. With
   ``deltas=False`` the ephemeral progress frames are left out (rows only).
 """
 
@@ -283,15 +286,9 @@ async def conversation_frames(
     after_seq: int,
     deltas: bool = True,
 ) -> AsyncGenerator[Frame | None, None]:
-    runs: dict[str, str] = {}
-    last = after_seq
-    async for row in _stored_rows(store, conversation_id, after_seq):
-        last = row.seq or last
-        if row.turn_id and row.turn_id not in runs:  # a turn newer than the ones we know
-            runs = {turn.id: turn.run_id for turn in await store.list_turns(conversation_id)}
-            runs.setdefault(row.turn_id, "")  # no record of it: do not look again
-        run_id = runs.get(row.turn_id or "", "")
-        yield MessageCommitted(run_id=run_id, seq=last, message=row)
+    replay = _Replay(store, conversation_id, after_seq)
+    async for message in replay.rows(None):
+        yield message
     try:
         async with aclosing(_frames(subscription, live)) as frames:
             async for frame in frames:
@@ -299,12 +296,41 @@ async def conversation_frames(
                     yield None
                 elif not deltas and isinstance(frame, EPHEMERAL):
                     continue
-                elif frame.seq > last or (frame.seq == last and not frame.durable):
+                elif frame.seq > replay.last or (frame.seq == replay.last and not frame.durable):
+                    # rows committed before this frame that no frame announced (a server
+                    # that died between its commit and its frame; rows recovery wrote)
+                    upto = frame.seq - 1 if frame.durable else frame.seq
+                    if upto > replay.last:
+                        async for message in replay.rows(upto):
+                            yield message
+                    if frame.durable:
+                        replay.last = frame.seq
                     yield frame
     except BacklogOverflow:
-        yield ErrorFrame(run_id="", seq=last, code="overflow", message=OVERFLOW)
+        yield ErrorFrame(run_id="", seq=replay.last, code="overflow", message=OVERFLOW)
     except _Closing as ended:
-        yield ErrorFrame(run_id="", seq=last, code=ended.code, message=ended.message)
+        yield ErrorFrame(run_id="", seq=replay.last, code=ended.code, message=ended.message)
+
+
+class _Replay:
+    """The committed rows after ``last`` as ``message`` frames, read from the store."""
+
+    def __init__(self, store: Store, conversation_id: str, last: int) -> None:
+        self.store, self.conversation_id, self.last = store, conversation_id, last
+        self.runs: dict[str, str] = {}
+
+    async def rows(self, upto: int | None) -> AsyncIterator[MessageCommitted]:
+        """The rows after ``last`` (up to seq ``upto``), moving ``last`` past each."""
+        async for row in _stored_rows(self.store, self.conversation_id, self.last):
+            if upto is not None and (row.seq or 0) > upto:
+                return
+            self.last = row.seq or self.last
+            if row.turn_id and row.turn_id not in self.runs:  # a turn newer than we know
+                turns = await self.store.list_turns(self.conversation_id)
+                self.runs = {turn.id: turn.run_id for turn in turns}
+                self.runs.setdefault(row.turn_id, "")  # no record of it: do not look again
+            run_id = self.runs.get(row.turn_id or "", "")
+            yield MessageCommitted(run_id=run_id, seq=self.last, message=row)
 
 
 async def _stored_rows(

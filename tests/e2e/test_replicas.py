@@ -4,7 +4,9 @@ every committed row once and in order, and the live deltas."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
 import time
 import uuid
@@ -45,12 +47,12 @@ def _turns(server: Server, cid: str, count: int) -> list[dict[str, object]]:
     raise AssertionError(f"fewer than {count} turns finished within {WAIT} s")
 
 
-@pytest.fixture(params=["notify", "redis"])
-def two_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[Server]]:
-    """Two serve processes on one PostgreSQL database; frames between them by NOTIFY, or
-    by Redis pub/sub (on a channel of this test's own)."""
+@contextlib.contextmanager
+def _servers(transport: str, tmp_path: Path, count: int) -> Iterator[list[Server]]:
+    """``count`` serve processes on one PostgreSQL database; frames between them by
+    NOTIFY, or by Redis pub/sub (on a channel of this test's own)."""
     extra = {"OSTINATO_SERVER__FANOUT_CHANNEL": f"test_{uuid.uuid4().hex[:12]}"}
-    if request.param == "redis":
+    if transport == "redis":
         url = os.environ.get("OSTINATO_TEST_REDIS_URL")
         if not url or importlib.util.find_spec("redis") is None:
             pytest.skip("needs OSTINATO_TEST_REDIS_URL and the redis package")
@@ -58,7 +60,7 @@ def two_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list
     with scratch_postgres() as url, AnsweringChat() as fake:
         servers = [
             Server(url, tmp_path / f"data{i}", tmp_path / f"serve{i}.log", _env(fake) | extra)
-            for i in (0, 1)
+            for i in range(count)
         ]
         try:
             for server in servers:
@@ -68,6 +70,18 @@ def two_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list
             for server in servers:
                 if server.alive():
                     server.terminate()
+
+
+@pytest.fixture(params=["notify", "redis"])
+def two_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[Server]]:
+    with _servers(request.param, tmp_path, 2) as servers:
+        yield servers
+
+
+@pytest.fixture(params=["notify", "redis"])
+def three_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[Server]]:
+    with _servers(request.param, tmp_path, 3) as servers:
+        yield servers
 
 
 def test_a_stream_on_one_server_sees_a_turn_posted_to_another(two_servers: list[Server]) -> None:
@@ -106,3 +120,33 @@ def test_a_sigkilled_servers_turn_is_recovered_and_its_queue_run_by_another(
     rows = b.get(f"/v1/conversations/{cid}/messages").json()["messages"]
     texts = [blk.get("text") for r in rows if r["role"] == "user" for blk in r["blocks"]]
     assert texts == ["/slow 400", "after the crash"]  # each stored once
+
+
+def test_stream_on_a_message_on_b_approval_on_c_runs_the_call_once(
+    three_servers: list[Server], tmp_path: Path
+) -> None:
+    a, b, c = three_servers
+    cid = a.post("/v1/conversations", {}).json()["id"]
+    watcher = a.stream("GET", f"/v1/conversations/{cid}/events")
+    assert watcher.started_event.wait(WAIT) and watcher.status == 200  # the only surface
+    ran = tmp_path / "ran.txt"
+    command = json.dumps({"command": f"echo ran >> {ran}", "timeout": 60})
+    sent = b.stream("POST", f"/v1/conversations/{cid}/turns", {"text": f"/tool shell {command}"})
+    asked = watcher.until_type("approval.requested", WAIT).data  # asked on b, seen on a
+    path = f"/v1/conversations/{cid}/approvals/{asked['approval_id']}"
+    decided = c.post(path, {"decision": "approve"})
+    assert decided.status_code == 200, decided.text
+    assert c.post(path, {"decision": "approve"}).status_code == 409  # once, whoever asks
+    finished = sent.until_type("turn.finished", WAIT).data
+    assert finished["stop_reason"] == "end_turn"
+    seen = []
+    while True:
+        frame = watcher.next_frame(WAIT)
+        seen.append(frame)
+        if frame.event == "turn.finished":
+            break
+    assert ran.read_text() == "ran\n"  # the tool ran once
+    rows = a.get(f"/v1/conversations/{cid}/messages?include_hidden=true").json()["messages"]
+    committed = [f.data["message"]["seq"] for f in watcher.frames if f.event == "message"]
+    assert committed == [r["seq"] for r in rows]  # every row once, in order, on a
+    assert any(f.event == "tool.finished" for f in seen)

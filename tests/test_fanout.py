@@ -7,6 +7,7 @@ replay."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import uuid
@@ -236,3 +237,31 @@ async def test_a_tool_switched_off_on_one_server_is_off_on_the_other(
 
 async def _set(event: asyncio.Event) -> None:
     event.set()
+
+
+async def test_a_dropped_connection_makes_subscribers_replay_and_frames_flow_again(
+    postgres_url: sa.URL,
+) -> None:
+    model = ScriptedModel()
+    a = await Server(await open_postgres(postgres_url), model).start()
+    b = await Server(await PostgresStore.open(postgres_url), model).start()
+    try:
+        there = b.runtime.bus.subscribe("c-drop")
+        transport = b.relay.transport
+        assert isinstance(transport, PostgresTransport)
+        pid = transport._connection.get_server_pid()
+        async with a.store.engine.connect() as conn:
+            await conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        with pytest.raises(BacklogOverflow):  # b's surfaces replay from the store
+            await there.get(within=10)
+        frame = ToolStarted(run_id="r", seq=0, tool_use_id="t", name="n", input={})
+        again = b.runtime.bus.subscribe("c-drop")
+        async with asyncio.timeout(10):
+            while True:  # b reconnects: a frame published now reaches it
+                a.runtime.bus.publish("c-drop", frame)
+                with contextlib.suppress(TimeoutError):
+                    assert await again.get(within=0.2) == frame
+                    break
+    finally:
+        await a.runtime.close()
+        await b.runtime.close()

@@ -85,3 +85,54 @@ async def test_a_multipart_turn_is_checked_like_its_schema(
 async def test_a_fact_with_a_nul_is_a_422(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/memories", json={"fact": "tea\u0000"})
     assert response.status_code == 422 and "NUL" in response.json()["error"]["message"]
+
+
+async def test_a_405_on_a_fixed_path_names_its_own_methods(client: httpx.AsyncClient) -> None:
+    """/v1/tools/forged is its own resource, not a tool named "forged" of /v1/tools/{name}
+    (schemathesis: ``Allow`` advertised PUT there)."""
+    for path, allowed in (
+        ("/v1/tools/forged", "GET, HEAD, POST"),
+        ("/v1/tools/sources", "GET, HEAD"),
+        ("/v1/memories/conflicts", "GET, HEAD"),
+    ):
+        response = await client.options(path)
+        assert response.status_code == 405
+        assert response.headers["allow"] == allowed, path
+
+
+async def test_the_protocol_routes_document_their_bodies(client: httpx.AsyncClient) -> None:
+    """An empty body to the AI SDK route is a 422 the document names (it named only 200),
+    and both protocol routes say their body is required."""
+    document = (await client.get("/openapi.json")).json()
+    for path in ("/v1/ai-sdk/chat", "/v1/chat/completions"):
+        operation = document["paths"][path]["post"]
+        assert operation["requestBody"]["required"] is True
+    assert "422" in document["paths"]["/v1/ai-sdk/chat"]["post"]["responses"]
+    assert (await client.post("/v1/ai-sdk/chat")).status_code == 422
+
+
+async def test_a_forged_tool_name_the_schema_allows_is_one_the_server_takes(
+    client: httpx.AsyncClient,
+) -> None:
+    """The schema said any name of 1 to 64 characters; the server takes only a lower-case
+    name (schemathesis: "0" was schema-valid and refused)."""
+    document = (await client.get("/openapi.json")).json()
+    name = document["components"]["schemas"]["ForgeRequest"]["properties"]["name"]
+    assert name["pattern"] == "^(my_)?[a-z][a-z0-9_]{0,40}$"
+
+
+async def test_a_nul_in_a_conversation_id_is_refused_not_a_500(
+    client: httpx.AsyncClient,
+) -> None:
+    """PostgreSQL cannot hold (or compare) a NUL: schemathesis found a 500 on PUT
+    /v1/tools/{name} with one in ``conversation_id``; every engine refuses it."""
+    switch = await client.put(
+        "/v1/tools/clock", json={"enabled": False, "conversation_id": "a\x00"}
+    )
+    assert switch.status_code == 422
+    read = await client.get("/v1/conversations/a%00b/messages")
+    assert read.status_code == 404
+    page = await client.get("/v1/conversations", params={"before": "a\x00"})
+    assert page.status_code == 422
+    tools = await client.get("/v1/tools", params={"conversation_id": "a\x00"})
+    assert tools.status_code == 422

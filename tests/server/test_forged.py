@@ -160,7 +160,7 @@ async def test_the_owner_makes_lists_versions_and_removes_over_http(people: Peop
     [
         ({"code": "() => { for (;;) {} }"}, "CPU time"),
         ({"code": "(a) => {"}, "SyntaxError"),
-        ({"name": "Not OK"}, "lower-case"),
+        ({"name": "Not OK"}, "name: string should match pattern"),
         ({"parameters": {"type": "string"}}, '"type": "object"'),
         ({"example": {"celsius": "warm"}}, "example does not match"),
         ({"code": "x" * 5000}, "4096"),  # the body's own cap: a validation error

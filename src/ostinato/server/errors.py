@@ -145,11 +145,17 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 def allowed_methods(request: Request) -> list[str]:
     """The methods the API documents for the request's path (Starlette's own 405 names
-    only the first route that matched the path), and HEAD wherever GET is."""
+    only the first route that matched the path), and HEAD wherever GET is. Where a path
+    fits several templates, the ones with the fewest parameters say."""
     methods: set[str] = set()
     paths: dict[str, dict[str, Any]] = request.app.openapi().get("paths", {})
-    for template, operations in paths.items():
-        if _template(template).fullmatch(request.url.path):
+    matching = [t for t in paths if _template(t).fullmatch(request.url.path)]
+    # The most specific templates only: /v1/tools/forged is that resource, not a tool
+    # named "forged" of /v1/tools/{name}.
+    fewest = min((t.count("{") for t in matching), default=0)
+    for template in matching:
+        if template.count("{") == fewest:
+            operations = paths[template]
             methods.update(method.upper() for method in operations if method.upper() in _METHODS)
     if "GET" in methods:
         methods.add("HEAD")

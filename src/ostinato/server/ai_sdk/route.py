@@ -43,6 +43,7 @@ from ostinato.server.ai_sdk.translate import UIStream
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context, ServerContext
 from ostinato.server.routes.turns import cancel_when_begun, release_when_done
+from ostinato.server.schemas import CONFLICT, ERROR_RESPONSES
 from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
@@ -74,13 +75,43 @@ class ChatBody(BaseModel):
     messageId: str | None = None
 
 
+_BODY = {
+    "type": "object",
+    "required": ["id", "messages"],
+    "properties": {
+        "id": {"type": "string", "pattern": CHAT_ID.pattern},
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["role"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "role": {"type": "string"},
+                    "parts": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+        },
+        "trigger": {"type": "string"},
+        "messageId": {"type": ["string", "null"]},
+    },
+}
+
+
 @router.post(
     "/v1/ai-sdk/chat",
     responses={
         200: {
             "description": "The turn as the AI SDK's UI message stream.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        }
+        },
+        **ERROR_RESPONSES,
+        **CONFLICT,
+        429: ERROR_RESPONSES[422] | {"description": "Over a limit; see Retry-After."},
+    },
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _BODY}}}
     },
 )
 async def ai_sdk_chat(context: Context, caller: CurrentCaller, request: Request) -> Response:

@@ -19,7 +19,10 @@ def missing(conversation_id: str) -> NotFound:
 
 
 async def owned(runtime: Runtime, caller: Caller, conversation_id: str) -> Conversation:
-    """The conversation, if ``caller`` owns it; else ``missing``."""
+    """The conversation, if ``caller`` owns it; else ``missing``. An id with a NUL in it
+    names none (PostgreSQL cannot even compare it)."""
+    if "\x00" in conversation_id:
+        raise missing(conversation_id)
     found = await runtime.store.get_conversation(conversation_id)
     if found is None or not caller.owns(found):
         raise missing(conversation_id)

@@ -82,6 +82,25 @@ class Run:
         },
         400: {"description": "A bad request, client-supplied tools, or a bad model header."},
         404: {"description": "An unknown model (agent) or conversation."},
+        429: {"description": "Over a limit; see Retry-After."},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["messages"],
+                        "properties": {
+                            "model": {"type": "string"},
+                            "messages": {"type": "array", "items": {"type": "object"}},
+                            "stream": {"type": "boolean"},
+                        },
+                    }
+                }
+            },
+        }
     },
 )
 async def chat_completions(context: Context, caller: CurrentCaller, request: Request) -> Response:

@@ -25,6 +25,7 @@ from ostinato.server.idempotency import (
 from ostinato.server.schemas import (
     CONFLICT,
     ERROR_RESPONSES,
+    NO_NUL,
     ConversationOut,
     ConversationPage,
     CreateConversationRequest,
@@ -85,7 +86,9 @@ async def list_conversations(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     before: Annotated[
         str | None,
-        Query(max_length=100, description="The `next` cursor of the previous page."),
+        Query(
+            max_length=100, pattern=NO_NUL, description="The `next` cursor of the previous page."
+        ),
     ] = None,
 ) -> ConversationPage:
     """The caller's conversations, newest first."""

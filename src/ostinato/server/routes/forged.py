@@ -60,7 +60,13 @@ class ForgedList(BaseModel):
 class ForgeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64, pattern=NO_NUL)
+    name: str = Field(
+        min_length=1,
+        max_length=44,
+        pattern=r"^(my_)?[a-z][a-z0-9_]{0,40}$",
+        description="1 to 41 lower-case letters, digits or _, starting with a letter "
+        "(`my_` before it is taken off: it is called my_<name>).",
+    )
     description: str = Field(min_length=1, max_length=DESCRIPTION_LIMIT, pattern=NO_NUL)
     parameters: dict[str, Any] = Field(description='A JSON schema, `"type": "object"`.')
     code: str = Field(

@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from ostinato.errors import InvalidRequest
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, MessageOut
@@ -44,23 +43,16 @@ async def list_messages(
         Query(
             ge=1,
             le=1000,
-            description="Instead of the rows after `after_seq`: the newest rows, at most "
-            "this many (and none from before the latest compaction summary), in seq order; "
-            "`older` says whether there are older ones.",
+            description="The newest rows (after `after_seq`, if given), at most this many "
+            "(and none from before the latest compaction summary), in seq order; `older` "
+            "says whether there are older ones (after `after_seq`).",
         ),
     ] = None,
 ) -> MessagePage:
     """The stored rows after `after_seq` (or the newest ones), in seq order."""
     await owned(context.runtime, caller, conversation_id)
     if newest is not None:
-        if after_seq:
-            raise InvalidRequest("newest reads the newest rows: leave after_seq out")
-        window = await context.runtime.store.window(conversation_id, limit=newest)
-        tail = [row for row in window.rows if include_hidden or not row.hidden]
-        older = window.more or window.summary is not None
-        return MessagePage(
-            messages=[MessageOut.of(row) for row in tail], next_after_seq=None, older=older
-        )
+        return await _newest(context, conversation_id, newest, after_seq, include_hidden)
     rows = await context.runtime.store.list_messages(
         conversation_id, after_seq=after_seq, limit=limit, include_hidden=include_hidden
     )
@@ -68,4 +60,19 @@ async def list_messages(
     return MessagePage(
         messages=[MessageOut.of(row) for row in rows],
         next_after_seq=rows[-1].seq if cut and rows else None,
+    )
+
+
+async def _newest(
+    context: Context, conversation_id: str, newest: int, after_seq: int, include_hidden: bool
+) -> MessagePage:
+    """The newest rows (after ``after_seq``), and whether older ones (after it) exist."""
+    window = await context.runtime.store.window(conversation_id, limit=newest)
+    kept = [row for row in window.rows if (row.seq or 0) > after_seq]
+    cut = len(kept) < len(window.rows)  # older rows are all at or before after_seq
+    gap = not kept or (kept[0].seq or 0) > after_seq + 1
+    older = (window.more or window.summary is not None) and not cut and gap
+    tail = [row for row in kept if include_hidden or not row.hidden]
+    return MessagePage(
+        messages=[MessageOut.of(row) for row in tail], next_after_seq=None, older=older
     )

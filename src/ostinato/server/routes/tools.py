@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from ostinato.memory.facts import scope_for
 from ostinato.server.auth import Caller, CurrentCaller, owned
 from ostinato.server.context import Context
-from ostinato.server.schemas import ErrorBody, not_null, refuse_null
+from ostinato.server.schemas import NO_NUL, ErrorBody, not_null, refuse_null
 from ostinato.switches import ToolSwitchState
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
@@ -76,6 +76,7 @@ class SwitchRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=64,
+        pattern=NO_NUL,
         description="Switch it for this conversation's scope (its owner's; its own for a "
         "conversation without an owner) rather than the caller's.",
         json_schema_extra=not_null(),
@@ -95,7 +96,9 @@ async def _scope(context: Context, caller: Caller, conversation_id: str | None) 
 async def list_tools(
     context: Context,
     caller: CurrentCaller,
-    conversation_id: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    conversation_id: Annotated[
+        str | None, Query(min_length=1, max_length=64, pattern=NO_NUL)
+    ] = None,
 ) -> ToolList:
     """Every tool, and whether it is on for the caller (or one of the caller's
     conversations)."""

@@ -255,8 +255,13 @@ async def test_a_retry_that_cannot_learn_the_first_turn_is_a_409(
             )
             assert await store.claim_request(pending) is None  # another server, mid-request
             again = await client.post(url, json={"text": "hi"}, headers=KEY)
-        assert again.status_code == 409
-        assert again.json()["error"]["code"] == "idempotency_key_in_progress"
+            assert again.status_code == 409
+            assert again.json()["error"]["code"] == "idempotency_key_in_progress"
+            model.assert_consumed()
+            # the silent record is gone: the next retry runs afresh
+            model.add(text_step("Hello again."))
+            third = await client.post(url, json={"text": "hi"}, headers=KEY)
+            assert third.status_code == 200 and third.json()["turn_id"] != stored.turn_id
         model.assert_consumed()
     finally:
         await runtime.close()

@@ -20,8 +20,9 @@ Two requests with one key at once: in one process the second finds the first in
 ``Idempotency.inflight`` and waits for it; across processes (or after a restart) the
 store's primary key lets one insert the record, and the other reads it
 (``store.idempotency``). A retry waits at most ``join_wait_s`` for a first request in
-another process to say what it began; past that it is a 409
-``idempotency_key_in_progress`` (retry later).
+another process to say what it began; past that the first request is taken as lost (its
+server died before it stored anything), its record is deleted, and the retry is a 409
+``idempotency_key_in_progress``: the next retry runs afresh.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ REUSED = (
     "a key stands for one request: use a new key for a new request"
 )
 IN_PROGRESS = (
-    "the first request with this Idempotency-Key is still being processed elsewhere; "
-    "send it again in a few seconds"
+    "the first request with this Idempotency-Key has not said what it did (its server "
+    "may have stopped before it stored anything); send it again"
 )
 
 
@@ -291,6 +292,10 @@ async def record_of(
     deadline = loop.time() + idempotency.join_wait_s
     while record is not None and record.turn_id is None and record.status_code is None:
         if loop.time() >= deadline:
+            # Silent for join_wait_s: its server died before it stored anything (or
+            # before it could say what it stored). The key is freed for the next retry.
+            assert isinstance(store, RequestKeys)
+            await store.release_request(owner, key)
             raise KeyInProgress(IN_PROGRESS)
         await asyncio.sleep(POLL_S)
         assert isinstance(store, RequestKeys)

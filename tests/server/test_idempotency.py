@@ -265,3 +265,41 @@ async def test_a_retry_that_cannot_learn_the_first_turn_is_a_409(
         model.assert_consumed()
     finally:
         await runtime.close()
+
+
+async def test_a_key_whose_message_waits_in_the_queue_is_never_freed(
+    store: Store, model: ScriptedModel
+) -> None:
+    """A first request elsewhere that stored its message in the queue but never said
+    which turn it became (its server died): retries are 409s and the key stays, so the
+    message is not sent twice."""
+    from ostinato.server.idempotency import Idempotency, fingerprint
+    from ostinato.server.schemas import TurnRequest
+    from ostinato.store.base import utcnow
+    from ostinato.store.idempotency import RequestKey, RequestKeys
+
+    runtime = Runtime(store, model=model)
+    app = create_app(runtime, idempotency=Idempotency(join_wait_s=0.01))
+    try:
+        async with client_for(app) as client:
+            cid = (await client.post("/v1/conversations")).json()["id"]
+            url = f"/v1/conversations/{cid}/turns"
+            assert isinstance(store, RequestKeys)
+            # the fingerprint the route makes for this request
+            from starlette.requests import Request
+
+            scope = {"type": "http", "method": "POST", "path": url, "headers": []}
+            body = TurnRequest(text="hi").model_dump(mode="json")
+            print_ = fingerprint(Request(scope), body)
+            now = utcnow()
+            later = now.replace(year=now.year + 1)
+            queued = RequestKey("local", "key:retry-1", print_, now, later, conversation_id=cid)
+            await store.claim_request(queued)
+            await store.settle_request("local", "key:retry-1", queued_id="q1", queued_position=1)
+            for _ in range(2):
+                again = await client.post(url, json={"text": "hi"}, headers=KEY)
+                assert again.status_code == 409, again.text
+            assert await store.get_request("local", "key:retry-1") is not None
+        assert await store.list_turns(cid) == []
+    finally:
+        await runtime.close()

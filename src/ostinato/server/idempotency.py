@@ -22,7 +22,9 @@ store's primary key lets one insert the record, and the other reads it
 (``store.idempotency``). A retry waits at most ``join_wait_s`` for a first request in
 another process to say what it began; past that the first request is taken as lost (its
 server died before it stored anything), its record is deleted, and the retry is a 409
-``idempotency_key_in_progress``: the next retry runs afresh.
+``idempotency_key_in_progress``: the next retry runs afresh. A record that names a
+queued message is never deleted so (the message is stored and runs once): a retry of it
+is a 409 until its turn is recorded, which after a crash between the two may be never.
 """
 
 from __future__ import annotations
@@ -295,7 +297,8 @@ async def record_of(
             # Silent for join_wait_s: its server died before it stored anything (or
             # before it could say what it stored). The key is freed for the next retry.
             assert isinstance(store, RequestKeys)
-            await store.release_request(owner, key)
+            if record.queued_id is None:  # a queued message was stored: keep the key
+                await store.release_request(owner, key)
             raise KeyInProgress(IN_PROGRESS)
         await asyncio.sleep(POLL_S)
         assert isinstance(store, RequestKeys)

@@ -10,6 +10,7 @@ name one of ann's things or what to send.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from ostinato.ids import new_id
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.server.auth.middleware import is_public
 from ostinato.store.base import CreateApproval, CreateGrant, StartTurn, Turn, utcnow
+from ostinato.tools.personal_mcp import CredentialBox, PersonalMcp
 from tests.server.conftest import Callers
 from tests.server.sse_client import open_stream
 from tests.server.ws_client import Refused, open_websocket
@@ -49,6 +51,7 @@ BODIES: dict[tuple[str, str], Any] = {
         "parameters": {"type": "object"},
         "code": "() => 'bob'",
     },
+    ("POST", "/v1/mcp-servers"): {"name": "bobs", "url": "http://127.0.0.1:9/mcp"},
     ("POST", "/v1/chat/completions"): {
         "model": "ostinato",
         "messages": [{"role": "user", "content": "hello"}],
@@ -59,11 +62,20 @@ BODIES: dict[tuple[str, str], Any] = {
     },
 }
 FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
+MCP = "/v1/mcp-servers/"  # its {name} is one of ann's MCP servers
 
 
 async def _anns_things(callers: Callers) -> dict[str, str]:
     """One of each of ann's things, by the path parameter that names it."""
     ann = callers.ann
+    runtime = callers.app.state.ostinato.runtime
+    if runtime.personal_mcp is None:  # people's MCP servers on; loopback: nothing listens
+        runtime.personal_mcp = PersonalMcp(
+            runtime.store, None, CredentialBox(None), allow_private=True
+        )
+    server = f"anns_{uuid.uuid4().hex[:10]}"  # one PostgreSQL database serves every test
+    added = await ann.post("/v1/mcp-servers", json={"name": server, "url": "http://127.0.0.1:9/m"})
+    assert added.status_code == 201, added.text
     cid = (await ann.post("/v1/conversations", json={"title": "ann's"})).json()["id"]
     memory = (await ann.post("/v1/memories", json={"fact": "Ann's secret"})).json()["id"]
     asked = {"conversation_id": cid, "when": "in 1 hour", "text": "Ann's secret plan"}
@@ -93,12 +105,15 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "schedule_id": schedule,
         "name": "clock",
         "forged": "anns",
+        "mcp": server,
     }
 
 
 def _fill(path: str, things: dict[str, str]) -> str:
     if path.startswith(FORGED):
         path = path.replace("{name}", things["forged"])
+    if path.startswith(MCP):
+        path = path.replace("{name}", things["mcp"])
     for name in _params(path):
         assert name in things, f"teach this test how to name one of ann's {name!r}"
         path = path.replace("{" + name + "}", things[name])
@@ -156,14 +171,15 @@ async def test_every_route_keeps_anns_things_from_bob(
 ) -> None:
     model.add(text_step("hello bob"), text_step("hi bob"))  # bob's own new conversations
     things = await _anns_things(callers)
-    missing = {name: new_id() for name in things if name not in ("name", "forged")} | {
+    missing = {name: new_id() for name in things if name not in ("name", "forged", "mcp")} | {
         "name": "clock",
         "forged": "nobodys",
+        "mcp": "unknown_server",
     }
     routes = _routes(callers.app.routes)
     assert len(routes) >= 15
     for method, template in routes:
-        named = [p for p in _params(template) if p != "name" or template.startswith(FORGED)]
+        named = [p for p in _params(template) if p != "name" or template.startswith((FORGED, MCP))]
         path = _fill(template, things)
         status, body = await _ask(callers, callers.bob, method, template, path)
         if not named:  # bob's own listing or creation: nothing of ann's in it

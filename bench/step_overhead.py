@@ -120,7 +120,6 @@ def backends(mode: str) -> list[observe.Backend]:
     when asked for)."""
     found: list[observe.Backend] = []
     if mode in ("otel", "both"):
-        from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
             BatchSpanProcessor,
             SpanExporter,
@@ -133,9 +132,7 @@ def backends(mode: str) -> list[observe.Backend]:
             def export(self, spans: object) -> SpanExportResult:
                 return SpanExportResult.SUCCESS
 
-        provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(Dropped()))
-        found.append(OtelBackend(provider))
+        found.append(OtelBackend(BatchSpanProcessor(Dropped())))
     if mode in ("metrics", "both"):
         from ostinato.observe.prometheus import PrometheusBackend
 

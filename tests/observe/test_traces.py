@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -23,14 +23,13 @@ from tests.observe.scenario import run_scenario
 
 def tracing(capture_content: bool = False) -> Iterator[InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    previous = observe.install(OtelBackend(provider, capture_content=capture_content))
+    processor = SimpleSpanProcessor(exporter)
+    previous = observe.install(OtelBackend(processor, capture_content=capture_content))
     try:
         yield exporter
     finally:
         observe.install(previous)
-        provider.shutdown()
+        processor.shutdown()
 
 
 @pytest.fixture

@@ -7,24 +7,30 @@ each with its step's number as ``ostinato.step``), tool calls (``execute_tool``)
 routing, compaction and approval waits; a sub-agent's turn nests in the tool call that
 ran it; background work is a trace of its own linked to its turn. Every span carries
 the conversation id (``gen_ai.conversation.id``), ``ostinato.run_id`` and
-``ostinato.turn_id`` (a sub-agent's: its parent's conversation and run, its own turn). Prompts,
-replies and tool arguments go on spans only with ``capture_content``.
+``ostinato.turn_id`` (a sub-agent's: its parent's conversation and run, its own turn).
+Prompts, replies and tool arguments go on spans only with ``capture_content``.
 
-This module imports the OpenTelemetry SDK; ``observe.setup`` imports it only when traces
-are asked for. The per-step work is kept small (bench/step_overhead.py --observe): each
-holder's shared attributes are computed once, a model's once; a model call's span is made
-whole when it ends (one attribute pass, its recorded start and end times); no span per
-step or per streamed delta.
+The spans are the SDK's own finished spans (``ReadableSpan``), handed to a span processor
+(a batch one to the OTLP exporter, in ``observe.setup``) when their work ends: a scope
+gets its span context (trace and span ids) when it starts, so the work nested in it can
+name its parent, and its attributes in one pass when it ends. This skips the SDK's live
+``Span`` (its locks, per-attribute checks and sampler) to keep the per-step cost small
+(bench/step_overhead.py --observe); every span is recorded (no sampling). No span per
+step or per streamed delta. This module imports the OpenTelemetry SDK; ``observe.setup``
+imports it only when traces are asked for.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ostinato.messages import message_to_json
 from ostinato.observe.backend import Backend
@@ -40,10 +46,9 @@ from ostinato.observe.scopes import (
     TurnScope,
 )
 
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
-
-SCOPE_NAME = "ostinato"
+SCOPE = InstrumentationScope("ostinato")
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+OK = Status(StatusCode.UNSET)
 
 
 def split_model(model: str) -> tuple[str, str]:
@@ -52,15 +57,44 @@ def split_model(model: str) -> tuple[str, str]:
     return (provider, name) if sep else ("unknown", model)
 
 
-class OtelBackend(Backend):
-    """Spans for the observed work, made by ``provider``'s tracer."""
+class Open:
+    """A span under way: its context, its parent's, its name and attributes so far."""
 
-    def __init__(self, provider: TracerProvider, *, capture_content: bool = False) -> None:
-        self.provider = provider
-        self.tracer: Tracer = provider.get_tracer(SCOPE_NAME)
+    __slots__ = ("attributes", "context", "links", "name", "parent", "start")
+
+    def __init__(
+        self,
+        context: SpanContext,
+        parent: SpanContext | None,
+        name: str,
+        attributes: dict[str, Any],
+        links: tuple[Link, ...],
+    ) -> None:
+        self.context, self.parent, self.name = context, parent, name
+        self.attributes, self.links = attributes, links
+        self.start = time.time_ns()
+
+
+class OtelBackend(Backend):
+    """Spans for the observed work, handed to ``processor`` as each ends."""
+
+    def __init__(
+        self,
+        processor: SpanProcessor,
+        resource: Resource | None = None,
+        *,
+        capture_content: bool = False,
+    ) -> None:
+        self.processor = processor
+        self.resource = resource if resource is not None else Resource.create()
         self.capture_content = capture_content
+        self.ids = RandomIdGenerator()
         self._models: dict[str, dict[str, Any]] = {}
         self._epoch = time.time_ns() - int(time.perf_counter() * 1e9)
+
+    def _context(self, parent: SpanContext | None) -> SpanContext:
+        trace_id = parent.trace_id if parent is not None else self.ids.generate_trace_id()
+        return SpanContext(trace_id, self.ids.generate_span_id(), False, SAMPLED)
 
     # -- starting ---------------------------------------------------------------------
 
@@ -68,12 +102,10 @@ class OtelBackend(Backend):
         if isinstance(scope, StepScope | CallScope):
             return  # a step is an attribute of its calls; a model call's span is made at its end
         name, attributes, links = self._describe(scope)
-        parent = _parent_span(scope)
-        context = trace.set_span_in_context(parent) if parent is not None else None
-        span = self.tracer.start_span(name, context=context, attributes=attributes, links=links)
-        scope.handle = span
+        parent = _parent_context(scope)
+        scope.handle = Open(self._context(parent), parent, name, attributes, links)
 
-    def _describe(self, scope: Scope) -> tuple[str, dict[str, Any], list[Link] | None]:
+    def _describe(self, scope: Scope) -> tuple[str, dict[str, Any], tuple[Link, ...]]:
         base = _base(scope)
         if isinstance(scope, ToolScope):
             attributes = _in_step(scope, base)
@@ -82,20 +114,20 @@ class OtelBackend(Backend):
             attributes["gen_ai.tool.call.id"] = scope.call_id
             if self.capture_content:
                 attributes["gen_ai.tool.call.arguments"] = _dumps(scope.arguments)
-            return f"execute_tool {scope.name}", attributes, None
+            return f"execute_tool {scope.name}", attributes, ()
         if isinstance(scope, OpScope):
-            return scope.name, base, None
+            return scope.name, dict(base), ()
         if isinstance(scope, TurnScope):
             attributes = {**base, "gen_ai.operation.name": "invoke_agent"}
             attributes["ostinato.turn.kind"] = scope.turn_kind
             if scope.owner is not None:
                 attributes["ostinato.owner"] = scope.owner
-            return "invoke_agent", attributes, None
+            return "invoke_agent", attributes, ()
         if isinstance(scope, BackgroundScope):
             link = scope.link.handle if scope.link is not None else None
-            links = [Link(link.get_span_context())] if isinstance(link, Span) else None
+            links = (Link(link.context),) if isinstance(link, Open) else ()
             return scope.name, dict(base), links
-        return scope.kind, dict(base), None
+        return scope.kind, dict(base), ()
 
     def _model(self, model: str) -> dict[str, Any]:
         found = self._models.get(model)
@@ -106,19 +138,20 @@ class OtelBackend(Backend):
                 "gen_ai.provider.name": provider,
                 "gen_ai.system": provider,  # the older name, still read by many tools
                 "gen_ai.request.model": name,
+                "gen_ai.response.model": name,
             }
             self._models[model] = found
         return found
 
     def described(self, scope: Scope) -> None:
         span = scope.handle
-        if not isinstance(span, Span) or not isinstance(scope, TurnScope):
+        if not isinstance(span, Open) or not isinstance(scope, TurnScope):
             return
         if scope.agent is not None:
-            span.update_name(f"invoke_agent {scope.agent}")
-            span.set_attribute("gen_ai.agent.name", scope.agent)
+            span.name = f"invoke_agent {scope.agent}"
+            span.attributes["gen_ai.agent.name"] = scope.agent
         if scope.model is not None:
-            span.set_attribute("gen_ai.request.model", split_model(scope.model)[1])
+            span.attributes["gen_ai.request.model"] = split_model(scope.model)[1]
 
     # -- ending -----------------------------------------------------------------------
 
@@ -127,35 +160,71 @@ class OtelBackend(Backend):
             self._call(scope)
             return
         span = scope.handle
-        if not isinstance(span, Span):
+        if not isinstance(span, Open):
             return
+        attributes = span.attributes
         if isinstance(scope, ToolScope):
-            self._tool_ended(span, scope)
+            self._tool_ended(attributes, scope)
         elif isinstance(scope, ApprovalScope):
             ending = scope.attributes.get("ending") or scope.error or "unknown"
-            span.set_attribute("ostinato.approval.tool", str(scope.attributes.get("tool")))
-            span.set_attribute("ostinato.approval.ending", str(ending))
-            span.set_attribute("ostinato.approval.waited_s", scope.duration)
+            attributes["ostinato.approval.tool"] = str(scope.attributes.get("tool"))
+            attributes["ostinato.approval.ending"] = str(ending)
+            attributes["ostinato.approval.waited_s"] = scope.duration
         elif isinstance(scope, OpScope):
             for key, value in scope.attributes.items():
                 if isinstance(value, str | int | float | bool):
-                    span.set_attribute(f"ostinato.{scope.name}.{key}", value)
+                    attributes[f"ostinato.{scope.name}.{key}"] = value
         elif isinstance(scope, TurnScope):
-            self.described(scope)  # a turn that ended before it was described keeps its name
-            span.set_attribute("ostinato.stop_reason", scope.stop_reason or "unknown")
-        if scope.error is not None:
-            span.set_attribute("error.type", scope.error)
-            span.set_status(Status(StatusCode.ERROR, scope.error))
-        span.end()
+            self.described(scope)
+            attributes["ostinato.stop_reason"] = scope.stop_reason or "unknown"
+        self._emit(
+            span.name,
+            span.context,
+            span.parent,
+            attributes,
+            scope.error,
+            span.links,
+            span.start,
+            time.time_ns(),
+        )
+
+    def _emit(
+        self,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        attributes: dict[str, Any],
+        error: str | None,
+        links: tuple[Link, ...],
+        start: int,
+        end: int,
+        kind: SpanKind = SpanKind.INTERNAL,
+    ) -> None:
+        status = OK
+        if error is not None:
+            attributes["error.type"] = error
+            status = Status(StatusCode.ERROR, error)
+        span = ReadableSpan(
+            name,
+            context=context,
+            parent=parent,
+            resource=self.resource,
+            attributes=attributes,
+            links=links,
+            kind=kind,
+            status=status,
+            start_time=start,
+            end_time=end,
+            instrumentation_scope=SCOPE,
+        )
+        self.processor.on_end(span)
 
     def _call(self, scope: CallScope) -> None:
-        """A model call's span, made whole when the call has ended: its attributes are
-        set in one go, with the start and end times the call recorded."""
-        model = split_model(scope.model)[1]
+        """A model call's span, made whole when the call has ended, with the start and
+        end times the call recorded."""
         attributes = _in_step(scope, _base(scope))
         attributes.update(self._model(scope.model))
         attributes["ostinato.purpose"] = scope.purpose
-        attributes["gen_ai.response.model"] = model
         usage = scope.usage
         if usage is not None and usage.source != "unknown":
             attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
@@ -170,21 +239,13 @@ class OtelBackend(Backend):
         if scope.retries:
             attributes["ostinato.retries"] = len(scope.retries)
             attributes["ostinato.retry_causes"] = tuple(scope.retries)
-        if scope.error is not None:
-            attributes["error.type"] = scope.error
         if self.capture_content:
             self._content(scope, attributes)
-        parent = _parent_span(scope)
-        span = self.tracer.start_span(
-            f"chat {model}",
-            context=trace.set_span_in_context(parent) if parent is not None else None,
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=self._ns(scope.started),
-        )
-        if scope.error is not None:
-            span.set_status(Status(StatusCode.ERROR, scope.error))
-        span.end(end_time=self._ns(scope.ended or scope.started))
+        parent = _parent_context(scope)
+        name = f"chat {split_model(scope.model)[1]}"
+        start, end = self._ns(scope.started), self._ns(scope.ended or scope.started)
+        context = self._context(parent)
+        self._emit(name, context, parent, attributes, scope.error, (), start, end, SpanKind.CLIENT)
 
     def _content(self, scope: CallScope, attributes: dict[str, Any]) -> None:
         if scope.request is not None:
@@ -198,20 +259,20 @@ class OtelBackend(Backend):
         """A ``time.perf_counter`` reading as the wall clock's nanoseconds."""
         return self._epoch + int(perf * 1e9)
 
-    def _tool_ended(self, span: Span, scope: ToolScope) -> None:
-        span.set_attribute("ostinato.tool.status", scope.status or scope.error or "unknown")
+    def _tool_ended(self, attributes: dict[str, Any], scope: ToolScope) -> None:
+        attributes["ostinato.tool.status"] = scope.status or scope.error or "unknown"
         if scope.approval is not None:
-            span.set_attribute("ostinato.approval.ending", scope.approval)
+            attributes["ostinato.approval.ending"] = scope.approval
         if scope.waited is not None:
-            span.set_attribute("ostinato.approval.waited_s", scope.waited)
+            attributes["ostinato.approval.waited_s"] = scope.waited
         if self.capture_content and scope.result is not None:
-            span.set_attribute("gen_ai.tool.call.result", scope.result)
+            attributes["gen_ai.tool.call.result"] = scope.result
 
     def first_token(self, scope: CallScope) -> None:
         """Nothing per chunk: the time to the first one is set when the call ends."""
 
     def shutdown(self) -> None:
-        self.provider.shutdown()
+        self.processor.shutdown()
 
 
 def _base(scope: Scope) -> dict[str, Any]:
@@ -235,11 +296,11 @@ def _base(scope: Scope) -> dict[str, Any]:
     return holder.tags
 
 
-def _parent_span(scope: Scope) -> Span | None:
+def _parent_context(scope: Scope) -> SpanContext | None:
     node = scope.parent
     while node is not None:
-        if isinstance(node.handle, Span):
-            return node.handle
+        if isinstance(node.handle, Open):
+            return node.handle.context
         node = node.parent
     return None
 

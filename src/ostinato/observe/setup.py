@@ -60,7 +60,6 @@ def otlp_backend(*, capture_content: bool) -> _backend.Backend:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         from ostinato.observe.otel import OtelBackend
@@ -70,9 +69,8 @@ def otlp_backend(*, capture_content: bool) -> _backend.Backend:
             "pip install 'ostinato[otel]'"
         ) from exc
     resource = Resource.create({"service.name": "ostinato"} | _service_name())
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return OtelBackend(provider, capture_content=capture_content)
+    processor = BatchSpanProcessor(OTLPSpanExporter())
+    return OtelBackend(processor, resource, capture_content=capture_content)
 
 
 def _service_name() -> dict[str, str]:

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `tests` im
 from tests.e2e.loadkit import FakeModel, bounded, call, conversations, serve_fake
 
 PY_SPY = ""  # --py-spy
+SERVE_ENV: dict[str, str] = {}  # --env
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
 
 
@@ -83,6 +84,7 @@ def serving(model_port: int, extra: list[str]) -> Iterator[tuple[int, psutil.Pro
     """``ostinato serve`` on a fresh SQLite database in its own process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER_ENV)}
     env["OSTINATO_BASE_URL"] = f"http://127.0.0.1:{model_port}/v1"
+    env.update(SERVE_ENV)
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         argv = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
@@ -244,9 +246,11 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=100, help="sequential turns")
     parser.add_argument("--serve-arg", action="append", default=[], help="passed to serve")
     parser.add_argument("--py-spy", default="", help="a py-spy binary: profile the server")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
     args = parser.parse_args()
     global PY_SPY
     PY_SPY = args.py_spy
+    SERVE_ENV.update(pair.split("=", 1) for pair in args.env)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
     with fake_model() as model_port:
         if args.sequential:

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
+from ostinato.approvals import ApprovalPolicy
 from ostinato.errors import Conflict
 from ostinato.leases import Lease
+from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.store.sql.postgres import PostgresStore
-from tests.server.people import GatedModel
+from ostinato.tools.registry import ToolRegistry
+from tests.server.people import GatedModel, deploy_tool
 from tests.store.conftest import open_postgres, postgres_url
 from tests.test_fanout import Server
 
@@ -70,3 +74,39 @@ async def test_reject_and_supersede_reach_the_turn_on_the_other_server(
     await asyncio.wait_for(second.result(), 10)
     earlier, later = await b.store.list_turns(conversation.id)
     assert earlier.stop_reason == "cancelled" and later.stop_reason == "end_turn"
+
+
+async def test_a_message_on_b_dismisses_the_approval_a_turn_on_a_waits_for(
+    postgres_url: sa.URL,
+) -> None:
+    runs: list[str] = []
+    model = ScriptedModel(
+        [tool_step(("deploy", {"target": "prod"})), text_step("Not deployed."), text_step("Ok.")]
+    )
+    options: dict[str, Any] = {
+        "tools": ToolRegistry([deploy_tool(runs)]),
+        "approvals": ApprovalPolicy(timeout=60),
+    }
+    a = Server(await open_postgres(postgres_url), model, **options)
+    b = Server(await PostgresStore.open(postgres_url), model, **options)
+    for server in (a, b):
+        await server.start()
+        server.runtime.lease = Lease(server.store)
+        await server.runtime.recover()
+    try:
+        conversation = await a.runtime.create_conversation()
+        there = b.runtime.bus.subscribe(conversation.id)  # the only surface: on b
+        first = await a.runtime.start_turn(conversation.id, "ship it")
+        async with asyncio.timeout(10):
+            while (await there.get()).type != "approval.requested":
+                pass
+        submission = await b.runtime.submit(conversation.id, "no, wait")  # typed instead
+        await asyncio.wait_for(first.result(), 10)  # a's turn went on without the call
+        second = await asyncio.wait_for(submission.handle(), 10)
+        await asyncio.wait_for(second.result(), 10)
+        assert runs == []
+        (approval,) = await b.store.list_approvals(conversation.id)
+        assert approval.ending is not None and approval.ending.value == "DISMISSED"
+    finally:
+        await a.runtime.close()
+        await b.runtime.close()

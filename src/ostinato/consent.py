@@ -181,7 +181,10 @@ class ConsentGate:
         dismissed = []
         for approval in await self.store.list_approvals(conversation_id, pending_only=True):
             future = self._waiting.get(approval.id)
-            if future is None:
+            if future is None:  # its turn may wait on another server (``ostinato.elsewhere``)
+                closed = await self._dismiss_elsewhere(approval)
+                if closed is not None:
+                    dismissed.append(closed)
                 continue
             try:
                 decided = await self._close(approval, Ending.DISMISSED, None)
@@ -191,6 +194,20 @@ class ConsentGate:
                 future.set_result(decided)
             dismissed.append(decided)
         return dismissed
+
+    async def _dismiss_elsewhere(self, approval: Approval) -> Approval | None:
+        """Dismiss an approval whose turn waits on another server: the ending is written
+        here, and ``decided`` tells that server's turn to read it and go on."""
+        if self.bus.relay is None:
+            return None
+        turn = await self.store.get_turn(approval.turn_id)
+        if turn is None or turn.status != "running":
+            return None  # a paused turn's approval: the new turn answers it
+        closed = await self._close(approval, Ending.DISMISSED, None)
+        if closed.ending != Ending.DISMISSED:
+            return None  # decided first by someone else
+        self.bus.command("decided", approval.conversation_id, {"approval": approval.id})
+        return closed
 
     async def revoke(self, grant_id: str) -> Grant:
         await self.store.write(RevokeGrant(grant_id, utcnow()))

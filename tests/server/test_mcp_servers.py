@@ -59,6 +59,7 @@ class People:
     runtime: Runtime
     personal: PersonalMcp
     keys: dict[str, str]
+    owners: dict[str, str]
     ann: httpx.AsyncClient
     bob: httpx.AsyncClient
 
@@ -76,7 +77,10 @@ async def people(store: Store, model: ScriptedModel) -> AsyncIterator[People]:
     )
     runtime.personal_mcp = personal
     app = create_app(runtime, ping_interval=0.2, auth=AuthSettings(mode="keys", key_cache_s=0))
-    keys = {who: (await create_key(store, who, "test"))[1] for who in ("ann", "bob")}
+    # Owners of their own: one PostgreSQL database serves every test, and other tests'
+    # ann and bob have servers there too.
+    owners = {who: f"{who}-{uuid.uuid4().hex[:8]}" for who in ("ann", "bob")}
+    keys = {who: (await create_key(store, owners[who], "test"))[1] for who in owners}
     transport = httpx.ASGITransport(app=app)
     async with contextlib.AsyncExitStack() as stack:
         clients = [
@@ -89,7 +93,7 @@ async def people(store: Store, model: ScriptedModel) -> AsyncIterator[People]:
             )
             for who in ("ann", "bob")
         ]
-        yield People(app, runtime, personal, keys, *clients)
+        yield People(app, runtime, personal, keys, owners, *clients)
     await app.state.ostinato.aclose()
     await personal.aclose()
     await runtime.close()
@@ -111,7 +115,7 @@ async def test_a_person_s_server_serves_them_and_no_one_else(
     assert added.status_code == 201, added.text
     assert added.json()["header_names"] == ["Authorization", "X-Team"]
     assert "s3cret" not in added.text and added.json()["tool_prefix"] == "mcp_fix_"
-    (record,) = await store.mcp_servers("ann")
+    (record,) = await store.mcp_servers(people.owners["ann"])
     assert record.secret is not None and "s3cret" not in record.secret  # encrypted at rest
     assert (await people.ann.post("/v1/mcp-servers", json=body)).status_code == 409
     assert (await people.bob.get("/v1/mcp-servers")).json() == {"servers": []}
@@ -194,7 +198,7 @@ async def test_a_server_is_vetted_again_before_a_new_listing_and_the_switch_is_a
     people.runtime.personal_mcp = None  # tools.personal_mcp = false
     off = await people.ann.get("/v1/mcp-servers")
     assert off.status_code == 403 and "does not take" in off.text
-    await people.personal.remove("ann", name)
+    await people.personal.remove(people.owners["ann"], name)
 
 
 async def test_a_key_that_is_not_a_fernet_key_is_a_configuration_error(store: Store) -> None:

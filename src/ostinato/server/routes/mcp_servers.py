@@ -71,11 +71,19 @@ class McpServerOut(BaseModel):
         return cls(
             name=record.name,
             url=record.url,
-            header_names=sorted(personal.box.open(record.secret)),
+            header_names=_header_names(record, personal),
             risk=record.risk,
             created_at=record.created_at,
             tool_prefix=f"mcp_{record.name}_",
         )
+
+
+def _header_names(record: McpServerRecord, personal: PersonalMcp) -> list[str]:
+    """The stored headers' names; none when they do not open (the key was changed)."""
+    try:
+        return sorted(personal.box.open(record.secret))
+    except ValueError:
+        return []
 
 
 class McpServerList(BaseModel):

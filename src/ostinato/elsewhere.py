@@ -44,3 +44,26 @@ async def cancel_elsewhere(store: Store, bus: LocalBus, conversation_id: str) ->
                     if isinstance(frame, TurnFinished) and frame.turn_id == turn.id:
                         break
     return turn.id
+
+
+async def announce_closed(store: Store, bus: LocalBus, turn_ids: list[str]) -> None:
+    """Tell every surface that recovery closed these turns (a gone server's): a
+    ``turn.finished`` carrying the conversation's last seq, so a stream first reads the
+    rows recovery wrote, which no frame announced (``server.streams``)."""
+    for turn_id in turn_ids:
+        turn = await store.get_turn(turn_id)
+        conversation = await store.get_conversation(turn.conversation_id) if turn else None
+        if turn is None or conversation is None:
+            continue
+        rows = await store.list_messages(turn.conversation_id, after_seq=0)
+        seq = rows[-1].seq or 0 if rows else 0
+        bus.publish(
+            turn.conversation_id,
+            TurnFinished(
+                run_id=turn.run_id,
+                seq=seq,
+                turn_id=turn.id,
+                stop_reason=turn.stop_reason or "interrupted",
+                state=conversation.state,
+            ),
+        )

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from ostinato import observe
 from ostinato.approvals import Approval, Ending
+from ostinato.elsewhere import announce_closed
 from ostinato.leases import Holders, claim_queued, claim_turn, holders
 from ostinato.loop.setup import open_tool_use, open_tool_uses
 from ostinato.messages import Message, ToolResultBlock
@@ -90,6 +91,8 @@ async def sweep(
         store, tools, holder=holder, history_limit=history_limit, everything=everything
     )
     observe.queued(len(found.queued))
+    if workers.holds is not None:  # several servers: their surfaces hear of it
+        await announce_closed(store, workers.holds.bus, found.closed)
     await workers.take_over(found.decided, found.queued)
     return found.closed
 

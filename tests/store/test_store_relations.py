@@ -50,8 +50,11 @@ async def test_a_relation_needs_two_current_facts_of_the_scope(store: Store) -> 
         await relate(store, "ann", a.id, "likes", b.id)
     with pytest.raises(InvalidRequest, match="cannot relate to itself"):
         await relate(store, "ann", a.id, "about", a.id)
-    with pytest.raises(NotFound):
+    # the target is a field of the request (422), the source the fact acted on (404)
+    with pytest.raises(InvalidRequest, match=f"target: no memory '{other.id}'"):
         await relate(store, "ann", a.id, "about", other.id)
+    with pytest.raises(InvalidRequest, match="target: no memory 'nope'"):
+        await relate(store, "ann", a.id, "about", "nope")
     with pytest.raises(NotFound):
         await relate(store, "ann", "nope", "about", b.id)
     await store.write(ForgetFact("ann", b.id))

@@ -15,6 +15,7 @@ from ostinato.store.relations import (
     RelateFacts,
     ResolveConflict,
     check_relation,
+    missing_target,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +36,10 @@ def _current(t: MemoryTables, scope: str, memory_id: str) -> MemoryFact:
 def _relate(t: MemoryTables, op: RelateFacts, undo: Undo) -> MemoryRelation:
     relation = check_relation(op.source, op.relation, op.target)
     _current(t, op.scope, op.source)
-    _current(t, op.scope, op.target)
+    try:
+        _current(t, op.scope, op.target)
+    except NotFound:
+        raise missing_target(op.target) from None
     key = (op.source, relation, op.target)
     found = t._relations.get(key)
     if found is not None:

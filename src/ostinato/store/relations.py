@@ -46,6 +46,12 @@ def check_relation(source: str, relation: str, target: str) -> Relation:
     return relation  # type: ignore[return-value]
 
 
+def missing_target(target: str) -> InvalidRequest:
+    """The error for a relation whose ``target`` is no fact of the scope: the request
+    is wrong (a 422 naming the field), the fact it acts on (``source``) was found."""
+    return InvalidRequest(f"target: no memory {target!r}")
+
+
 # --- write ops -----------------------------------------------------------------------
 
 
@@ -53,8 +59,10 @@ def check_relation(source: str, relation: str, target: str) -> Relation:
 class RelateFacts:
     """Record that ``source`` is ``relation`` of ``target``; returns the ``MemoryRelation``
     (the one already stored, when the two were so related before). Both facts must be
-    current facts of ``scope``: ``NotFound`` for an unknown one (or another scope's),
-    ``Conflict`` for a closed one, ``InvalidRequest`` for an unknown relation."""
+    current facts of ``scope``: ``NotFound`` for an unknown ``source`` (or another
+    scope's), ``InvalidRequest`` for an unknown ``target`` (the request names it, like
+    any other field: see ``missing_target``), ``Conflict`` for a closed one,
+    ``InvalidRequest`` for an unknown relation."""
 
     scope: str
     source: str

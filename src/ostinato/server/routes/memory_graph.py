@@ -24,7 +24,10 @@ _ID = 100  # longest fact id accepted (ids are 27 characters)
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such memory for this owner."},
     409: {"model": ErrorBody, "description": "A fact is closed, or in no conflict."},
-    422: {"model": ErrorBody, "description": "The request is malformed."},
+    422: {
+        "model": ErrorBody,
+        "description": "The request is malformed, or its `target` is no fact of the caller's.",
+    },
 }
 
 
@@ -126,6 +129,7 @@ async def relate(
     context: Context, memory_id: str, owner: RequestOwner, body: RelateRequest
 ) -> Link:
     """Record that this fact is `relation` of `target` (relating them again is a no-op
-    that returns the link)."""
+    that returns the link). 404 when this fact is not the caller's; 422 when `target`
+    is not."""
     edge = await _memory(context).relate(owner, _checked(memory_id), body.relation, body.target)
     return Link.of(edge)

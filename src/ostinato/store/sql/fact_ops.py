@@ -19,6 +19,7 @@ from ostinato.store.relations import (
     RelateFacts,
     ResolveConflict,
     check_relation,
+    missing_target,
 )
 from ostinato.store.sql import relation_sql, rows
 from ostinato.store.sql.executor import Executor, WriteTime
@@ -114,7 +115,10 @@ def relate(ex: Executor, op: RelateFacts, now: WriteTime) -> MemoryRelation:
     """Link two current facts of a scope; relating them again returns the first link."""
     kind = check_relation(op.source, op.relation, op.target)
     _current_fact(ex, op.scope, op.source)
-    _current_fact(ex, op.scope, op.target)
+    try:
+        _current_fact(ex, op.scope, op.target)
+    except NotFound:
+        raise missing_target(op.target) from None
     key = {"source": op.source, "relation": kind, "target": op.target}
     ex.execute("insert_relation", {**key, "scope": op.scope, "created_at": now.bound})
     found = ex.row("find_relation", key)

@@ -6,6 +6,7 @@ follow them from one conversation to the next; revoking a key closes its live st
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -153,6 +154,28 @@ async def test_without_a_key_or_with_a_bad_one_nothing_is_served(runtime: Runtim
         assert (await client.get("/v1/conversations")).status_code == 200
         await revoke_key(runtime.store, key.id)
         assert (await client.get("/v1/conversations")).status_code == 401  # at once
+    await app.state.ostinato.aclose()
+
+
+async def test_an_expired_key_is_refused_and_its_streams_end(runtime: Runtime) -> None:
+    """Expiry is checked on every request, even of a key read a moment ago (the key
+    cache holds the row, not the verdict), and by the guard of open streams."""
+    auth = AuthSettings(mode="keys", stream_recheck_s=0.05, key_cache_s=60)
+    app = create_app(runtime, store_name="test", ping_interval=0.2, auth=auth)
+    _, gone = await create_key(runtime.store, "ann", "old", expires_in=timedelta(seconds=-1))
+    async with _client(app, gone) as client:
+        refused = await client.get("/v1/conversations")
+        assert refused.status_code == 401 and "expired" in refused.json()["error"]["message"]
+    _, text = await create_key(runtime.store, "ann", "soon", expires_in=timedelta(seconds=3))
+    headers = {"authorization": f"Bearer {text}"}
+    async with _client(app, text) as client:
+        cid = (await client.post("/v1/conversations")).json()["id"]
+        async with open_stream(app, "GET", f"/v1/conversations/{cid}/events", headers=headers) as s:
+            assert s.status == 200
+            frame = await s.next_frame(within=10)
+            assert frame.event == "error" and frame.data["code"] == "unauthorized"
+        refused = await client.get("/v1/conversations")  # the row read above is cached
+        assert refused.status_code == 401 and "expired" in refused.json()["error"]["message"]
     await app.state.ostinato.aclose()
 
 

@@ -1,7 +1,9 @@
 """Mode ``oidc`` against a local JWKS server (a real HTTP server on 127.0.0.1): tokens
 signed by a test key pass; a rotated key is fetched when a token names it; an expired
 token, a wrong audience or issuer, ``alg: none``, an HS256 token "signed" with the public
-key, and a token from an unknown key are refused. Keys and tokens together work too."""
+key, and a token from an unknown key are refused. Keys and tokens together work too; a
+stream opened with a token ends when the token expires. Every test runs on each store
+engine (``runtime`` of tests/server/conftest.py: memory, SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,10 +28,9 @@ from fastapi import FastAPI
 from ostinato.config import load_config
 from ostinato.identity.keys import create_key
 from ostinato.identity.settings import AuthSettings, OidcSettings
-from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
-from ostinato.store.memory import MemoryStore
+from tests.server.sse_client import open_stream
 
 AUDIENCE = "ostinato"
 
@@ -65,14 +66,6 @@ class Issuer:
         body = {"iss": self.url, "aud": AUDIENCE, "sub": "ann", "iat": now, "exp": now + 300}
         body.update(claims)
         return jwt.encode(body, self.keys[kid], algorithm=alg, headers={"kid": kid})
-
-
-@pytest.fixture
-async def runtime(model: ScriptedModel) -> AsyncIterator[Runtime]:
-    """Tokens are checked before any store is read: one engine is enough."""
-    runtime = Runtime(MemoryStore(), model=model)
-    yield runtime
-    await runtime.close()
 
 
 @pytest.fixture
@@ -219,6 +212,32 @@ async def test_unreachable_keys_are_a_503(runtime: Runtime, issuer: Issuer) -> N
     app = create_app(runtime, auth=AuthSettings(mode="oidc", oidc=oidc))
     status, message = await _status(app, issuer.token())
     assert status == 503 and "cannot fetch the issuer's keys" in message
+    await app.state.ostinato.aclose()
+
+
+async def test_a_stream_opened_with_a_token_ends_when_the_token_expires(
+    runtime: Runtime, issuer: Issuer
+) -> None:
+    oidc = OidcSettings(issuer=issuer.url, audience=[AUDIENCE], leeway_s=0)
+    settings = AuthSettings(mode="oidc", oidc=oidc, stream_recheck_s=0.05)
+    app = create_app(runtime, auth=settings, ping_interval=0.2)
+    lifetime = 2.0
+    token = issuer.token(exp=int(time.time() + lifetime) + 1)  # 2 to 3 s from now
+    headers = {"authorization": f"Bearer {token}"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers) as c:
+        cid = (await c.post("/v1/conversations")).json()["id"]
+    async with open_stream(app, "GET", f"/v1/conversations/{cid}/events", headers=headers) as s:
+        assert s.status == 200
+        opened = time.monotonic()
+        frame = await s.next_frame(within=10)
+        waited = time.monotonic() - opened
+        assert frame.event == "error" and frame.data["code"] == "unauthorized"
+        with pytest.raises(EOFError):
+            await s.next_frame()
+    assert waited > 1.0  # not refused at once: it ended when the token did
+    status, message = await _status(app, token)
+    assert status == 401 and "expired" in message
     await app.state.ostinato.aclose()
 
 

@@ -14,8 +14,9 @@ In the order it looks:
 5. nothing: with ``allow_anonymous``, a new anonymous owner (its cookie and token go
    back on the response); else refused.
 
-A key read from the store is trusted for ``key_cache_s``; a key revoked here is
-forgotten at once, one revoked by another server process within that time.
+A key's row read from the store is trusted for ``key_cache_s``: keys are revoked by the
+CLI (another process), so every server refuses a revoked key within that time. Its
+expiry is checked on every request, so an expired key is refused at once.
 """
 
 from __future__ import annotations
@@ -190,10 +191,6 @@ class Authenticator:
             self._keys.clear()
         self._keys[key_id] = (key, now)
         return key
-
-    def forget(self, key_id: str) -> None:
-        """Stop trusting what was read of a key (it was just revoked)."""
-        self._keys.pop(key_id, None)
 
     async def still_valid(self, caller: Caller) -> bool:
         """Whether the credential ``caller`` came with still holds (open streams ask)."""

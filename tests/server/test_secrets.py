@@ -1,43 +1,56 @@
-"""Secrets stay secret: with planted keys (a provider key its server echoes back in an
-error, an API key of ours, a wrong key, the cookie secret) conversations run at DEBUG on
-every store engine, and no log line (of any level, plain or JSON lines), stored row,
-response or frame holds any of them."""
+"""Secrets stay secret: with planted credentials (a provider key its server echoes back in
+an error, an API key of ours, a wrong key, the cookie secret, an identity provider's JWT,
+an anonymous token) each one really used, conversations run at DEBUG on every store
+engine, and no log line (of any level, plain or JSON lines), stored row, response or
+frame holds any of them. The one answer that hands out the anonymous token is the only
+place it may appear, and only in its headers."""
 
 from __future__ import annotations
 
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 import sqlalchemy as sa
+from fastapi import FastAPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `fakes` importable
 
 from fakes import openai_chat as fc
 from fakes.server import FakeProvider, Stream
 from ostinato.identity.keys import create_key
-from ostinato.identity.settings import AuthSettings
+from ostinato.identity.settings import AuthSettings, OidcSettings
 from ostinato.models import create_model
 from ostinato.models.retry import RetryPolicy
 from ostinato.observe import logs
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
+from ostinato.server.auth.cookies import ANONYMOUS_COOKIE, ANONYMOUS_TOKEN_HEADER, TOKEN_PREFIX
 from ostinato.store import PostgresStore, SQLiteStore
 from ostinato.store.base import Store
 from ostinato.store.sql.tables import metadata
+from tests.server.oidc_issuer import AUDIENCE, Issuer, serve_issuer
 from tests.server.sse_client import open_stream
 
 PROVIDER_KEY = "sk-planted-Provider0Key1Never2Shown3Anywhere4"
 COOKIE_SECRET = "planted-cookie-secret-Zq8Vd2Lm5Wx9"
+ECHO = "Incorrect API key provided"
 
 
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:
     with fc.FakeChat() as fake:
         yield fake
+
+
+@pytest.fixture
+def issuer() -> Iterator[Issuer]:
+    with serve_issuer() as state:
+        yield state
 
 
 @pytest.fixture
@@ -53,9 +66,29 @@ async def runtime(store: Store, provider: FakeProvider) -> AsyncIterator[Runtime
     await runtime.close()
 
 
+@dataclass
+class Seen:
+    """Everything the server sent, and the secrets planted so far."""
+
+    app: FastAPI
+    texts: list[str] = field(default_factory=list)
+    planted: dict[str, str] = field(default_factory=dict)  # what it is -> the secret
+
+    def client(self, credential: str | None = None, **kwargs: object) -> httpx.AsyncClient:
+        headers = {"authorization": f"Bearer {credential}"} if credential else {}
+        transport = httpx.ASGITransport(app=self.app)
+        return httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers=headers, **kwargs
+        )
+
+    def answer(self, response: httpx.Response) -> httpx.Response:
+        self.texts += [response.text, str(response.headers)]
+        return response
+
+
 async def _stored(store: Store) -> str:
-    """Every stored value, as text: the raw tables of a SQL store, or what the memory
-    store gives back through its reads."""
+    """Every stored value, as text: the raw files of a SQLite store, every table of a
+    PostgreSQL one, or what the memory store gives back through its reads."""
     if isinstance(store, SQLiteStore):
         return "\n".join(
             p.read_bytes().decode("utf-8", "replace")
@@ -76,51 +109,108 @@ async def _stored(store: Store) -> str:
     return "\n".join(parts)
 
 
+async def _converse(seen: Seen, client: httpx.AsyncClient, provider: FakeProvider) -> str:
+    """A conversation of ``client`` with one answered turn and one the provider fails
+    with an error that echoes its key; then everything there is to read of it."""
+    cid = seen.answer(await client.post("/v1/conversations")).json()["id"]
+    provider.script(
+        Stream(fc.chunk_events("Hello there")),
+        fc.error(
+            401,
+            "invalid_request_error",
+            f"{ECHO}: {PROVIDER_KEY}. Check your key.",
+            code="invalid_api_key",
+        ),
+    )
+    answered = seen.answer(await client.post(f"/v1/conversations/{cid}/turns", json={"text": "hi"}))
+    failed = seen.answer(
+        await client.post(f"/v1/conversations/{cid}/turns", json={"text": "again"})
+    )
+    assert answered.status_code == 200 and answered.json()["stop_reason"] == "end_turn"
+    assert failed.status_code == 200 and failed.json()["stop_reason"] == "failed"
+    assert ECHO in failed.json()["error"]  # the provider's echo reached the turn's row
+    for path in ("/messages", "/turns", "/tool-calls", ""):
+        seen.answer(await client.get(f"/v1/conversations/{cid}{path}"))
+    return str(cid)
+
+
+async def _stream_frames(seen: Seen, cid: str, credential: str) -> None:
+    """The conversation's event stream, from the start: every stored row as a frame."""
+    headers = {"authorization": f"Bearer {credential}"}
+    async with seen.client(credential) as client:
+        rows = len((await client.get(f"/v1/conversations/{cid}/messages")).json()["messages"])
+    assert rows == 3  # hi, its answer, again (the failed turn answered nothing)
+    async with open_stream(
+        seen.app, "GET", f"/v1/conversations/{cid}/events", headers=headers
+    ) as s:
+        seen.texts += [(await s.next_frame()).raw for _ in range(rows)]
+
+
+async def _with_a_key(seen: Seen, runtime: Runtime, provider: FakeProvider) -> None:
+    key = (await create_key(runtime.store, "ann", "laptop"))[1]
+    seen.planted |= {"api key": key, "api key secret": key.split("_", 2)[2]}  # it may hold "_"
+    async with seen.client(key) as ann:
+        cid = await _converse(seen, ann, provider)
+    await _stream_frames(seen, cid, key)
+    wrong = key[:-6] + "ZZZZZZ"
+    seen.planted["wrong key"] = wrong
+    for credential in (wrong, "ost_" + PROVIDER_KEY, PROVIDER_KEY):
+        async with seen.client(credential) as refused:
+            assert seen.answer(await refused.get("/v1/conversations")).status_code == 401
+
+
+async def _with_a_token(seen: Seen, issuer: Issuer, provider: FakeProvider) -> None:
+    token = issuer.token(sub="carol")
+    seen.planted |= {"jwt": token, "jwt signature": token.rsplit(".", 1)[1]}
+    async with seen.client(token) as carol:
+        cid = await _converse(seen, carol, provider)
+        assert (await carol.get(f"/v1/conversations/{cid}")).json()["owner"] == "carol"
+    await _stream_frames(seen, cid, token)
+    wrong = issuer.token(sub="carol", aud="someone-else")
+    seen.planted["wrong jwt"] = wrong
+    async with seen.client(wrong) as refused:
+        assert seen.answer(await refused.get("/v1/conversations")).status_code == 401
+
+
+async def _anonymously(seen: Seen, provider: FakeProvider) -> None:
+    async with seen.client() as stranger:
+        handed = await stranger.get("/v1/caller")  # the one answer that holds the token
+    assert handed.status_code == 200
+    seen.texts.append(handed.text)  # its body, not its headers
+    token = handed.headers[ANONYMOUS_TOKEN_HEADER]
+    signed = token.removeprefix(TOKEN_PREFIX)
+    assert handed.cookies[ANONYMOUS_COOKIE] == signed
+    owner = handed.json()["owner"]
+    seen.planted |= {"anonymous token": token, "anonymous signature": signed.rsplit(".", 1)[1]}
+    async with seen.client(token) as anonymous:
+        cid = await _converse(seen, anonymous, provider)
+        assert (await anonymous.get(f"/v1/conversations/{cid}")).json()["owner"] == owner
+    await _stream_frames(seen, cid, token)
+    async with seen.client(cookies={ANONYMOUS_COOKIE: signed}) as browser:
+        assert seen.answer(await browser.get("/v1/caller")).json()["owner"] == owner
+    async with seen.client(token[:-4] + "AAAA") as refused:
+        assert seen.answer(await refused.get("/v1/conversations")).status_code == 401
+
+
 async def test_no_planted_secret_is_logged_stored_or_sent(
-    runtime: Runtime, provider: FakeProvider, caplog: pytest.LogCaptureFixture
+    runtime: Runtime,
+    provider: FakeProvider,
+    issuer: Issuer,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    settings = AuthSettings(mode="keys", allow_anonymous=True, secret=COOKIE_SECRET)
-    app = create_app(runtime, auth=settings)
-    key = (await create_key(runtime.store, "ann", "laptop"))[1]
-    wrong = key[:-6] + "ZZZZZZ"
-    # ost_<id>_<secret>: the secret may itself hold "_"
-    planted = [PROVIDER_KEY, key, key.split("_", 2)[2], wrong, COOKIE_SECRET]
-    seen: list[str] = []
-    transport = httpx.ASGITransport(app=app)
-    headers = {"authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers) as ann:
-        cid = (await ann.post("/v1/conversations")).json()["id"]
-        provider.script(
-            Stream(fc.chunk_events("Hello there")),
-            fc.error(
-                401,
-                "invalid_request_error",
-                f"Incorrect API key provided: {PROVIDER_KEY}. Check your key.",
-                code="invalid_api_key",
-            ),
-        )
-        answered = await ann.post(f"/v1/conversations/{cid}/turns", json={"text": "hi"})
-        failed = await ann.post(f"/v1/conversations/{cid}/turns", json={"text": "again"})
-        assert answered.status_code == 200 and failed.status_code == 200
-        assert failed.json()["stop_reason"] == "failed"
-        assert "API key provided" in failed.json()["error"]  # the echo reached the turn's row
-        seen += [answered.text, failed.text, str(answered.headers), str(failed.headers)]
-        for path in ("/messages", "/turns", "/tool-calls", ""):
-            seen.append((await ann.get(f"/v1/conversations/{cid}{path}")).text)
-        rows = len((await ann.get(f"/v1/conversations/{cid}/messages")).json()["messages"])
-        async with open_stream(app, "GET", f"/v1/conversations/{cid}/events", headers=headers) as s:
-            frames = [await s.next_frame() for _ in range(rows)]
-            seen += [frame.raw for frame in frames]
-        for credential in (wrong, "ost_" + PROVIDER_KEY, PROVIDER_KEY):
-            refused = await ann.get(
-                "/v1/conversations", headers={"authorization": f"Bearer {credential}"}
-            )
-            assert refused.status_code == 401
-            seen += [refused.text, str(refused.headers)]
-        anonymous = await ann.get("/v1/conversations", headers={"authorization": ""})
-        seen += [anonymous.text, str(anonymous.headers)]
-    await app.state.ostinato.aclose()
+    oidc = OidcSettings(issuer=issuer.url, audience=[AUDIENCE])
+    settings = AuthSettings(mode="keys,oidc", oidc=oidc, allow_anonymous=True, secret=COOKIE_SECRET)
+    seen = Seen(create_app(runtime, auth=settings))
+    seen.planted |= {"provider key": PROVIDER_KEY, "cookie secret": COOKIE_SECRET}
+    await _with_a_key(seen, runtime, provider)
+    await _with_a_token(seen, issuer, provider)
+    await _anonymously(seen, provider)
+    await seen.app.state.ostinato.aclose()
+    # the provider key was really sent to the provider, on every call
+    assert provider.headers and all(
+        h["authorization"] == f"Bearer {PROVIDER_KEY}" for h in provider.headers
+    )
     # every record as caught, and as the plain and JSON-lines formats write it
     formats = (logs.formatter("plain"), logs.formatter("json"))
     logged = "\n".join(
@@ -130,11 +220,10 @@ async def test_no_planted_secret_is_logged_stored_or_sent(
     )
     assert any(record.levelno == logging.DEBUG for record in caplog.records)  # DEBUG was on
     stored = await _stored(runtime.store)
-    assert (
-        "Incorrect API key provided" in stored or isinstance(runtime.store, PostgresStore) or True
-    )
-    for secret in planted:
-        assert secret not in logged, f"a planted secret is in the logs: {secret[:8]}..."
-        assert secret not in stored, f"a planted secret is stored: {secret[:8]}..."
-        for text in seen:
-            assert secret not in text, f"a planted secret was sent: {secret[:8]}..."
+    assert stored.count(ECHO) >= 3  # each failed turn's error is in what was searched
+    assert len(seen.planted) == 10, sorted(seen.planted)
+    for what, secret in seen.planted.items():
+        assert secret not in logged, f"the {what} is in the logs"
+        assert secret not in stored, f"the {what} is stored"
+        for text in seen.texts:
+            assert secret not in text, f"the {what} was sent: {text[:200]}"

@@ -7,8 +7,11 @@ by ``CredentialBox`` (Fernet, with the deployment's ``tools.mcp_secret_key``), s
 database alone does not give them away.
 
 Its URL is vetted like ``http_fetch``'s (``netguard``: the host resolved, every address
-public) when it is added and again before each listing, unless the deployment allows
-private addresses (``tools.mcp_allow_private``). Its tools are listed when a turn of
+public) when it is added, and every session with it connects only to addresses that
+passed the same check, resolved when the session opens (``mcp.pinned``: the name is not
+resolved again by the HTTP client, so a DNS answer that changes after the check cannot
+move the connection; no proxy from the environment is used), unless the deployment
+allows private addresses (``tools.mcp_allow_private``). Its tools are listed when a turn of
 its owner begins (cached ten minutes per owner and server, as the operator's servers
 are) and mounted as ``mcp_<name>_<tool>`` after the built-ins, which they can never
 shadow (``Mount``). Another person never lists, mounts or removes them. A server that
@@ -184,16 +187,15 @@ class PersonalMcp:
         return tools
 
     async def _listed(self, owner: str, record: McpServerRecord) -> list[Tool]:
-        from ostinato.tools.mcp import McpServerConfig, mcp_tools
+        from ostinato.tools.mcp import AddressGuard, McpServerConfig, mcp_tools
 
-        key = (owner, _config_name(record.name))
-        if self.cache.get(key) is None:  # vetted again before it is listed again
-            await vet_url(record.url, allow_private=self.allow_private, resolver=self.resolver)
         config = McpServerConfig(
             name=_config_name(record.name),
             url=record.url,
             headers=self.box.open(record.secret) or None,
             risk=record.risk if record.risk in RISKS else None,
+            # each session's connections vetted, and pinned to what passed
+            guard=AddressGuard(None if self.allow_private else refusal, self.resolver),
         )
         return await mcp_tools(config, cache=self.cache, clients=self.clients, owner=owner)
 

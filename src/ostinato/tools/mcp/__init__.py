@@ -24,11 +24,13 @@ returned as JSON.
   approval policy asks), unless the configuration sets a risk for the server's tools.
 
 Modules: ``server`` (a server's configuration, the listing cache), ``sessions`` (open
-sessions and calls over them), ``tools`` (MCP tools as ostinato tools). The SDK is
+sessions and calls over them), ``tools`` (MCP tools as ostinato tools), ``pinned`` (a
+person's server reached only at the addresses that were vetted). The SDK is
 imported with this package, which the deployment imports only when MCP servers are
 configured.
 """
 
+from ostinato.tools.mcp.pinned import AddressGuard, PinnedTransport
 from ostinato.tools.mcp.server import (
     CALL_TIMEOUT,
     CONNECT_TIMEOUT,
@@ -46,10 +48,12 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "IDLE_PING",
     "LISTING_TTL",
+    "AddressGuard",
     "McpClients",
     "McpServerConfig",
     "McpServerUnavailable",
     "McpToolCache",
+    "PinnedTransport",
     "mcp_tools",
     "result_value",
     "wrap_tool",

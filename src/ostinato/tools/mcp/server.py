@@ -19,9 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ostinato.errors import ToolError
 from ostinato.tools.base import Risk
-from ostinato.tools.schema import (
-    ToolSourceError,
-)
+from ostinato.tools.mcp.pinned import AddressGuard, PinnedTransport
+from ostinato.tools.schema import ToolSourceError
 
 LISTING_TTL = 600.0
 IDLE_PING = 30.0
@@ -41,6 +40,9 @@ class McpServerConfig:
     ``prefix`` puts the server's name before each tool name; ``risk`` sets every tool's
     risk instead of reading the server's annotations; ``timeout`` bounds each call and
     ``connect_timeout`` the start of a session (a stdio server may install itself first).
+    ``guard`` (a person's server, ``personal_mcp``): every connection goes to addresses
+    of ``url``'s host that passed it (``PinnedTransport``), and no proxy from the
+    environment is used; ``None`` (the operator's servers): reached as configured.
     """
 
     name: str
@@ -54,6 +56,7 @@ class McpServerConfig:
     risk: Risk | None = None
     timeout: float = CALL_TIMEOUT
     connect_timeout: float = CONNECT_TIMEOUT
+    guard: AddressGuard | None = None
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -74,9 +77,12 @@ class McpServerConfig:
             )
             return Client(stdio_client(params, errlog=sys.stderr), cache=None)
         assert self.url is not None
+        pinned = None if self.guard is None else PinnedTransport(self.url, self.guard)
         http = httpx2.AsyncClient(
             headers=dict(self.headers or {}),
             timeout=httpx2.Timeout(CONNECT_TIMEOUT, read=300.0),
+            transport=pinned,
+            trust_env=pinned is None,  # a proxy would dial the name and undo the pinning
         )
         stack.push_async_callback(http.aclose)
         return Client(streamable_http_client(self.url, http_client=http), cache=None)

@@ -30,7 +30,7 @@ from ostinato.store.sql.migrate import migrate_sqlite
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.schedule_sql import SQLSchedules
-from ostinato.store.sql.sqlite_sql import CompiledSQL, compile_sqlite
+from ostinato.store.sql.sqlite_sql import CompiledCache
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
 
 # How long a connection waits for another process's write lock before giving up.
@@ -41,19 +41,15 @@ T = TypeVar("T")
 class _LeaseTx:
     """``leases.LeaseTx`` on a ``sqlite3`` connection: statements compiled once each."""
 
-    def __init__(self, conn: sqlite3.Connection, compiled: dict[int, CompiledSQL]) -> None:
+    def __init__(self, conn: sqlite3.Connection, compiled: CompiledCache) -> None:
         self._conn, self._compiled = conn, compiled
 
     def execute(self, stmt: sa.Executable, params: dict[str, Any]) -> int:
-        sql = self._compiled.get(id(stmt))
-        if sql is None:
-            sql = self._compiled[id(stmt)] = compile_sqlite(stmt)
+        sql = self._compiled.get(stmt)
         return self._conn.execute(sql.text, sql.defaults | params).rowcount
 
     def rows(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
-        sql = self._compiled.get(id(stmt))
-        if sql is None:
-            sql = self._compiled[id(stmt)] = compile_sqlite(stmt)
+        sql = self._compiled.get(stmt)
         return self._conn.execute(sql.text, sql.defaults | params).fetchall()
 
 
@@ -70,7 +66,7 @@ class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._compiled: dict[int, CompiledSQL] = {}
+        self._compiled = CompiledCache()
         self._closed = False
         self._message_cache = MessageCache()
         self._lease_conn: sqlite3.Connection | None = None  # leases write apart (``leases``)
@@ -185,9 +181,7 @@ class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
         return conn
 
     async def _fetch(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
-        compiled = self._compiled.get(id(stmt))
-        if compiled is None:
-            compiled = self._compiled[id(stmt)] = compile_sqlite(stmt)
+        compiled = self._compiled.get(stmt)
         if compiled.defaults:
             params = compiled.defaults | params
         try:

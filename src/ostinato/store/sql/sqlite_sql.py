@@ -7,6 +7,7 @@ parameters, so a call is one ``cursor.execute(text, params)``.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,3 +29,38 @@ def compile_sqlite(stmt: sa.Executable) -> CompiledSQL:
     compiled = stmt.compile(dialect=_DIALECT)  # type: ignore[attr-defined]
     defaults = {k: v for k, v in compiled.params.items() if v is not None}
     return CompiledSQL(str(compiled), defaults)
+
+
+class CompiledCache:
+    """Each statement object's ``CompiledSQL``, compiled on first use.
+
+    Looked up by ``id(stmt)`` for speed, so every entry also holds a weak reference to
+    its statement and is dropped when that statement is freed: a statement built for one
+    call and freed can leave its id to a new statement, which must never be run with the
+    old one's text. (It was: a cached ``list_approvals`` ran a freed statement's SQL, and
+    SQLite asked for its ``:owner`` parameter, a 500 found by the crash test.)
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], CompiledSQL]] = {}
+
+    def get(self, stmt: sa.Executable) -> CompiledSQL:
+        key = id(stmt)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is stmt:
+            return entry[1]
+        compiled = compile_sqlite(stmt)
+        entries = self._entries
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            found = entries.get(key)
+            if found is not None and found[0] is ref:
+                del entries[key]
+
+        entries[key] = (weakref.ref(stmt, forget), compiled)
+        return compiled
+
+    def __len__(self) -> int:
+        return len(self._entries)

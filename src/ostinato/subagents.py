@@ -114,7 +114,7 @@ async def run_subagent(context: ToolContext, agent: str, task: str, *, label: st
         AppendMessage(conversation.id, request, turn.id),
         StartTurn(turn),
     )
-    mounted = await runtime.mount.registry(context.owner)
+    mounted = await runtime.mount.registry(context.owner, context.conversation_id)
     allowed = skill.agent.tools
     catalog = mounted.registry.catalog(
         [n for n in (allowed or [t.name for t in mounted.registry]) if n not in SPAWNING],

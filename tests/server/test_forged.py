@@ -134,6 +134,39 @@ async def test_make_a_tool_approve_its_code_and_use_it_in_the_next_message(
     await eventually(lambda: turn_ended(store, other))
 
 
+async def test_a_conversation_keeps_the_version_it_started_with_across_an_edit(
+    people: People, model: ScriptedModel, store: Store
+) -> None:
+    async def convert(cid: str) -> tuple[object, str]:
+        model.add(tool_step(("my_celsius_to_fahrenheit", {"celsius": 37})), text_step("ok"))
+        async with turn(people, "ann", cid, "37 °C in Fahrenheit?") as s:
+            await s.frames_until("turn.finished", within=30)
+        (offered,) = [t for t in model.requests[-2].tools if t.name.startswith("my_")]
+        calls = [c for c in await store.list_tool_calls(cid) if c.name.startswith("my_")]
+        return json.loads(calls[-1].result or ""), offered.description
+
+    cid = (await people.ann.post("/v1/conversations")).json()["id"]
+    model.add(tool_step(("create_tool", CREATE)), text_step("Made it."))
+    async with turn(people, "ann", cid, "make a converter") as s:
+        asked = (await s.frames_until("approval.requested", within=30))[-1].data
+        url = f"/v1/conversations/{cid}/approvals/{asked['approval_id']}"
+        assert (await people.ann.post(url, json={"decision": "approve"})).status_code == 200
+        await s.frames_until("turn.finished", within=30)
+    result, description = await convert(cid)
+    assert result == {"fahrenheit": 98.6} and "version 1" in description
+
+    # An edit elsewhere (the API, another conversation) while this one goes on
+    rounded = {**CREATE, "code": "(a) => ({fahrenheit: Math.round(a.celsius * 1.8 + 32)})"}
+    assert (await people.ann.post("/v1/tools/forged", json=rounded)).status_code == 201
+    result, description = await convert(cid)
+    assert result == {"fahrenheit": 98.6} and "version 1" in description  # what it began with
+    other = (await people.ann.post("/v1/conversations")).json()["id"]
+    result, description = await convert(other)
+    assert result == {"fahrenheit": 99} and "version 2" in description  # a new one: the newest
+    result, _ = await convert(cid)
+    assert result == {"fahrenheit": 98.6}  # still, turn after turn
+
+
 async def test_the_owner_makes_lists_versions_and_removes_over_http(people: People) -> None:
     ann, bob = people.ann, people.bob
     made = await ann.post("/v1/tools/forged", json=CREATE)

@@ -315,7 +315,7 @@ async def _tools(
     parts: Parts, conversation: Conversation, skill: Skill
 ) -> tuple[ToolRegistry, ToolCatalog]:
     """The tools mounted for the conversation's owner, and the catalog the turn offers."""
-    mounted = await parts.mount.registry(conversation.owner)
+    mounted = await parts.mount.registry(conversation.owner, conversation.id)
     switched_off = await parts.switched_off(scope_for(conversation.owner, conversation.id))
     catalog = mounted.registry.catalog(
         skill.agent.tools,

@@ -3,9 +3,9 @@ JavaScript function, kept per owner with every version.
 
 Saving a tool under a name it already has is an edit: a new version, the old ones kept.
 Removing a tool marks its newest version removed; saving the name again starts a new
-version after the removed one, so the history is never lost. A turn mounts the newest
-version of each tool when it begins (``tools.forge.mounting``), so a turn that is
-running keeps the version it began with.
+version after the removed one, so the history is never lost. Which version a turn
+mounts is ``tools.forge.versions``'s rule: a conversation keeps the versions it started
+with (and a running turn the ones it began with).
 """
 
 from __future__ import annotations

@@ -8,10 +8,13 @@ cannot shadow a built-in); two tools of one name within one source are a configu
 error (``ValueError``) raised when that source is mounted.
 
 A dynamic source (an MCP server) is listed at the start of each turn, all of them at
-once. One that cannot be listed does not stop the turn: its tools are left out, and its
-status (``Mount.status()``: ``ok``, ``failed`` with the error, or ``not listed yet``) says
-so, as does a warning in the log when it starts failing. A static source that could not
-be built (an OpenAPI document that would not load) is mounted empty, ``failed`` for good.
+once; one whose tools depend on the conversation too (forged tools: each conversation
+keeps the versions it started with) has a ``conversation_lister``, given the owner and
+the conversation's id (its ``lister`` serves when no conversation is named). One that
+cannot be listed does not stop the turn: its tools are left out, and its status
+(``Mount.status()``: ``ok``, ``failed`` with the error, or ``not listed yet``) says so,
+as does a warning in the log when it starts failing. A static source that could not be
+built (an OpenAPI document that would not load) is mounted empty, ``failed`` for good.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ log = logging.getLogger(__name__)
 ToolLister = Callable[[str | None], Awaitable[list[Tool]]]
 """Lists a dynamic source's tools for an owner (``None``: no owner), e.g. an MCP server."""
 
+ConversationLister = Callable[[str | None, str | None], Awaitable[list[Tool]]]
+"""Lists a dynamic source's tools for an owner in one conversation (``None``: none named,
+as when the catalog is listed outside a turn)."""
+
 SourceState: TypeAlias = Literal["ok", "failed", "not listed yet"]
 
 
@@ -39,6 +46,7 @@ class Source:
     name: str
     tools: Sequence[Tool] = ()
     lister: ToolLister | None = None  # dynamic tools, listed at the start of each turn
+    conversation_lister: ConversationLister | None = None  # ... per conversation, if named
     builtin: bool = False
     error: str | None = None  # why a static source could not be built (it mounts empty)
 
@@ -75,15 +83,21 @@ class Mount:
         """Every source's status, in mount order."""
         return [self._status[s.name] for s in self.sources]
 
-    async def registry(self, owner: str | None = None) -> Mounted:
+    async def registry(
+        self, owner: str | None = None, conversation_id: str | None = None
+    ) -> Mounted:
+        """The tools for ``owner`` in ``conversation_id`` (the conversation matters only
+        to a source with a ``conversation_lister``)."""
         if any(source.lister is not None for source in self.sources):
-            return await self._mount(owner)
+            return await self._mount(owner, conversation_id)
         if self._static is None:
-            self._static = await self._mount(None)
+            self._static = await self._mount(None, None)
         return self._static
 
-    async def _mount(self, owner: str | None) -> Mounted:
-        listings = await asyncio.gather(*(self._list(s, owner) for s in self.sources))
+    async def _mount(self, owner: str | None, conversation_id: str | None) -> Mounted:
+        listings = await asyncio.gather(
+            *(self._list(s, owner, conversation_id) for s in self.sources)
+        )
         mounted = Mounted(ToolRegistry())
         for source, tools in zip(self.sources, listings, strict=True):
             status = self._status[source.name]
@@ -96,11 +110,16 @@ class Mount:
                     mounted.registry.add(tool)
         return mounted
 
-    async def _list(self, source: Source, owner: str | None) -> list[Tool]:
+    async def _list(
+        self, source: Source, owner: str | None, conversation_id: str | None
+    ) -> list[Tool]:
         if source.lister is None:
             return list(source.tools)
         try:
-            listed = await source.lister(owner)
+            if conversation_id is not None and source.conversation_lister is not None:
+                listed = await source.conversation_lister(owner, conversation_id)
+            else:
+                listed = await source.lister(owner)
         except Exception as exc:  # a server that is down must not stop the turn
             self._record(source.name, "failed", 0, f"{type(exc).__name__}: {exc}")
             return list(source.tools)

@@ -5,10 +5,12 @@
 - ``remove_tool`` (risk ``write``): marks it removed, its versions kept;
 - ``forged_tools``: the person's tools, or one tool's versions with their code.
 
-``forged_source`` lists an owner's newest versions as ``my_<name>`` tools each time a
-turn begins, so a tool made in one turn is callable from the next, and a running turn
-keeps the versions it began with. Forged tools belong to a person: a conversation
-without an owner has none and cannot make one.
+``forged_source`` lists an owner's tools as ``my_<name>`` each time a turn begins, so a
+tool made in one turn is callable from the next; a running turn keeps the versions it
+began with, and a conversation the versions it started with (``versions``: an edit made
+elsewhere reaches new conversations, one made in the conversation itself its next turn).
+Forged tools belong to a person: a conversation without an owner has none and cannot
+make one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ostinato.tools.base import Tool, ToolContext
 from ostinato.tools.forge.forging import as_tool, forge, remove
 from ostinato.tools.forge.limits import CODE_LIMIT
 from ostinato.tools.forge.pool import Sandbox
+from ostinato.tools.forge.versions import conversation_versions
 from ostinato.tools.functions import function_tool
 from ostinato.tools.mounting import Source
 
@@ -133,11 +136,18 @@ def _list_tool(store: Store) -> Tool:
 
 
 def forged_source(store: Store, sandbox: Sandbox) -> Source:
-    """The owner's forged tools, listed from the store when each turn begins."""
+    """The owner's forged tools, listed from the store when each turn begins: in a
+    conversation, the versions it started with; outside one, the newest."""
 
     async def lister(owner: str | None) -> list[Tool]:
         if not owner:
             return []
         return [as_tool(t, sandbox) for t in await store.forged_tools(owner)]
 
-    return Source("forged", lister=lister)
+    async def in_conversation(owner: str | None, conversation_id: str | None) -> list[Tool]:
+        if not owner or conversation_id is None:
+            return await lister(owner)
+        versions = await conversation_versions(store, owner, conversation_id)
+        return [as_tool(t, sandbox) for t in versions]
+
+    return Source("forged", lister=lister, conversation_lister=in_conversation)

@@ -84,7 +84,7 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
                 "TRUNCATE conversations, turns, messages, tool_calls, approvals, grants,"
                 " queued_inputs, summaries, memories, memory_relations, tool_switches, api_keys,"
                 " limit_slots, limit_events, forged_tools, servers, request_keys, schedules,"
-                " conversation_holds"
+                " conversation_holds, job_states, job_runs, memory_uses"
             )
         )
     return store

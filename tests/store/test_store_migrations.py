@@ -29,7 +29,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0013"
+HEAD = "0014"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -47,6 +47,9 @@ PEOPLE_TABLES = {
     "schedules",
     "conversation_holds",
     "mcp_servers",
+    "job_states",
+    "job_runs",
+    "memory_uses",
 }
 T = TypeVar("T")
 

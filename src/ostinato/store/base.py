@@ -16,6 +16,7 @@ from ostinato.approvals import Approval, Ending, Grant, Remember
 from ostinato.messages import JSON, Message
 from ostinato.store.accounts import AccountOp, AccountReads
 from ostinato.store.forged import ForgedOp, ForgedReads
+from ostinato.store.jobs import JobOp, JobReads
 from ostinato.store.mcp_servers import McpServerOp, McpServerReads
 from ostinato.store.memory_records import MEMORY_CAPACITY as MEMORY_CAPACITY
 from ostinato.store.memory_records import MEMORY_SUBJECT_LIMIT as MEMORY_SUBJECT_LIMIT
@@ -341,10 +342,11 @@ WriteOp: TypeAlias = (
     | RelationOp  # relations between facts, resolving conflicts (``store.relations``)
     | ForgedOp  # forged tools and their versions (``store.forged``)
     | McpServerOp  # per-person MCP servers (``store.mcp_servers``)
+    | JobOp  # idle-gated background jobs: claims, runs, facts' use (``store.jobs``)
 )
 
 
-class Store(AccountReads, RelationReads, ForgedReads, McpServerReads, Protocol):
+class Store(AccountReads, RelationReads, ForgedReads, McpServerReads, JobReads, Protocol):
     """What the loop, the turn manager and the server need from storage."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:

@@ -29,6 +29,7 @@ from ostinato.store.leases import MemoryLeases
 from ostinato.store.mcp_servers import McpServerRecord
 from ostinato.store.memory_accounts import api_key, api_keys
 from ostinato.store.memory_forged import forged_tool_versions, forged_tools
+from ostinato.store.memory_jobs import MemoryJobReads
 from ostinato.store.memory_mcp import mcp_servers
 from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_writes import MemoryTables, apply
@@ -37,10 +38,10 @@ from ostinato.store.schedules import MemorySchedules
 from ostinato.store.search import overlap_score, search_terms
 
 
-class MemoryStore(MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryTables):
+class MemoryStore(MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryJobReads, MemoryTables):
     """The tables (``MemoryTables``), written by ``memory_writes`` and read here; its
-    leases (``MemoryLeases``), idempotency keys (``MemoryRequestKeys``) and schedules
-    (``MemorySchedules``)."""
+    leases (``MemoryLeases``), idempotency keys (``MemoryRequestKeys``), schedules
+    (``MemorySchedules``) and background jobs' reads (``MemoryJobReads``)."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         return apply(self, ops)

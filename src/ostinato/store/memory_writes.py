@@ -54,10 +54,12 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.forged import ForgedTool
+from ostinato.store.jobs import JobRun, JobState
 from ostinato.store.leases import ServerLease
 from ostinato.store.mcp_servers import McpServerRecord
 from ostinato.store.memory_accounts import ACCOUNT_WRITES
 from ostinato.store.memory_forged import FORGED_WRITES
+from ostinato.store.memory_jobs import JOB_WRITES
 from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
 from ostinato.store.relations import MemoryRelation
@@ -93,6 +95,10 @@ class MemoryTables:
     _mcp_servers: dict[tuple[str, str], McpServerRecord] = field(default_factory=dict)
     _leases: dict[str, ServerLease] = field(default_factory=dict)  # live servers (``leases``)
     _schedules: dict[str, Schedule] = field(default_factory=dict)  # ``store.schedules``
+    # ``store.jobs``: each job's state per (owner, job), its runs, and facts' last use
+    _job_states: dict[tuple[str, str], JobState] = field(default_factory=dict)
+    _job_runs: dict[str, JobRun] = field(default_factory=dict)
+    _fact_uses: dict[tuple[str, str], datetime] = field(default_factory=dict)
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:
@@ -416,5 +422,6 @@ WRITES: dict[type, Write] = {
     **RELATION_WRITES,
     **FORGED_WRITES,
     **MCP_SERVER_WRITES,
+    **JOB_WRITES,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -5,8 +5,10 @@ A schedule's ``state`` moves ``due -> claimed -> ran -> delivered``:
 
 - ``due``: waiting for ``next_fire``;
 - ``claimed``: a server process (``holder``) took it, until ``lease_until``;
-- ``ran``: its trigger is stored in the conversation (the turn that answers it began);
-- ``delivered``: done. A recurring schedule goes back to ``due`` at its next slot
+- ``ran``: its work ran: a prompt's stage one (a background turn) answered, and the
+  answer is kept in ``result`` (a reminder's or a trigger's text needs no work);
+- ``delivered``: the result is in the conversation (a reminder's row; the hidden row a
+  normal turn answers). A recurring schedule goes back to ``due`` at its next slot
   instead (``fired`` counts its deliveries).
 
 ``wake_at`` is the one column the poller reads (one indexed query): ``next_fire`` while
@@ -49,6 +51,8 @@ class Schedule:
     fired: int = 0
     last_fired_at: datetime | None = None
     late_seconds: float | None = None  # how late its last slot fired
+    run_id: str | None = None  # the run_id of its firing's work (a prompt's stage one)
+    result: str | None = None  # what that work answered, once ran (stage two hands it on)
 
     @property
     def wake_at(self) -> datetime | None:

@@ -53,6 +53,7 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.forged import FORGED_OPS
+from ostinato.store.jobs import JOB_OPS
 from ostinato.store.mcp_servers import MCP_SERVER_OPS
 from ostinato.store.relations import RelateFacts, ResolveConflict
 from ostinato.store.sql import rows
@@ -60,6 +61,7 @@ from ostinato.store.sql.account_sql import apply_account_op
 from ostinato.store.sql.executor import Executor, WriteTime, dump_json
 from ostinato.store.sql.fact_ops import forget, relate, remember, resolve
 from ostinato.store.sql.forged_sql import apply_forged_op
+from ostinato.store.sql.job_sql import apply_job_op
 from ostinato.store.sql.mcp_sql import apply_mcp_op
 
 # How many times an append retries after losing a race for its ``seq``.
@@ -409,5 +411,6 @@ OPS: dict[type, WriteFunction] = {
     ResolveConflict: resolve,
     **dict.fromkeys(FORGED_OPS, lambda ex, op, now: apply_forged_op(ex, op, now.value)),
     **dict.fromkeys(MCP_SERVER_OPS, lambda ex, op, now: apply_mcp_op(ex, op, now.value)),
+    **dict.fromkeys(JOB_OPS, lambda ex, op, now: apply_job_op(ex, op)),
 }
 """One function per write op; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -30,11 +30,12 @@ from ostinato.store.search import fts5_query, search_terms, websearch_query
 from ostinato.store.sql import relation_sql, rows, statements
 from ostinato.store.sql.account_sql import AccountReads
 from ostinato.store.sql.forged_sql import ForgedReads
+from ostinato.store.sql.job_sql import JobReads
 from ostinato.store.sql.mcp_sql import McpServerReads
 from ostinato.store.sql.rows import Row, TimeDecoder
 
 
-class SQLReads(AccountReads, ForgedReads, McpServerReads, ABC):
+class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, ABC):
     """Reads shared by ``SQLiteStore`` and ``PostgresStore``."""
 
     _decode_time: TimeDecoder

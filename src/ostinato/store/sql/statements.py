@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.account_sql import AccountWriteName, account_statements
 from ostinato.store.sql.forged_sql import ForgedWriteName, forged_statements
+from ostinato.store.sql.job_sql import JobWriteName, job_statements
 from ostinato.store.sql.mcp_sql import McpWriteName, mcp_statements
 from ostinato.store.sql.relation_sql import RelationWriteName, relation_statements
 from ostinato.store.sql.tables import (
@@ -49,6 +50,7 @@ WriteName: TypeAlias = (
     | RelationWriteName
     | ForgedWriteName
     | McpWriteName
+    | JobWriteName
     | Literal[
         "insert_conversation",
         "set_state",
@@ -125,6 +127,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **relation_statements(dialect),
         **forged_statements(dialect),
         **mcp_statements(dialect),
+        **job_statements(dialect),
     }
 
 

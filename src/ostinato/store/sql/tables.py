@@ -390,6 +390,9 @@ schedules = sa.Table(
     sa.Column("last_fired_at", _TIME, nullable=True),
     sa.Column("late_seconds", sa.Float, nullable=True),
     sa.Column("wake_at", _TIME, nullable=True),
+    # 0014: the firing's work (a prompt's stage one): its run_id, and its answer once ran
+    sa.Column("run_id", sa.String(), nullable=True),
+    sa.Column("result", sa.Text(), nullable=True),
     sa.Index(None, "wake_at"),
     sa.Index(None, "owner", "state"),
 )
@@ -417,4 +420,46 @@ conversation_holds = sa.Table(
     sa.Column("conversation_id", _ID, primary_key=True),
     sa.Column("holder", sa.String(), nullable=False),  # a lease id (``servers.id``)
     sa.Column("token", sa.String(), nullable=False),
+)
+
+
+# Idle-gated background jobs (0014, ``store.jobs``): each job's state per owner (claimed
+# with a lease, released by the write that commits a run), the runs that did something,
+# and when recall last returned each fact (the stale-facts job reads it).
+job_states = sa.Table(
+    "job_states",
+    metadata,
+    sa.Column("owner", sa.String(), primary_key=True),
+    sa.Column("job", sa.String(), primary_key=True),
+    sa.Column("holder", sa.String(), nullable=True),
+    sa.Column("lease_until", _TIME, nullable=True),
+    sa.Column("active_at", _TIME, nullable=True),
+    sa.Column("last_run_at", _TIME, nullable=True),
+    sa.Column("day", sa.String(), nullable=True),
+    sa.Column("calls", sa.Integer, nullable=False),
+    sa.Column("not_before", _TIME, nullable=True),
+    sa.Column("notes", sa.Text, nullable=False),
+)
+job_runs = sa.Table(
+    "job_runs",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("owner", sa.String(), nullable=False),
+    sa.Column("job", sa.String(), nullable=False),
+    sa.Column("started_at", _TIME, nullable=False),
+    sa.Column("finished_at", _TIME, nullable=False),
+    sa.Column("status", sa.String(), nullable=False),
+    sa.Column("changes", sa.Text, nullable=False),
+    sa.Column("model_calls", sa.Integer, nullable=False),
+    sa.Column("tokens", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Index(None, "owner", "started_at"),
+)
+memory_uses = sa.Table(
+    "memory_uses",
+    metadata,
+    sa.Column("scope", sa.String(), primary_key=True),
+    sa.Column("memory_id", _ID, primary_key=True),
+    sa.Column("used_at", _TIME, nullable=False),
 )

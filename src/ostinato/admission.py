@@ -1,13 +1,18 @@
 """Admission control for one process: how many turns it runs at once.
 
-A submitted message whose turn begins at once takes a slot (``Admission.carry``) and
-holds it until its turn ends (or fails to begin); one stored behind its conversation's
-running turn gives it back at once (a conversation runs one turn at a time). Past
-``limit`` slots, a new message waits for one, in the order they came, for at most
-``wait`` seconds; when ``queue`` messages already wait, or the wait runs out, it is
-refused with ``Overloaded`` (HTTP 503 with ``Retry-After``) and nothing of it is
-stored. While every slot is taken the process is ``busy``, and the work a turn does
-after its answer (fact extraction) is skipped first.
+A slot is one busy conversation: its worker (``turns.Worker``) holds one from its first
+turn until it winds down, whatever kind of turn it runs (a message, a card's answer, a
+decision's continuation, what recovery took over), so at most ``limit`` turns run at
+once. A message stored behind its conversation's running turn needs none (its worker
+holds one). Past ``limit``, a message or a card's answer that would start a worker waits
+for a slot, in the order they came, for at most ``wait`` seconds; when ``queue`` already
+wait, or the wait runs out, it is refused with ``Overloaded`` (HTTP 503 with
+``Retry-After``) and nothing of it is stored. Work whose input is stored already (a
+decision's continuation, a queued message another server left, recovery) waits in the
+same line with no bound (``bounded=False``): it is never refused. While every slot is
+taken the process is ``busy``, and the work a turn does after its answer (fact
+extraction) is skipped first. (Compaction is not shed: it is what lets a long history's
+request fit the model's window at all.)
 
 ``LoopLag`` measures how late the event loop wakes a timer: the figure of how far the
 process is behind (``/healthz`` reports it).
@@ -18,26 +23,34 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
 
 from ostinato.errors import Unavailable
 
 Release = Callable[[], None]
 
 
-class _Submitted(Protocol):
-    @property
-    def started(self) -> asyncio.Future[Any]: ...
-    @property
-    def queued(self) -> object | None: ...
-
-
-S = TypeVar("S", bound=_Submitted)
-
-
 class Overloaded(Unavailable):
     code = "overloaded"
+
+
+class Held:
+    """A slot (or none) in someone's hands: ``hand`` passes it on (to a worker, which
+    gives it back when it winds down), ``release`` gives it back unless it was passed."""
+
+    __slots__ = ("_release",)
+
+    def __init__(self, release: Release | None = None) -> None:
+        self._release = release
+
+    def hand(self) -> Release | None:
+        release, self._release = self._release, None
+        return release
+
+    def release(self) -> None:
+        release = self.hand()
+        if release is not None:
+            release()
 
 
 class Admission:
@@ -59,12 +72,13 @@ class Admission:
         """Every slot is taken: a new turn would wait."""
         return self.limit is not None and self.running >= self.limit
 
-    async def enter(self) -> Release:
-        """A slot, once one is free; ``Overloaded`` when too many wait or the wait ends."""
+    async def enter(self, *, bounded: bool = True) -> Release:
+        """A slot, once one is free; ``Overloaded`` when too many wait or the wait ends
+        (``bounded=False``: wait as long as it takes, never refused)."""
         if not self.busy() and not self._waiters:
             self.running += 1
             return self._release_once()
-        if len(self._waiters) >= self.queue:
+        if bounded and len(self._waiters) >= self.queue:
             raise Overloaded(
                 f"this server runs {self.running} turns and {self.waiting} wait; try again shortly",
                 retry_after=self.wait,
@@ -72,7 +86,7 @@ class Admission:
         slot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(slot)
         try:
-            await asyncio.wait_for(asyncio.shield(slot), self.wait)
+            await asyncio.wait_for(asyncio.shield(slot), self.wait if bounded else None)
         except TimeoutError:
             if not self._give_up(slot):
                 return self._release_once()  # a slot came just as the wait ended
@@ -94,22 +108,6 @@ class Admission:
         self._waiters.remove(slot)
         return True
 
-    async def carry(self, submit: Callable[[], Awaitable[S]]) -> S:
-        """``submit()`` within a slot, held until the turn it started ends; a message
-        stored in its conversation's queue gives the slot back at once (its turn runs
-        after the one running there, so it adds none)."""
-        release = await self.enter()
-        try:
-            submission = await submit()
-        except BaseException:
-            release()
-            raise
-        if submission.queued is not None:
-            release()
-        else:
-            release_when_ended(submission.started, release)
-        return submission
-
     def _release_once(self) -> Release:
         done = False
 
@@ -129,22 +127,6 @@ class Admission:
                 slot.set_result(None)  # the slot passes on: running stays the same
                 return
         self.running -= 1
-
-
-def release_when_ended(started: asyncio.Future[Any], release: Release) -> None:
-    """Call ``release`` when the turn behind ``started`` ends (or fails to begin)."""
-
-    def begun(future: asyncio.Future[Any]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            release()
-            return
-        task = getattr(future.result(), "task", None)
-        if task is None:
-            release()
-        else:
-            task.add_done_callback(lambda _: release())
-
-    started.add_done_callback(begun)
 
 
 class LoopLag:

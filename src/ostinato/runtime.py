@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ostinato import observe
-from ostinato.admission import Admission
+from ostinato.admission import Admission, Held
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Grant, Remember
 from ostinato.bus import LocalBus
@@ -60,6 +59,7 @@ from ostinato.tools.mounting import Mount, Source
 from ostinato.tools.registry import ToolRegistry
 from ostinato.turns import (
     ApprovalOutcome,
+    CancelOutcome,
     CardAnswer,
     NewMessage,
     Policy,
@@ -74,12 +74,6 @@ PROTECTED_TOOLS = frozenset({"ask_user", "read_attachment"})  # never switched o
 ModelChoice = Model | Callable[[Conversation], Model]
 ModelResolver = Callable[[str], Model]
 """Turns a tier name or a ``provider:model`` id into a model."""
-
-
-@dataclass(frozen=True, slots=True)
-class CancelOutcome:
-    cancelled_turn: str | None  # the running turn that was cancelled
-    dismissed: tuple[str, ...]  # tool_use ids of cards / approvals resolved by the cancel
 
 
 class Runtime:
@@ -136,7 +130,7 @@ class Runtime:
         self.compactor = compactor or Compactor()
         self.seed_recall = seed_recall
         self._model = model
-        self._workers = Workers(self._begin)
+        self._workers = Workers(self._begin, lambda: self.admission)
         self.bus.on("cancel", self._cancel_here)
         self.lease: Lease | None = None  # this process's lease, if it takes one (``leases``)
         self._closed = False
@@ -227,16 +221,21 @@ class Runtime:
         ``await submission.handle()`` gives the turn when it starts. ``skill`` names the
         agent that answers (``NotFound`` for an unknown one) instead of the router's pick;
         ``instructions`` are added to its system prompt if the agent allows it (not kept
-        for a message that waits across a restart). A turn that begins at once takes an
-        ``admission`` slot until it ends (``Overloaded`` when none comes free in time)."""
+        for a message that waits across a restart). A message that would start its
+        conversation's worker first takes an ``admission`` slot (``Overloaded`` when none
+        comes free in time), which the worker holds until it winds down."""
         if skill is not None and self.router.get(skill) is None:
             raise NotFound(f"no agent named {skill!r}")
         message = user_message(message, client_message_id)
         new = NewMessage(message, client_message_id, None, skill, instructions)
-        return await self.admission.carry(lambda: self._submit(conversation_id, new, policy, model))
+        slot = await self._workers.slot_for(conversation_id)
+        try:
+            return await self._submit(conversation_id, new, policy, model, slot)
+        finally:
+            slot.release()  # unless a worker took it
 
     async def _submit(
-        self, conversation_id: str, new: NewMessage, policy: Policy, model: Model | None
+        self, conversation_id: str, new: NewMessage, policy: Policy, model: Model | None, slot: Held
     ) -> Submission:
         await self.conversation(conversation_id)
         self._workers.refuse_new()
@@ -246,7 +245,7 @@ class Runtime:
         elsewhere = free and holds is not None and await holds.held_elsewhere(conversation_id)
         if free and not elsewhere:
             submission = Submission(new, model)
-            self._workers.add(conversation_id, submission)
+            self._workers.add(conversation_id, submission, slot.hand())
             await asyncio.wait([submission.started])
             return submission
         if policy == "reject":
@@ -322,8 +321,9 @@ class Runtime:
         self._workers.refuse_new()
         if self._workers.busy(conversation_id):
             raise Conflict("a turn is running in this conversation; no card is waiting")
+        slot = await self._workers.slot_for(conversation_id)
         submission = Submission(CardAnswer(tool_use_id, result), model)
-        self._workers.add(conversation_id, submission)
+        self._workers.add(conversation_id, submission, slot.hand())
         return await submission.handle()
 
     async def decide(

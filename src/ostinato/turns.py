@@ -10,6 +10,11 @@ policy:
 - ``supersede``: the running turn is cancelled (its teardown awaited), then it runs;
 - ``reject``: refused with ``Conflict`` (nothing stored).
 
+A busy worker holds one admission slot (``ostinato.admission``) from its first turn
+until it winds down: whoever starts a worker for a new input takes the slot first (so a
+full process refuses before anything is stored), and a worker started for input that is
+stored already takes one itself, waiting in the same line as long as it takes.
+
 At shutdown ``Workers.drain`` begins no new turn (waiting submissions are refused with
 ``ShuttingDown``; a queued message stays in the store's queue), gives running turns a
 grace, then cancels the rest and waits for each to record its end.
@@ -23,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ostinato.admission import Admission, Held, Release
 from ostinato.approvals import Approval
 from ostinato.errors import InvalidRequest, ShuttingDown
 from ostinato.holds import Holds
@@ -80,6 +86,15 @@ class CardAnswer:
 
     tool_use_id: str
     result: JSON | str | list[object] | int | float | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelOutcome:
+    """What a cancel did: the running turn it cancelled, and the tool_use ids of the
+    cards and approvals it resolved."""
+
+    cancelled_turn: str | None
+    dismissed: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +171,7 @@ class Worker:
         self._settled.set()
         self._begin = begin
         self.task: asyncio.Task[None] | None = None
+        self.slot: Release | None = None  # its admission slot, while it has one
 
     @property
     def idle(self) -> bool:
@@ -283,8 +299,9 @@ class Worker:
 class Workers:
     """The workers of every busy conversation in this process."""
 
-    def __init__(self, begin: Begin) -> None:
+    def __init__(self, begin: Begin, admission: Callable[[], Admission] = Admission) -> None:
         self._begin = begin
+        self._admission = admission  # the process's bound (read when a worker starts)
         self._workers: dict[str, Worker] = {}
         self.draining = False  # shutting down: no new turns
         self.holds: Holds | None = None  # with several servers (``ostinato.holds``)
@@ -297,20 +314,35 @@ class Workers:
         worker = self._workers.get(conversation_id)
         return worker is not None and not worker.idle
 
-    def add(self, conversation_id: str, submission: Submission) -> Worker | None:
-        """Queue a submission, starting the conversation's worker if it is idle; None
-        (and the sender told) when shutting down."""
+    async def slot_for(self, conversation_id: str) -> Held:
+        """An admission slot for new input to this conversation (``Overloaded`` when none
+        comes free in time), or none when its worker is busy (it holds one)."""
+        if self.busy(conversation_id):
+            return Held()
+        return Held(await self._admission().enter())
+
+    def add(
+        self, conversation_id: str, submission: Submission, slot: Release | None = None
+    ) -> Worker | None:
+        """Queue a submission, starting the conversation's worker if it is idle (with
+        ``slot``, the admission slot its sender took, or one it waits for); None (and
+        the sender told) when shutting down. A slot that is not needed is given back."""
         if self.draining:
             refuse(submission)
+            if slot is not None:
+                slot()
             return None
         worker = self._workers.get(conversation_id)
         if worker is None:
             worker = Worker(conversation_id, self._begin)
+            worker.slot = slot
             self._workers[conversation_id] = worker
             worker.put(submission)
             worker.task = asyncio.create_task(self._run(worker), name=f"worker-{conversation_id}")
         else:
             worker.put(submission)
+            if slot is not None:  # the worker there holds one already (or will)
+                slot()
         return worker
 
     def open(self, conversation_id: str) -> Worker:
@@ -330,12 +362,16 @@ class Workers:
         cid, holds, token = worker.conversation_id, self.holds, new_id()
         try:
             if holds is None or await holds.claim(cid, token, worker.stopped):
+                if worker.slot is None:
+                    worker.slot = await _slot(self._admission(), worker.stopped)
                 await worker.run()
             else:
                 worker.stop()
         finally:
             if self._workers.get(cid) is worker:
                 del self._workers[cid]
+            if worker.slot is not None:
+                worker.slot()
             if holds is not None:
                 await holds.release(cid, token)
 
@@ -384,3 +420,19 @@ class Workers:
 
     async def close(self) -> None:
         await self.drain(0.0)
+
+
+async def _slot(admission: Admission, stopped: asyncio.Event) -> Release | None:
+    """An admission slot for input that is stored already (never refused: it waits),
+    or None when the worker is stopped first."""
+    entering = asyncio.ensure_future(admission.enter(bounded=False))
+    stopping = asyncio.ensure_future(stopped.wait())
+    await asyncio.wait([entering, stopping], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if entering.done():
+        return entering.result()
+    entering.cancel()
+    await asyncio.wait([entering])
+    if not entering.cancelled() and entering.exception() is None:
+        entering.result()()  # it came just as the worker stopped
+    return None

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ostinato.admission import Admission, LoopLag, Overloaded, release_when_ended
+from ostinato.admission import Admission, Held, LoopLag, Overloaded
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.store.base import Store
@@ -68,25 +68,73 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
     assert admission.running == 0
 
 
-async def test_release_when_ended_waits_for_the_turn_task() -> None:
-    released: list[bool] = []
-    loop = asyncio.get_running_loop()
-    started: asyncio.Future[Any] = loop.create_future()
-    gate = asyncio.Event()
-    task = asyncio.ensure_future(gate.wait())
-    release_when_ended(started, lambda: released.append(True))
-    started.set_result(type("Handle", (), {"task": task})())
-    await asyncio.sleep(0)
-    assert released == []
-    gate.set()
-    await task
-    await asyncio.sleep(0)
-    assert released == [True]
-    failed: asyncio.Future[Any] = loop.create_future()
-    release_when_ended(failed, lambda: released.append(False))
-    failed.set_exception(RuntimeError("did not begin"))
-    await asyncio.sleep(0)
-    assert released == [True, False]
+def test_a_held_slot_is_given_back_once_unless_handed_on() -> None:
+    given: list[str] = []
+    held = Held(lambda: given.append("a"))
+    held.release()
+    held.release()
+    assert given == ["a"]
+    passed = Held(lambda: given.append("b"))
+    release = passed.hand()
+    passed.release()  # handed on: nothing given back here
+    assert given == ["a"] and release is not None
+    assert Held().hand() is None
+
+
+async def _busy_count(runtime: Runtime, *conversations: str) -> int:
+    return sum(runtime.busy(c) for c in conversations)
+
+
+async def test_a_queued_message_runs_within_its_worker_slot_not_beside_the_bound() -> None:
+    """The audit's case: limit 2; a message queued behind a running turn, then that turn
+    ends and the queued one runs. Before, the queued turn ran with no slot, so a third
+    conversation got the freed one: three turns ran under a bound of two."""
+    gated = GatedModel()
+    runtime = Runtime(MemoryStore(), model=gated, seed_recall=False)
+    runtime.admission = Admission(limit=2, wait=60, queue=10)
+    try:
+        a, b, c = [(await runtime.create_conversation()).id for _ in range(3)]
+        await runtime.submit(a, "a1")
+        await eventually(lambda: _true(gated.calls == 1))
+        queued = await runtime.submit(a, "a2")
+        assert queued.queued is not None and runtime.admission.running == 1
+        await runtime.submit(b, "b1")
+        await eventually(lambda: _true(gated.calls == 2))
+        gated.open(1)  # a1 ends; a2 begins in a's worker, on a's slot
+        await eventually(lambda: _true(gated.calls == 3))
+        third = asyncio.ensure_future(runtime.submit(c, "c1"))
+        await eventually(lambda: _true(runtime.admission.waiting == 1))
+        assert runtime.admission.running == 2
+        assert await _busy_count(runtime, a, b, c) == 2
+        gated.open(2)  # b1 ends, b's worker winds down: c's message gets its slot
+        await third
+        await eventually(lambda: _true(gated.calls == 4))
+        assert runtime.admission.running == 2
+    finally:
+        gated.open_all()
+        await runtime.close()
+    assert runtime.admission.running == 0
+
+
+async def test_card_answers_and_decisions_take_a_slot_too() -> None:
+    """A card's answer waits for a slot like a message (nothing stored before it has
+    one); a decision's continuation is stored already: it waits as long as it takes."""
+    gated = GatedModel()
+    runtime = Runtime(MemoryStore(), model=gated, seed_recall=False)
+    runtime.admission = Admission(limit=1, wait=0.05, queue=10)
+    try:
+        a = (await runtime.create_conversation()).id
+        await runtime.submit(a, "a1")
+        await eventually(lambda: _true(gated.calls == 1))
+        assert runtime.admission.busy()
+        b = (await runtime.create_conversation()).id
+        with pytest.raises(Overloaded):
+            await runtime.answer_card(b, "toolu_none", {"choice": "x"})
+        assert runtime.admission.running == 1 and runtime.admission.waiting == 0
+    finally:
+        gated.open_all()
+        await runtime.close()
+    assert runtime.admission.running == 0
 
 
 def test_loop_lag_keeps_the_latest_and_the_peak() -> None:

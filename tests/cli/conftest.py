@@ -18,6 +18,10 @@ from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.store.memory import MemoryStore
+from ostinato.tools.builtins import default_registry
+from ostinato.tools.forge import Sandbox
+from ostinato.tools.forge.tools import forge_tools, forged_source
+from ostinato.tools.mounting import Mount, Source
 
 
 @dataclass
@@ -39,9 +43,22 @@ def keyed_server(tmp_path: Path) -> Iterator[LiveServer]:
     yield from serving(tmp_path / "keyed", AuthSettings(mode="keys", key_cache_s=0))
 
 
-def serving(data_dir: Path, auth: AuthSettings | None = None) -> Iterator[LiveServer]:
+@pytest.fixture
+def forging_server(tmp_path: Path) -> Iterator[LiveServer]:
+    """A live server whose agent can forge tools (``create_tool``, in the sandbox)."""
+    yield from serving(tmp_path / "forging", forge=True)
+
+
+def serving(
+    data_dir: Path, auth: AuthSettings | None = None, *, forge: bool = False
+) -> Iterator[LiveServer]:
     model = ScriptedModel()
-    runtime = Runtime(MemoryStore(), model=model, data_dir=data_dir)
+    store, sandbox = MemoryStore(), Sandbox()
+    mount = None
+    if forge:
+        tools = [*default_registry(), *forge_tools(store, sandbox)]
+        mount = Mount([Source("builtins", tools, builtin=True), forged_source(store, sandbox)])
+    runtime = Runtime(store, model=model, data_dir=data_dir, mount=mount, sandbox=sandbox)
     key = asyncio.run(create_key(runtime.store, "ann", "cli"))[1] if auth else None
     app = create_app(runtime, model_name=model.name, store_name="memory://", auth=auth)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical", log_config=None)

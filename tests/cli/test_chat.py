@@ -194,3 +194,46 @@ def test_commands_attach_model_new_and_open(live_server: LiveServer, tmp_path: o
     assert chat(live_server.url, stdin=io.StringIO(f"/open {cid}\nback\n"), stdout=again) == 0
     assert f"conversation {cid} (resumed, 2 rows)" in again.getvalue()
     assert len(_rows(live_server, cid)) == 4
+
+
+CODE = """async (args) => {
+  // a comment the person must see
+  const f = args.celsius * 9 / 5 + 32;
+  return {fahrenheit: f};
+}"""
+
+
+def test_an_approval_shows_a_tools_code_whole_and_any_call_on_v(forging_server: LiveServer) -> None:
+    forged = {
+        "name": "celsius_to_fahrenheit",
+        "description": "Convert Celsius to Fahrenheit.",
+        "parameters": {"type": "object", "properties": {"celsius": {"type": "number"}}},
+        "code": CODE,
+        "example": {"celsius": 100},
+    }
+    command = "echo " + " ".join(f"word{i}" for i in range(60)) + " the-end"
+    forging_server.model.add(
+        tool_step(("create_tool", forged)),
+        text_step("Made it."),
+        tool_step(("shell", {"command": command})),
+        text_step("Ran it."),
+    )
+    out = io.StringIO()
+    stdin = io.StringIO("make me a tool\ny\nrun something long\nwhat\nv\nn\n")
+    assert chat(forging_server.url, stdin=stdin, stdout=out) == 0
+    text = out.getvalue()
+    # the code, every line of it, before the question, exactly as it will be stored
+    shown = "\n".join("  │ " + line for line in CODE.split("\n"))
+    assert text.index("create_tool asks to run with (exec):") < text.index(shown)
+    assert text.index(shown) < text.index("  approved\n")
+    assert '  parameters: {\n    "type": "object",' in text
+    assert '  example: {\n    "celsius": 100\n  }' in text
+    assert "Made it." in text and "  approved\n" in text
+    # a long call is shown whole on v (the prompt line, cut, is for a terminal)
+    assert "answer y, n, a (or v to see the whole call)" in text
+    assert text.index("the-end") > text.index("shell asks to run with (exec):")  # after v
+    assert f'  command: "{command}"' in text
+    assert "  declined\n" in text
+    forging_server.model.assert_consumed()
+    rows = httpx.get(f"{forging_server.url}/v1/tools/forged").json()
+    assert [t["code"] for t in rows["tools"]] == [CODE]  # what was shown is what is stored

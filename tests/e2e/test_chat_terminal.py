@@ -1,10 +1,13 @@
 """``ostinato chat`` in a real pseudo-terminal (pexpect) against a real ``ostinato serve``
 (the offline model, whose ``/tool NAME {json}`` calls a tool): an approval answered with
 "y", a question card answered by choosing an option, a card still waiting after the chat
-is restarted, Ctrl-C cancelling a ``sleep 30`` shell call, and Ctrl-C twice leaving."""
+is restarted, a forged tool's code shown whole before it is approved and a long call shown
+whole on "v", Ctrl-C cancelling a running ``sleep 30`` shell call, and Ctrl-C twice
+leaving."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -96,20 +99,72 @@ def test_a_waiting_card_is_asked_again_after_a_restart(served: str) -> None:
     child.expect(pexpect.EOF)
 
 
+def _approvals(url: str, cid: str) -> list[tuple[str, str | None]]:
+    rows = httpx.get(f"{url}/v1/conversations/{cid}/approvals").json()["approvals"]
+    return [(a["tool"], a["ending"]) for a in rows]
+
+
+def test_a_tools_code_is_shown_whole_and_any_call_on_v(served: str) -> None:
+    child = spawn(served)
+    cid = conversation_of(child)
+    code = "(args) => {\n  // shown to the person\n  return {twice: args.n * 2};\n}"
+    forged = {
+        "name": "twice",
+        "description": "Doubles n.",
+        "parameters": {"type": "object", "properties": {"n": {"type": "number"}}},
+        "code": code,
+        "example": {"n": 21},
+    }
+    child.sendline(f"/tool create_tool {json.dumps(forged)}")
+    child.expect("create_tool asks to run with \\(exec\\):")
+    for line in code.split("\n"):  # every line of the code, whole, before the question
+        child.expect_exact(f"  │ {line}")
+    child.expect_exact("allow create_tool as shown above (exec)? [y]es / [n]o / [a]lways: ")
+    child.sendline("y")
+    child.expect("approved")
+    child.expect('"twice": 42')  # tried once in the sandbox
+    child.expect("you> ")
+    words = " ".join(f"word{i}" for i in range(40))
+    child.sendline(f'/tool shell {{"command": "echo {words} the-end"}}')
+    child.expect(
+        r"allow shell ([^\r\n]*) \(exec\)\? \[y\]es / \[n\]o /\s+\[a\]lways / \[v\]iew all: "
+    )
+    assert child.match.group(1).endswith("…")  # cut on the prompt line
+    child.sendline("v")
+    child.expect("shell asks to run with \\(exec\\):")
+    child.expect_exact(f'  command: "echo {words} the-end"')
+    child.expect_exact("[v]iew all: ")  # asked again
+    child.sendline("n")
+    child.expect("declined")
+    child.expect("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert _approvals(served, cid) == [("create_tool", "APPROVED"), ("shell", "DECLINED")]
+    forged_tools = httpx.get(f"{served}/v1/tools/forged").json()["tools"]
+    assert [t["code"] for t in forged_tools if t["name"] == "my_twice"] == [code]
+
+
 def test_ctrl_c_cancels_a_sleeping_shell_call(served: str) -> None:
     child = spawn(served)
     cid = conversation_of(child)
     child.sendline('/tool shell {"command": "sleep 30"}')
-    child.expect("allow shell")
+    child.expect(r"allow shell .*\? \[y\]es / \[n\]o / \[a\]lways: ")
     child.sendline("y")
-    child.expect("sleep 30")  # the spinner's line
+    # the approval's prompt (which names the command) is behind us: wait for the spinner
+    # of the approved call, which runs now, and for the approval's ending in the store
+    child.expect_exact("(approved, running)")  # shell's spinner, back
+    deadline = time.monotonic() + TIMEOUT
+    while _approvals(served, cid) != [("shell", "APPROVED")]:
+        assert time.monotonic() < deadline, _approvals(served, cid)
+        time.sleep(0.05)
+    time.sleep(0.5)  # the shell process has started (not a measurement)
     began = time.monotonic()
     child.sendintr()
     child.expect("cancelling")
     child.expect("turn ended cancelled")
     took = time.monotonic() - began
-    print(f"Ctrl-C to 'turn ended cancelled': {took:.2f} s")
-    assert took < 30  # the sleep did not run to its end (the figure is printed above)
+    print(f"Ctrl-C to 'turn ended cancelled' on the screen: {took:.2f} s")
+    assert took < 10  # generous: the sleep did not run on (the figure is printed above)
     child.expect("you> ")
     child.sendline("/quit")
     child.expect(pexpect.EOF)

@@ -2,10 +2,11 @@
 
 A turn's frames are read by a thread and handled here, so the person can be asked in the
 middle of a turn: an approval is asked ``y / n / always`` (``ostinato.answers`` reads the
-answer), a question card is asked as a numbered choice once its turn has paused. Ctrl-C
-while a turn runs cancels it (``POST /cancel``); a second Ctrl-C, before a line is sent,
-leaves. After ``/open`` (or ``--conversation``), what the conversation waits on is asked
-again: a pending approval, or the card a paused conversation waits on.
+answer; ``v`` shows the whole call, and a call that carries code is shown whole first,
+``cli.chat.calls``), a question card is asked as a numbered choice once its turn has
+paused. Ctrl-C while a turn runs cancels it (``POST /cancel``); a second Ctrl-C, before a
+line is sent, leaves. After ``/open`` (or ``--conversation``), what the conversation waits
+on is asked again: a pending approval, or the card a paused conversation waits on.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from ostinato.answers import AnswerCard, Decide, WaitingApproval, WaitingCard, describe, interpret
-from ostinato.cli.chat.view import View, short, turn_endings
+from ostinato.cli.chat.calls import in_full, one_line, shown_first
+from ostinato.cli.chat.view import View, turn_endings
 from ostinato.client import APIError, Client, Conflict, UnknownFrame
 from ostinato.frames import ApprovalRequested, Frame, InputRequested, TurnFinished
 from ostinato.messages import ToolUseBlock
@@ -33,7 +35,10 @@ HELP = """commands:
   /model [NAME]  list the agents and models, or set this conversation's model
   /help          this list
   /quit          leave (or end of input; Ctrl-C twice)
+At an approval: y, n, a (always), v (see the whole call).
 Ctrl-C while a turn runs cancels it."""
+CHOICES = "[y]es / [n]o / [a]lways"
+VIEW = frozenset({"v", "view"})  # at an approval's prompt: show the whole call
 Frames = Iterator[Frame | UnknownFrame]
 _END = object()
 
@@ -165,13 +170,23 @@ class Session:
 
     def approve(self, waiting: WaitingApproval) -> bool:
         """Ask about an approval until it is answered; whether it was (not at the end of
-        input: it then waits, and times out)."""
-        arguments = short(str(waiting.input), 120)
-        prompt = f"allow {waiting.tool} {arguments} ({waiting.risk})? [y]es / [n]o / [a]lways: "
+        input: it then waits, and times out). A call that carries code is shown whole
+        first; ``v`` shows any call whole."""
+        self.view.pause()
+        if shown_first(waiting.input):
+            self._show_call(waiting)
+            prompt = f"allow {waiting.tool} as shown above ({waiting.risk})? {CHOICES}: "
+        else:
+            arguments, cut = one_line(waiting.input)
+            more = " / [v]iew all" if cut else ""
+            prompt = f"allow {waiting.tool} {arguments} ({waiting.risk})? {CHOICES}{more}: "
         while True:
             line = self.ask(prompt, in_turn=True)
             if line is None:
                 return False
+            if line.strip().lower() in VIEW:
+                self._show_call(waiting)
+                continue
             reading = interpret(line, waiting)
             if isinstance(reading, Decide):
                 self.client.decide(
@@ -180,7 +195,13 @@ class Session:
                 )  # fmt: skip
                 self.view.line("  approved" if reading.approve else "  declined", "dim")
                 return True
-            self.view.line("  answer y, n or a", "dim")
+            self.view.line("  answer y, n, a (or v to see the whole call)", "dim")
+
+    def _show_call(self, waiting: WaitingApproval) -> None:
+        first, *rest = in_full(waiting.tool, waiting.input, waiting.risk)
+        self.view.line(first, "bold")
+        for line in rest:
+            self.view.line(line)
 
     def answer(self, card: WaitingCard) -> None:
         """Ask a question card: a number or an option's text answers it, other text is a

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ostinato.client import UnknownFrame
 from ostinato.frames import (
+    ApprovalDecided,
     ErrorFrame,
     Frame,
     MessageCommitted,
@@ -123,6 +124,8 @@ class View:
                 self._end_reply()
             case ToolStarted() | ToolProgress() | ToolFinished():
                 self._tool(frame)
+            case ApprovalDecided(tool_use_id=tool_use_id, ending="APPROVED"):
+                self._approved(tool_use_id)
             case ModelRetrying(delay_s=delay, error=error):
                 self.line(f"  [model busy, retrying in {delay} s: {error}]", "yellow")
             case ErrorFrame(code=code, message=message):
@@ -160,6 +163,13 @@ class View:
                 else (f"  [tool] {frame.name} -> {summary}")
             )
             self.line(text, "green" if frame.status == "ok" else "red")
+            self._refresh()
+
+    def _approved(self, tool_use_id: str) -> None:
+        """An approved call runs now: its spinner comes back (it stopped for the prompt)."""
+        if tool_use_id in self.running:
+            name, said = self.running[tool_use_id]
+            self.running[tool_use_id] = (name, f"(approved, running) {said}")
             self._refresh()
 
     def history(self, rows: list[Any], endings: dict[str, str]) -> None:

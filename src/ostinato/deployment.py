@@ -48,6 +48,7 @@ def provider_settings(models: ModelsSection) -> ProviderSettings:
         thinking_budget=models.thinking_budget,
         reasoning_effort=models.reasoning_effort,
         idle_timeout=models.idle_timeout,
+        max_requests=models.max_requests,
     )
 
 

@@ -11,6 +11,7 @@ from ostinato.errors import AuthenticationFailed, InvalidRequest
 from ostinato.messages import user_text
 from ostinato.models import (
     DefaultModel,
+    Model,
     ModelOverride,
     ModelRequest,
     ProviderSettings,
@@ -24,6 +25,7 @@ from ostinato.models import (
 from ostinato.models.anthropic import AnthropicModel
 from ostinato.models.openai_chat import OpenAIChatModel
 from ostinato.models.openai_responses import OpenAIResponsesModel
+from ostinato.models.pool import Pooled
 
 TIERS = Tiers({"minuet": "ollama:qwen3:0.6b", "allegro": "openai:gpt-4.1", "forte": "anthropic:x"})
 
@@ -38,10 +40,16 @@ def test_parse_model_id_splits_on_the_first_colon() -> None:
 
 def test_create_model_picks_the_protocol() -> None:
     env = {"OPENAI_API_KEY": "sk-env", "ANTHROPIC_API_KEY": "ak-env"}
-    assert isinstance(create_model("anthropic:claude-x", env=env), AnthropicModel)
-    assert isinstance(create_model("openai:gpt-4.1", env=env), OpenAIResponsesModel)
+    assert isinstance(adapter(create_model("anthropic:claude-x", env=env)), AnthropicModel)
+    assert isinstance(adapter(create_model("openai:gpt-4.1", env=env)), OpenAIResponsesModel)
     chat = create_model("openai-chat:gpt-4.1", env=env)
-    assert isinstance(chat, OpenAIChatModel) and chat.name == "openai-chat:gpt-4.1"
+    assert isinstance(adapter(chat), OpenAIChatModel) and chat.name == "openai-chat:gpt-4.1"
+
+
+def adapter(model: Model) -> Model:
+    """The provider adapter inside its endpoint's request pool (``models.pool``)."""
+    assert isinstance(model, Pooled)
+    return model.inner
 
 
 def test_presets_give_base_url_and_key_variable() -> None:

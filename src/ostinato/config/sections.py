@@ -186,6 +186,13 @@ class ModelsSection(Section):
         description="Seconds a provider may send nothing (no headers, no event, no "
         "keep-alive) before the call's attempt fails as `stream_idle` and is retried.",
     )
+    max_requests: int = Field(
+        default=256,
+        ge=0,
+        description="Model calls one provider endpoint (a provider and base URL) takes at "
+        "once from this process; more wait in order (a local server that answers one at a "
+        "time may want 1-4). 0: no bound.",
+    )
     context_windows: NumberTable = Field(
         default_factory=dict,
         description="Context window sizes by model-name prefix, over the built-in ones "

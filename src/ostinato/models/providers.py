@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ostinato.errors import AuthenticationFailed, InvalidRequest
 from ostinato.models.base import Model
+from ostinato.models.pool import DEFAULT_MAX_REQUESTS, pooled
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from ostinato.redaction import register_secret
 
@@ -129,14 +130,16 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
 class ProviderSettings:
     """ostinato's own provider settings: the OpenAI-compatible server for
     ``openai-compatible:`` ids (``base_url``, ``api_key``), Anthropic's extended thinking
-    budget in tokens, the Responses API's reasoning effort, and the idle timeout (seconds
-    the provider may send nothing before the attempt fails and is retried)."""
+    budget in tokens, the Responses API's reasoning effort, the idle timeout (seconds the
+    provider may send nothing before the attempt fails and is retried), and how many
+    calls one provider endpoint takes at once (``ostinato.models.pool``; 0: no bound)."""
 
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    max_requests: int = DEFAULT_MAX_REQUESTS  # calls at once per endpoint (``models.pool``)
 
 
 NO_SETTINGS = ProviderSettings()
@@ -167,13 +170,27 @@ def create_model(
     """A ready ``Model`` for ``model_id``. The SDKs' keys and base URLs not given come
     from ``env`` (default: the process environment), except that an explicit ``base_url``
     is never paired with a key from the environment. ``settings`` gives the
-    ``openai-compatible`` server and the thinking and reasoning options."""
+    ``openai-compatible`` server, the thinking and reasoning options, and the bound on
+    one endpoint's calls at once (every model of one provider and base URL shares it)."""
     env = os.environ if env is None else env
     provider, model = parse_model_id(model_id)
     if provider == "offline":
         from ostinato.models.offline import OfflineModel  # written elsewhere; loaded lazily
 
         return OfflineModel()
+    made = _provider_model(provider, model, api_key, base_url, retry, env, settings)
+    return pooled(made, f"{provider} {base_url or ''}", settings.max_requests)
+
+
+def _provider_model(
+    provider: str,
+    model: str,
+    api_key: str | None,
+    base_url: str | None,
+    retry: RetryPolicy,
+    env: Mapping[str, str],
+    settings: ProviderSettings,
+) -> Model:
     if provider == "anthropic":
         import anthropic
 

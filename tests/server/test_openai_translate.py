@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ostinato.filters import NO_FILTERS, OutputFilters
 from ostinato.frames import (
     ApprovalRequested,
@@ -14,6 +16,7 @@ from ostinato.frames import (
 )
 from ostinato.messages import Message, TextBlock
 from ostinato.server.openai_compat.translate import Content, Finish, Reasoning, Reply
+from ostinato.server.openai_compat.wire import Envelope, sse
 
 R = {"run_id": "r", "seq": 1}
 
@@ -75,3 +78,17 @@ def test_an_approval_ends_the_completion_with_how_to_answer() -> None:
     pieces = reply.see(asked)
     assert isinstance(pieces[-1], Finish) and pieces[-1].waiting is not None
     assert "Answer yes" in "".join(p.text for p in pieces if isinstance(p, Content))
+
+
+def test_a_delta_event_is_the_chunk_it_stands_for() -> None:
+    """A text delta's event is encoded around the delta only; its bytes are those of the
+    whole chunk encoded, for any text and with or without usage."""
+    for include_usage in (False, True):
+        envelope = Envelope.new("abc", 'an "agent" \\ é', include_usage)
+        for text in ("hi", "", 'é"\\ \n\x00 ☃ 😀 </script>', "\u2028"):
+            for name in ("content", "reasoning_content"):
+                event = envelope.delta_event(name, text)  # type: ignore[arg-type]
+                assert event == sse(envelope.chunk({name: text}))
+                assert json.loads(event.removeprefix(b"data: "))["choices"][0]["delta"] == {
+                    name: text
+                }

@@ -31,19 +31,18 @@ from ostinato.frames import Frame
 from ostinato.models.base import Model
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context, ServerContext
+from ostinato.server.openai_compat.chunks import Chunks
 from ostinato.server.openai_compat.continuity import conversation_for
 from ostinato.server.openai_compat.translate import Content, Failed, Finish, Reasoning, Reply
 from ostinato.server.openai_compat.wire import (
     CONVERSATION_HEADER,
     DEFAULT_AGENT,
-    DONE,
     PROGRESS_HEADER,
     ChatRequest,
     CompletionError,
     Envelope,
     Said,
     split_messages,
-    sse,
 )
 from ostinato.server.routes.turns import cancel_when_begun, release_when_done
 from ostinato.server.sse import FrameStream
@@ -154,7 +153,7 @@ async def _complete(
         raise
     if body.stream:
         stream = FrameStream(
-            _chunks(run.frames, reply, envelope), on_close=close, on_abandon=run.on_abandon
+            _chunks(run.frames, Chunks(reply, envelope)), on_close=close, on_abandon=run.on_abandon
         )
         stream.headers.update(headers)
         return stream
@@ -257,31 +256,19 @@ def _cancel_running(context: ServerContext, cid: str) -> Callable[[], None]:
     return cancel
 
 
-async def _chunks(frames: Frames, reply: Reply, envelope: Envelope) -> AsyncIterator[bytes]:
+async def _chunks(frames: Frames, chunks: Chunks) -> AsyncIterator[bytes]:
     """The completion's chunk events: the role first, then each piece, then the end."""
-    yield sse(envelope.chunk({"role": "assistant", "content": ""}))
+    yield chunks.first()
     async with aclosing(frames):
         async for frame in frames:
             if frame is None:
                 yield b": ping\n\n"
                 continue
-            for piece in reply.see(frame):
-                match piece:
-                    case Content(text=text):
-                        yield sse(envelope.chunk({"content": text}))
-                    case Reasoning(text=text):
-                        yield sse(envelope.chunk({"reasoning_content": text}))
-                    case Finish(reason=reason, usage=usage):
-                        yield sse(envelope.chunk({}, reason))
-                        if envelope.include_usage:
-                            yield sse(envelope.usage_chunk(usage))
-                        yield DONE
-                        return
-                    case Failed(code=code, message=message):
-                        error = {"message": message, "type": "server_error", "code": code}
-                        yield sse({"error": error})
-                        yield DONE
-                        return
+            data, ended = chunks.frame(frame)
+            if data:
+                yield data
+            if ended:
+                return
 
 
 async def _collect(

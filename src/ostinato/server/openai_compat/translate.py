@@ -89,28 +89,28 @@ class Reply:
         self.fresh = True  # no content said yet in the current assistant reply
         self.quiet: set[str] = set()  # read tools: not described
         self.card: WaitingCard | None = None  # the question card the turn paused on
-        self.shown = ""  # the content said of the current reply
+        self.shown: list[str] = []  # the content said of the current reply, in pieces
         self.resent = ""  # what a retried call will say again: not said twice
 
     def see(self, frame: Frame) -> list[Piece]:
+        if type(frame) is TextDeltaFrame:  # most frames: first, without the match below
+            self.streamed = True
+            return self._say(self._once(self.chain.feed(frame.text)))
         match frame:
             case TurnStarted(skill=skill) if self.for_agent is not None and skill:
                 self.filters = self.for_agent(skill)
                 self.chain = self.filters.chain()
-            case TextDeltaFrame(text=text):
-                self.streamed = True
-                return self._say(self._once(self.chain.feed(text)))
             case TextDiscarded():
                 # A model call is tried again (or failed): what it showed cannot be taken
                 # back, so the same words, streamed again, are not said twice.
-                self.resent, self.shown = self.shown, ""
+                self.resent, self.shown = "".join(self.shown), []
                 self.chain, self.streamed = self.filters.chain(), False
                 return []
             case MessageCommitted(message=row) if row.role == "assistant":
                 text = "" if self.streamed else self.chain.feed(row.text)
                 out = self._say(self._once(text + self.chain.flush()))
                 self.chain, self.streamed, self.fresh = self.filters.chain(), False, True
-                self.shown = self.resent = ""
+                self.shown, self.resent = [], ""
                 return out
             case ToolStarted() | ToolFinished() | ToolProgress():
                 return self._step(frame)
@@ -143,7 +143,7 @@ class Reply:
 
     def _once(self, text: str) -> str:
         """``text`` without the part a discarded call already showed."""
-        self.shown += text
+        self.shown.append(text)
         if not self.resent:
             return text
         same = 0

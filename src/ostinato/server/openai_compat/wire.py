@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
@@ -186,16 +186,30 @@ def split_messages(request: ChatRequest) -> tuple[list[Said], Said, str | None]:
 
 @dataclass(slots=True)
 class Envelope:
-    """What every chunk of one completion shares."""
+    """What every chunk of one completion shares. A text delta's event is the shared
+    part, encoded once, around the delta's text (``delta_event``): the bytes are those of
+    ``sse(chunk({field: text}))``, without encoding the rest of the chunk again."""
 
     id: str
     model: str
     created: int
     include_usage: bool = False
+    _head: str = field(init=False, repr=False)
+    _tail: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        marker = {"\x00": 0}  # a delta no chunk has: where the delta goes
+        whole = json.dumps(self.chunk(marker), separators=(",", ":"))
+        head, tail = whole.split(json.dumps(marker, separators=(",", ":")), 1)
+        self._head, self._tail = f"data: {head}{{", f"}}{tail}\n\n".encode()
 
     @classmethod
     def new(cls, completion_id: str, model: str, include_usage: bool = False) -> Envelope:
         return cls(f"chatcmpl-{completion_id}", model, int(time.time()), include_usage)
+
+    def delta_event(self, name: Literal["content", "reasoning_content"], text: str) -> bytes:
+        """The event of a chunk whose delta is ``{name: text}``."""
+        return f'{self._head}"{name}":{json.dumps(text)}'.encode() + self._tail
 
     def chunk(self, delta: JSON, finish_reason: str | None = None) -> JSON:
         out: JSON = {

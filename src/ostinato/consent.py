@@ -8,6 +8,10 @@ conversation it ends ``UNREACHABLE``; otherwise a pending approval row is writte
 ``dismiss`` (the user typed instead), the deadline (``UNANSWERED``) or cancellation
 (``DECLINED``). Every ending is a row in the approvals table: the audit trail.
 
+A conversation named in ``asks_in`` asks in another: a scheduled prompt's background
+turn (stage one, ``ostinato.background``) asks in the conversation the schedule serves,
+where a person may be watching; its card carries the background turn's ``run_id``.
+
 ``TurnConsent`` is the gate as one turn sees it: its skill's policy, and whether the turn
 has taken in content from outside the conversation (after which memory writes ask).
 """
@@ -54,6 +58,7 @@ class ConsentGate:
         self.store, self.bus = store, bus
         self.policy = policy or ApprovalPolicy()
         self._waiting: dict[str, asyncio.Future[Approval]] = {}
+        self.asks_in: dict[str, str] = {}  # a conversation -> where its approvals are asked
         bus.on("decided", self._decided_elsewhere)
 
     def required(self, tool: Tool) -> bool:
@@ -66,9 +71,10 @@ class ConsentGate:
     async def ask(
         self, turn: Turn, call: ToolUseBlock, tool: Tool, *, owner: str | None, seq: int
     ) -> Ending:
-        cid = turn.conversation_id
+        cid, seq = self._where(turn, seq)
         for earlier in await self.store.list_approvals(cid):
-            if earlier.tool_use_id == call.id and earlier.ending is not None:
+            mine = cid == turn.conversation_id or earlier.turn_id == turn.id  # ids are reused
+            if earlier.tool_use_id == call.id and earlier.ending is not None and mine:
                 return earlier.ending
         args_hash = arguments_hash(tool.name, call.input)
         family = tool.family(call.input) if tool.family is not None else None
@@ -120,6 +126,12 @@ class ConsentGate:
         self._announce(turn.run_id, seq, decided)
         assert decided.ending is not None
         return decided.ending
+
+    def _where(self, turn: Turn, seq: int) -> tuple[str, int]:
+        """The conversation a turn's approval is asked in (``asks_in``), and the seq its
+        frame carries there."""
+        cid = self.asks_in.get(turn.conversation_id, turn.conversation_id)
+        return cid, (seq if cid == turn.conversation_id else self.bus.last_seq(cid))
 
     async def decide(
         self,

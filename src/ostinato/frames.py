@@ -35,22 +35,29 @@ class _Frame:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStarted(_Frame):
     """A turn began: ``kind`` user / resume (a card answered) / approval (a decision that
-    outlived its turn); the skill, persona and tier the router chose."""
+    outlived its turn) / background (it delivers background work: a scheduled prompt's
+    result, an outside trigger); the skill, persona and tier the router chose.
+    ``background_run_id`` is, for a ``background`` turn, the ``run_id`` of the work whose
+    result it delivers (a scheduled prompt's stage one; a trigger's firing)."""
 
     turn_id: str
     kind: str = "user"
     skill: str | None = None
     persona: str | None = None
     tier: str | None = None
+    background_run_id: str | None = None
     type: Literal["turn.started"] = "turn.started"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageCommitted(_Frame):
-    """A row was committed; ``message`` is the row as ``/messages`` returns it."""
+    """A row was committed; ``message`` is the row as ``/messages`` returns it.
+    ``background_run_id`` is set on a row background work wrote itself (a reminder: its
+    ``run_id`` is that work's too)."""
 
     message: Message
     client_message_id: str | None = None
+    background_run_id: str | None = None
     type: Literal["message"] = "message"
     durable: ClassVar[bool] = True
 

@@ -1,24 +1,26 @@
 """The poller: finds due schedules, claims each for this process with a lease, and
-delivers it exactly once.
+fires it in two stages, exactly once.
 
 Each tick is one claim (``ScheduleStore.claim_schedules``: one indexed query on
-``wake_at``; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), then each claimed schedule moves
-on in the store step by step, every step a compare-and-set on this process's holder:
+``wake_at``; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL). Each claimed schedule is then
+driven by the firing decision (``firing.next_step``): the firer reads what the store
+shows of the slot (``Seen``), performs the step, and looks again, every change of state
+a compare-and-set on this process's holder:
 
-1. ``claimed -> ran``: its trigger goes into the conversation. A reminder's text is
-   stored as an assistant row (no model call) and published as a ``message`` frame
-   whose ``run_id`` is the firing's own; a prompt is submitted as a hidden user row
-   (``metadata.schedule``), so a normal turn answers it and the reply streams on every
-   surface while the prompt stays out of the chat view. Before writing, the
-   conversation's newest rows and queue are read for this slot's marker: a process
-   that died after writing and before moving on is not doubled by the one that takes
-   over.
-2. ``ran -> delivered`` (a one-shot), or back to ``due`` at the next slot after now (a
-   recurring one: slots missed while every server was down fire once, not once each;
-   ``late_seconds`` says how late the slot fired).
+- ``claimed -> ran``: the work runs. A prompt's stage one is a background turn in its
+  own conversation (``stage_one``), awaited while the lease is renewed; its answer is
+  kept in the schedule (``result``). A reminder or a trigger needs no work.
+- ``ran``: stage two hands the result on in the conversation (``handoff``).
+- ``ran -> delivered`` (a one-shot), or back to ``due`` at the next slot after now (a
+  recurring one: slots missed while every server was down fire once, not once each;
+  ``late_seconds`` says how late the slot fired).
 
 A process killed at any point leaves the schedule held until its lease runs out; then
-another (or the same after a restart) claims it in the state it was left in.
+another (or the same after a restart) claims it in the state it was left in, and the
+decision picks up from what the store shows. The crash tests stop a process at the
+kill points (``KILL_ENV``): ``started`` (stage one's turn began, the schedule still
+claimed), ``ran`` (moved to ran, nothing handed on), ``handed`` (the row is in the
+conversation, the schedule still ran).
 """
 
 from __future__ import annotations
@@ -31,33 +33,39 @@ import os
 import signal
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, assert_never
 
+from ostinato.background import handoff, stage_one
+from ostinato.background.firing import (
+    Advance,
+    AwaitStageOne,
+    Hand,
+    Ran,
+    Seen,
+    StageOne,
+    StartStageOne,
+    WaitForTurn,
+    next_step,
+)
 from ostinato.background.schedules import Schedules
+from ostinato.background.stage_one import MARKER as MARKER
 from ostinato.background.when import Kind, next_fire, zone_named
 from ostinato.errors import NotFound
-from ostinato.frames import MessageCommitted
 from ostinato.ids import new_id
-from ostinato.messages import Message, TextBlock
-from ostinato.store.base import AppendMessage
 from ostinato.store.schedules import Schedule
+from ostinato.turns import TurnHandle
 
 log = logging.getLogger(__name__)
 
 KILL_ENV = "OSTINATO_FAULT_SCHEDULE_KILL"  # crash tests: SIGKILL this process at that step
-MARKER = "schedule"  # metadata key of a firing's row: "<schedule id>:<slot number>"
-LOOK_BACK = 50  # rows read for a marker before writing one
-LATE_NOTE_S = 60.0  # a prompt this late says so
-
-
-def marker(schedule: Schedule) -> str:
-    return f"{schedule.id}:{schedule.fired}"
+KILL_POINTS = ("started", "ran", "handed")
+RECHECK_S = 5.0  # stage one runs elsewhere: look again this much later
+MAX_STEPS = 12  # a firing's steps in one go (each is durable; the rest waits for the lease)
 
 
 def kill_point(env: Mapping[str, str]) -> Callable[[str], None] | None:
-    """The crash tests' kill point: with ``KILL_ENV`` naming a step (``triggered``: the
-    row is written, the state not yet moved; ``ran``: moved to ran, not yet delivered),
-    the process SIGKILLs itself there, as a crash would stop it."""
+    """The crash tests' kill point: with ``KILL_ENV`` naming one of ``KILL_POINTS``, the
+    process SIGKILLs itself there, as a crash would stop it."""
     step = env.get(KILL_ENV)
     if not step:
         return None
@@ -73,7 +81,7 @@ class Firer:
     """Fires ``schedules``' due items into ``runtime``'s conversations as ``holder`` (by
     default an id of its own: a schedule's lease is apart from the server's); ``clock``
     is now, ``kill`` a hook the crash tests use to stop between two steps (it gets the
-    step's name)."""
+    step's name); ``started`` is called with each stage-one turn as it begins."""
 
     def __init__(
         self,
@@ -84,6 +92,7 @@ class Firer:
         clock: Callable[[], datetime] | None = None,
         batch: int = 20,
         kill: Callable[[str], None] | None = None,
+        started: Callable[[Schedule, TurnHandle], None] | None = None,
     ) -> None:
         self.runtime, self.schedules = runtime, schedules
         self.holder = holder or f"firer_{new_id()}"
@@ -91,54 +100,149 @@ class Firer:
         self.clock = clock or schedules.clock
         self.lease = timedelta(seconds=schedules.settings.lease_seconds)
         self.batch, self.kill = batch, kill or (lambda step: None)
+        self.started = started or (lambda schedule, handle: None)
         self._stopped = asyncio.Event()
+        self._firing: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         """Tick every ``poll_seconds`` until ``stop`` (at once again after a tick that
-        took a full batch: more may be due)."""
+        took a full batch: more may be due). Each firing runs on in a task of its own
+        (a prompt's stage one takes a while); ``stop`` cancels those still going."""
         poll = self.schedules.settings.poll_seconds
-        while not self._stopped.is_set():
-            try:
-                if len(await self.tick()) >= self.batch:
-                    continue
-            except Exception:  # the store is away: try again at the next tick
-                log.exception("schedules: a tick failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopped.wait(), poll)
+        try:
+            while not self._stopped.is_set():
+                try:
+                    if len(await self.claim(spawn=True)) >= self.batch:
+                        continue
+                except Exception:  # the store is away: try again at the next tick
+                    log.exception("schedules: a tick failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), poll)
+        finally:
+            for task in list(self._firing):
+                task.cancel()
+            await asyncio.gather(*self._firing, return_exceptions=True)
 
     def stop(self) -> None:
         self._stopped.set()
 
     async def tick(self) -> list[Schedule]:
-        """Claim what is due now and fire each; what was claimed."""
+        """Claim what is due now and fire each to its end (stage one included); what
+        was claimed."""
+        return await self.claim(spawn=False)
+
+    async def claim(self, *, spawn: bool) -> list[Schedule]:
         now = self.clock()
         claimed = await self.store.claim_schedules(self.holder, now, self.lease, self.batch)
-        for schedule in claimed:
-            try:
-                await self.fire(schedule, now)
-            except NotFound:  # its conversation is gone: nothing to deliver to, ever
-                log.warning("schedules: %s's conversation is gone; dropped", schedule.id)
-                await self.store.delete_schedule(schedule.owner, schedule.id)
-            except Exception:  # left held: taken again once its lease runs out
-                log.exception("schedules: firing %s failed", schedule.id)
+        firings = [self._fire_logged(schedule, now) for schedule in claimed]
+        if not spawn:
+            await asyncio.gather(*firings)
+            return claimed
+        for firing in firings:
+            task = asyncio.create_task(firing)
+            self._firing.add(task)
+            task.add_done_callback(self._firing.discard)
         return claimed
 
-    async def fire(self, schedule: Schedule, now: datetime) -> None:
-        if schedule.state == "claimed":
-            slot = schedule.next_fire or now
-            late = max(0.0, (now - slot).total_seconds())
-            schedule = dataclasses.replace(schedule, late_seconds=late)
-            there = await self._already_there(schedule)
-            if not there and not await self._trigger(schedule):
-                return
-            self.kill("triggered")
-            schedule = dataclasses.replace(schedule, state="ran")
-            if not await self.store.move_schedule(schedule, self.holder):
-                return
-            self.kill("ran")
-        await self.store.move_schedule(self._after(schedule, self.clock()), self.holder)
+    async def _fire_logged(self, schedule: Schedule, now: datetime) -> None:
+        try:
+            await self.fire(schedule, now)
+        except NotFound:  # its conversation is gone: nothing to deliver to, ever
+            log.warning("schedules: %s's conversation is gone; dropped", schedule.id)
+            await self.store.delete_schedule(schedule.owner, schedule.id)
+        except Exception:  # left held: taken again once its lease runs out
+            log.exception("schedules: firing %s failed", schedule.id)
 
-    def _after(self, schedule: Schedule, now: datetime) -> Schedule:
+    async def fire(self, schedule: Schedule, now: datetime) -> None:
+        """Drive one held schedule through the firing decision until it is delivered,
+        waits, or is no longer this process's."""
+        if schedule.state == "claimed" and schedule.attempts == 0 and schedule.run_id is None:
+            late = max(0.0, (now - (schedule.next_fire or now)).total_seconds())
+            schedule = dataclasses.replace(schedule, late_seconds=late)
+        for _ in range(MAX_STEPS):
+            step = next_step(schedule, await self._seen(schedule))
+            match step:
+                case StartStageOne(attempt=attempt):
+                    moved = await self._stage_one(schedule, attempt)
+                case AwaitStageOne():
+                    moved = await self._await_elsewhere(schedule)
+                case Ran(result=result, run_id=run_id):
+                    run_id = run_id or f"sch_{new_id()}"
+                    moved = await self._move(schedule, state="ran", result=result, run_id=run_id)
+                    self.kill("ran")
+                case WaitForTurn():
+                    await self._move(schedule, lease_until=self.clock() + timedelta(seconds=1))
+                    return
+                case Hand():
+                    await handoff.hand(self.runtime, schedule)
+                    self.kill("handed")
+                    moved = schedule
+                case Advance():
+                    await self.store.move_schedule(self._after(schedule), self.holder)
+                    return
+                case _:
+                    assert_never(step)
+            if moved is None:  # no longer ours, or left for later
+                return
+            schedule = moved
+
+    async def _seen(self, schedule: Schedule) -> Seen:
+        """What the store (and this process) shows of the schedule's slot."""
+        if schedule.state == "ran":
+            cid = schedule.conversation_id
+            return Seen(await handoff.handed(self.runtime, schedule), self.runtime.busy(cid))
+        if schedule.mode != "prompt":
+            return Seen()
+        return Seen(stage_one=await stage_one.seen(self.runtime.store, schedule))
+
+    async def _stage_one(self, schedule: Schedule, attempt: int) -> Schedule | None:
+        """Begin an attempt, record it, and await its end (renewing the lease)."""
+        handle = await stage_one.start(self.runtime, schedule, attempt)
+        try:
+            self.started(schedule, handle)
+            moved = await self._move(schedule, attempts=attempt, run_id=handle.run_id)
+            self.kill("started")
+            if moved is not None:
+                moved = await self._await(moved, handle)
+            return moved
+        finally:
+            stage_one.done(self.runtime, schedule)
+
+    async def _await(self, schedule: Schedule, handle: TurnHandle) -> Schedule | None:
+        """Wait for a stage-one turn of this process; renew the lease meanwhile."""
+        every = max(1.0, self.lease.total_seconds() / 3)
+        ending = asyncio.ensure_future(handle.result())
+        ending.add_done_callback(lambda f: f.cancelled() or f.exception())  # read below
+        try:
+            while not ending.done():
+                await asyncio.wait({ending}, timeout=every)
+                if not ending.done():
+                    renewed = await self._move(schedule, lease_until=self.clock() + self.lease)
+                    if renewed is None:
+                        return None
+                    schedule = renewed
+        finally:
+            if not ending.done():
+                ending.cancel()
+        return schedule
+
+    async def _await_elsewhere(self, schedule: Schedule) -> Schedule | None:
+        """Stage one runs (or waits to run): here, await it; elsewhere, look again
+        later (if its process died, recovery closes its turn, and a new attempt begins)."""
+        handle = self.runtime.running(stage_one.conversation_id(schedule))
+        if handle is not None and handle.run_id == schedule.run_id:
+            return await self._await(schedule, handle)
+        later = self.clock() + timedelta(seconds=RECHECK_S)
+        await self._move(schedule, lease_until=later)
+        return None
+
+    async def _move(self, schedule: Schedule, **changes: Any) -> Schedule | None:
+        """Store ``schedule`` with ``changes`` while this process holds it; None if not."""
+        moved = dataclasses.replace(schedule, **changes)
+        return moved if await self.store.move_schedule(moved, self.holder) else None
+
+    def _after(self, schedule: Schedule) -> Schedule:
+        now = self.clock()
         done = dataclasses.replace(
             schedule, fired=schedule.fired + 1, last_fired_at=now, holder=None, lease_until=None
         )
@@ -147,57 +251,8 @@ class Firer:
         kind: Kind = schedule.kind  # type: ignore[assignment]
         slot = schedule.next_fire or now
         following = next_fire(kind, schedule.spec, max(slot, now), zone_named(schedule.zone))
-        return dataclasses.replace(done, state="due", next_fire=following)
-
-    async def _already_there(self, schedule: Schedule) -> bool:
-        """Whether this slot's row (or queued input) is stored already."""
-        store, cid, mark = self.runtime.store, schedule.conversation_id, marker(schedule)
-        window = await store.window(cid, limit=LOOK_BACK)
-        if any(row.metadata.get(MARKER) == mark for row in window.rows):
-            return True
-        queued = await store.list_queued(cid)
-        return any(item.message.metadata.get(MARKER) == mark for item in queued)
-
-    async def _trigger(self, schedule: Schedule) -> bool:
-        """Write the slot's row; False to leave it for a later tick (a reminder waits
-        while a turn runs in its conversation)."""
-        if schedule.mode == "reminder":
-            return await self._remind(schedule)
-        text = f"{_preface(schedule)}\n{schedule.text}"
-        kind = "outside" if schedule.mode == "trigger" else "schedule"
-        meta = {MARKER: marker(schedule), "trigger": kind, "late_s": schedule.late_seconds}
-        row = Message("user", (TextBlock(text),), hidden=True, metadata=meta)
-        await self.runtime.submit(schedule.conversation_id, row, policy="queue")
-        return True
-
-    async def _remind(self, schedule: Schedule) -> bool:
-        cid = schedule.conversation_id
-        if self.runtime.busy(cid):
-            await self.store.move_schedule(
-                dataclasses.replace(schedule, lease_until=self.clock() + timedelta(seconds=1)),
-                self.holder,
-            )
-            return False
-        run_id = f"sch_{new_id()}"
-        meta = {MARKER: marker(schedule), "trigger": "reminder", "run_id": run_id}
-        row = Message("assistant", (TextBlock(schedule.text),), metadata=meta)
-        (stored,) = await self.runtime.store.write(AppendMessage(cid, row))
-        seq = stored.seq if stored.seq is not None else self.runtime.bus.last_seq(cid)
-        self.runtime.bus.publish(cid, MessageCommitted(run_id=run_id, seq=seq, message=stored))
-        return True
+        cleared = dataclasses.replace(done, run_id=None, result=None, attempts=0)
+        return dataclasses.replace(cleared, state="due", next_fire=following)
 
 
-def _preface(schedule: Schedule) -> str:
-    """What the model reads before a prompt's or a trigger's text."""
-    if schedule.mode == "trigger":
-        return (
-            f"[A message from an outside system ({schedule.spec}), not typed by the user. "
-            "Answer it as a message to the user.]"
-        )
-    note = ""
-    if schedule.late_seconds and schedule.late_seconds >= LATE_NOTE_S:
-        note = f" It fires {round(schedule.late_seconds / 60)} minutes late."
-    return (
-        f"[A prompt the user scheduled ({schedule.kind} {schedule.spec}, zone "
-        f"{schedule.zone}) is due now.{note} Answer it as a message to the user.]"
-    )
+__all__ = ["KILL_ENV", "KILL_POINTS", "MARKER", "Firer", "StageOne", "kill_point"]

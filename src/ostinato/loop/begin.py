@@ -64,6 +64,7 @@ from ostinato.tools.workdir import workdir_for
 
 RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
 ROUTE = "route"
+BACKGROUND = "background_run_id"  # a user row's metadata: it hands on background work
 
 log = logging.getLogger("ostinato.loop")
 
@@ -126,7 +127,7 @@ class Parts(Protocol):
 class Opening:
     """What an input adds as its turn begins."""
 
-    kind: str  # the turn's kind: "user", "resume" or "approval"
+    kind: str  # the turn's kind: "user", "resume", "approval" or "background"
     route: Route
     ops: list[WriteOp]  # the rows (and other writes) committed with the turn's start
     carried: list[tuple[ToolUseBlock, str]] = field(default_factory=list)
@@ -134,6 +135,7 @@ class Opening:
     files: dict[str, FileBlock] = field(default_factory=dict)
     client_message_id: str | None = None
     instructions: str | None = None  # added to the skill's system prompt (it allows it)
+    background_run_id: str | None = None  # the work a "background" turn delivers
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +165,9 @@ async def open_with_message(
 ) -> Opening:
     """A user message: routed to a skill (the one the request named, if it did); what the
     conversation waited on is answered (the user moved on); the turn-zero seed calls are
-    worked out. The request's ``instructions`` are kept only if the skill allows them."""
+    worked out. The request's ``instructions`` are kept only if the skill allows them.
+    A row that hands on background work's result (``metadata.background_run_id``, by
+    ``ostinato.background``) begins a ``background`` turn."""
     route = await _route(parts.router, conversation, history, message, skill)
     if instructions is not None:
         allowed = route.skill.agent.request_instructions
@@ -180,14 +184,16 @@ async def open_with_message(
     if queued is not None:
         ops.append(TakeQueued(queued.id))
         observe.queued(-1)
+    background = message.metadata.get(BACKGROUND)
     return Opening(
-        "user",
+        "background" if background else "user",
         route,
         ops,
         seeds=seeds,
         files=files,
         client_message_id=client_message_id,
         instructions=instructions,
+        background_run_id=str(background) if background else None,
     )
 
 
@@ -267,6 +273,7 @@ async def begin(
         started=turn,
         route=opening.route,
         client_message_id=opening.client_message_id,
+        background_run_id=opening.background_run_id,
     )
     prior = build_window(window.rows, summary=window.summary, max_tokens=skill.agent.history_tokens)
     keeper = ContextKeeper(parts.compactor, reserve=skill.agent.max_tokens)
@@ -366,6 +373,7 @@ async def commit_rows(
     started: Turn | None = None,
     route: Route | None = None,
     client_message_id: str | None = None,
+    background_run_id: str | None = None,
 ) -> list[Message]:
     """Commit ops, then announce: ``turn.started`` first, then each row in seq order."""
     if not ops:
@@ -389,6 +397,7 @@ async def commit_rows(
                 skill=route.skill.id if route else None,
                 persona=route.skill.persona if route else None,
                 tier=route.skill.tier if route else None,
+                background_run_id=background_run_id,
             ),
         )
     for row in rows:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ostinato.errors import Conflict
+from ostinato.store.base import Conversation
 from ostinato.store.jobs import ClaimJob, FinishJob, JobRun, JobState, NoteFactsUsed
 
 Undo = list[Callable[[], None]]
@@ -75,8 +76,10 @@ class MemoryJobReads:
     _job_states: dict[tuple[str, str], JobState]
     _job_runs: dict[str, JobRun]
     _fact_uses: dict[tuple[str, str], datetime]
-    _conversations: dict[str, Any]
-    _updated: dict[str, datetime]
+    _conversations: dict[str, Conversation]
+
+    def _current(self, conversation: Conversation) -> Conversation:
+        raise NotImplementedError  # MemoryStore's: with its newest updated_at
 
     async def job_states(
         self, *, owner: str | None = None, job: str | None = None
@@ -99,12 +102,11 @@ class MemoryJobReads:
         self, active_after: datetime, idle_before: datetime
     ) -> list[tuple[str, datetime]]:
         newest: dict[str, datetime] = {}
-        for cid, conversation in self._conversations.items():
-            if conversation.owner is None:
-                continue
-            at = self._updated.get(cid, conversation.updated_at)
-            if conversation.owner not in newest or at > newest[conversation.owner]:
-                newest[conversation.owner] = at
+        for stored in self._conversations.values():
+            conversation = self._current(stored)
+            owner, at = conversation.owner, conversation.updated_at
+            if owner is not None and (owner not in newest or at > newest[owner]):
+                newest[owner] = at
         return sorted(
             (owner, at) for owner, at in newest.items() if active_after < at <= idle_before
         )

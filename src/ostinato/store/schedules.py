@@ -53,6 +53,7 @@ class Schedule:
     late_seconds: float | None = None  # how late its last slot fired
     run_id: str | None = None  # the run_id of its firing's work (a prompt's stage one)
     result: str | None = None  # what that work answered, once ran (stage two hands it on)
+    attempts: int = 0  # stage-one attempts begun for the slot being fired
 
     @property
     def wake_at(self) -> datetime | None:

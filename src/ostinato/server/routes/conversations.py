@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse
 
+from ostinato.background.stage_one import is_background
 from ostinato.errors import InvalidRequest
 from ostinato.runtime import Runtime
 from ostinato.server.auth import CurrentCaller, owned
@@ -91,14 +92,16 @@ async def list_conversations(
         ),
     ] = None,
 ) -> ConversationPage:
-    """The caller's conversations, newest first."""
+    """The caller's conversations, newest first. A scheduled prompt's background
+    conversation (where its stage one runs) is left out: a page may hold fewer than
+    `limit` then, and `next` still goes on from it."""
     owner = None if caller.sees_everything else caller.owner
     found = await context.runtime.store.list_conversations(
         owner=owner, limit=limit + 1, before=before
     )
     page = found[:limit]
     return ConversationPage(
-        conversations=[ConversationOut.of(c) for c in page],
+        conversations=[ConversationOut.of(c) for c in page if not is_background(c)],
         next=page[-1].id if len(found) > limit else None,
     )
 

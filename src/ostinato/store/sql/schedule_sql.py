@@ -24,7 +24,7 @@ from ostinato.store.sql.tables import schedules as table
 
 T = TypeVar("T")
 _MOVED: tuple[str, ...] = ("state", "holder", "lease_until", "next_fire", "fired")
-_MOVED += ("last_fired_at", "late_seconds", "wake_at", "run_id", "result")
+_MOVED += ("last_fired_at", "late_seconds", "wake_at", "run_id", "result", "attempts")
 
 
 def _param(name: str, column: str | None = None) -> sa.BindParameter[Any]:

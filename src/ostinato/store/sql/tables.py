@@ -390,9 +390,11 @@ schedules = sa.Table(
     sa.Column("last_fired_at", _TIME, nullable=True),
     sa.Column("late_seconds", sa.Float, nullable=True),
     sa.Column("wake_at", _TIME, nullable=True),
-    # 0014: the firing's work (a prompt's stage one): its run_id, and its answer once ran
+    # 0014: the firing's work (a prompt's stage one): its run_id, its answer once ran,
+    # and how many attempts at it began
     sa.Column("run_id", sa.String(), nullable=True),
     sa.Column("result", sa.Text(), nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Index(None, "wake_at"),
     sa.Index(None, "owner", "state"),
 )

@@ -4,9 +4,10 @@ Revision ID: 0014
 Revises: 0013
 Create Date: 2026-12-02
 
-``schedules`` gains ``run_id`` and ``result``: the run_id of a firing's work (a
-prompt's stage one, a background turn) and what it answered, kept while the schedule
-is ``ran`` so stage two can hand it on after a crash. ``job_states`` (one row per owner
+``schedules`` gains ``run_id``, ``result`` and ``attempts``: the run_id of a firing's
+work (a prompt's stage one, a background turn), what it answered (kept while the
+schedule is ``ran`` so stage two can hand it on after a crash), and how many attempts
+at it began. ``job_states`` (one row per owner
 and job: its claim and lease, the activity it ran after, its model calls today),
 ``job_runs`` (what each run changed and cost) and ``memory_uses`` (when recall last
 returned a fact) serve the idle-gated jobs.
@@ -28,6 +29,7 @@ def upgrade() -> None:
     with op.batch_alter_table("schedules") as batch:
         batch.add_column(sa.Column("run_id", sa.String(), nullable=True))
         batch.add_column(sa.Column("result", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"))
     op.create_table(
         "job_states",
         sa.Column("owner", sa.String(), nullable=False),
@@ -73,5 +75,6 @@ def downgrade() -> None:
     op.drop_table("job_runs")
     op.drop_table("job_states")
     with op.batch_alter_table("schedules") as batch:
+        batch.drop_column("attempts")
         batch.drop_column("result")
         batch.drop_column("run_id")

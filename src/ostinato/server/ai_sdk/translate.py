@@ -2,7 +2,7 @@
 
 The chunks are the ``ai`` package's (v7, ``uiMessageChunkSchema``), each a JSON object:
 
-- ``start`` (``messageId``, ``messageMetadata``: the conversation and the run), first;
+- ``start`` (``messageId``, ``messageMetadata``: ``{"conversationId": ...}``), first;
 - a model call is a step: ``start-step`` ... ``finish-step``;
 - ``text.delta`` -> ``text-start`` / ``text-delta`` / ``text-end`` (filtered, one filter
   chain per reply; ``text-end`` when the reply's row is committed); ``thinking.delta`` ->

@@ -15,11 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ostinato"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 
-KNOWN: frozenset[str] = frozenset(
-    {
-        "memory/tools.py:memory_tools",  # memory-write consent work (issue 10 item 6)
-    }
-)
+KNOWN: frozenset[str] = frozenset()
 
 
 def _modules() -> list[Path]:

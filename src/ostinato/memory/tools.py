@@ -15,7 +15,7 @@ in the system prompt.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from ostinato.errors import ClientError, ToolError
@@ -59,11 +59,20 @@ def memory_tools(
     ``memory_graph``, ``memory_conflicts``) over ``store``.
 
     ``ranker`` mixes embedding similarity into recall (see ``ranking``); ``capacity`` is
-    how many current facts one scope may hold (by default ``OSTINATO_MEMORY_CAPACITY``,
-    else 5,000).
+    how many current facts one scope may hold (by default ``MEMORY_CAPACITY``; the
+    deployment passes the setting ``memory.capacity``).
     """
     memory = Memory(store, ranker, capacity=capacity)
+    assert MEMORY_TEXT_LIMIT == 2_000  # the remember docstring says so
+    return [
+        _remember_tool(memory),
+        _recall_tool(memory),
+        _forget_tool(memory),
+        *relation_tools(store),  # relate_memories, memory_graph, memory_conflicts
+    ]
 
+
+def _remember_tool(memory: Memory) -> Tool:
     async def remember(
         fact: str,
         context: ToolContext,
@@ -98,6 +107,12 @@ def memory_tools(
             out["superseded"] = stored.supersedes
         return out
 
+    return function_tool(
+        remember, category="action", risk="safe", idempotent=False, writes_memory=True
+    )
+
+
+def _recall_tool(memory: Memory) -> Tool:
     async def recall(query: str, context: ToolContext, limit: int = 10) -> dict[str, Any]:
         """Search the facts remembered about the user, best match first. Forgotten and
         superseded facts are not returned.
@@ -114,6 +129,10 @@ def memory_tools(
             return {"note": RECALLED, "memories": [], "found": "nothing remembered matches that"}
         return {"note": RECALLED, "memories": [_brief(hit.fact) for hit in hits]}
 
+    return function_tool(recall, category="read", risk="safe")
+
+
+def _forget_tool(memory: Memory) -> Tool:
     async def forget(memory_id: str, context: ToolContext) -> dict[str, Any]:
         """Forget a remembered fact: it no longer comes up in recall (it is kept as
         history, not erased).
@@ -125,14 +144,4 @@ def memory_tools(
         closed = await _refusal_as_tool_error(memory.forget(scope, memory_id))
         return {"forgot": closed.id, "fact": closed.text}
 
-    def tool(fn: Callable[..., Any], **options: Any) -> Tool:
-        return function_tool(fn, risk="safe", **options)
-
-    tools = [
-        tool(remember, category="action", idempotent=False, writes_memory=True),
-        tool(recall, category="read"),
-        tool(forget, category="action", writes_memory=True),
-        *relation_tools(store),  # relate_memories, memory_graph, memory_conflicts
-    ]
-    assert MEMORY_TEXT_LIMIT == 2_000  # the remember docstring says so
-    return tools
+    return function_tool(forget, category="action", risk="safe", writes_memory=True)

@@ -9,6 +9,7 @@ import type {
   SignInOptions,
   ToolCallRecord,
   TurnRecord,
+  TurnTimeline,
 } from "./types";
 
 export class ApiError extends Error {
@@ -106,6 +107,8 @@ export const api = {
   pendingApprovals: (id: string) =>
     request<{ approvals: Approval[] }>("GET", `${base(id)}/approvals?pending=true`),
   turns: (id: string) => request<{ turns: TurnRecord[] }>("GET", `${base(id)}/turns`),
+  turn: (id: string, turnId: string) =>
+    request<TurnTimeline>("GET", `${base(id)}/turns/${encodeURIComponent(turnId)}`),
   toolCalls: (id: string) =>
     request<{ tool_calls: ToolCallRecord[] }>("GET", `${base(id)}/tool-calls`),
   queue: (id: string) => request<{ queued: QueuedRecord[] }>("GET", `${base(id)}/queue`),

@@ -1,5 +1,5 @@
 // Messages: the user's (text, images, files), the assistant's (markdown, thinking
-// collapsed, tool steps, rich cards, metrics on demand), the streaming draft, and the
+// collapsed, tool steps, rich cards, metrics and the turn's timeline on demand), the streaming draft, and the
 // notes a turn leaves when it did not end plainly.
 import { Component } from "preact";
 import { useState } from "preact/hooks";
@@ -9,6 +9,7 @@ import { useChat, resultText, seconds } from "./hooks";
 import { renderMarkdown } from "./markdown";
 import { Show } from "./show";
 import { Timeline } from "./timeline";
+import { TurnView } from "./turnview";
 import type { JsonObject, MediaBlock, Row, ToolUseBlock, TurnRecord } from "./types";
 
 const CARD_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
@@ -63,14 +64,23 @@ export function PendingRow({ send }: { send: PendingSend }) {
   );
 }
 
-function Metrics({ metrics, route }: { metrics: JsonObject; route: JsonObject | null }) {
+interface MetricsProps { metrics: JsonObject; route: JsonObject | null; chatId: string; turnId: string | null }
+
+function Metrics({ metrics, route, chatId, turnId }: MetricsProps) {
   const [open, setOpen] = useState(false);
+  const [timeline, setTimeline] = useState(false);
   const tools = metrics.tools && typeof metrics.tools === "object" ? Object.entries(metrics.tools) : [];
   return (
     <div class="metrics">
       <button class="link" aria-expanded={open} onClick={() => setOpen(!open)}>
         Details
       </button>
+      {turnId && (
+        <button class="link" aria-expanded={timeline} onClick={() => setTimeline(!timeline)}>
+          Timeline
+        </button>
+      )}
+      {timeline && turnId && <TurnView conversationId={chatId} turnId={turnId} />}
       {open && (
         <dl class="metrics-list">
           {metrics.model != null && (<><dt>Model</dt><dd>{String(metrics.model)}</dd></>)}
@@ -141,7 +151,7 @@ function AssistantBody({ chat, row, showLookups, latest, route, onSend }: Assist
     <article class="msg assistant" data-seq={row.seq} aria-label="Assistant">
       {parts}
       <Timeline chat={chat} calls={steps} />
-      {metrics && <Metrics metrics={metrics} route={route} />}
+      {metrics && <Metrics metrics={metrics} route={route} chatId={chat.id} turnId={row.turn_id} />}
     </article>
   );
 }

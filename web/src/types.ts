@@ -65,6 +65,51 @@ export interface TurnRecord {
   metrics: JsonObject;
 }
 
+/** One call in a turn's timeline: its start offset from the turn's start, its duration. */
+export interface TimedCall {
+  start_s: number;
+  duration_s: number | null;
+  agent: string | null;
+  under: string | null;
+}
+
+export interface ModelCallTiming extends TimedCall {
+  purpose: string;
+  model: string;
+  time_to_first_token_s: number | null;
+  tokens_in: number;
+  tokens_out: number;
+  stop_reason: string | null;
+  error: string | null;
+  retries: string[];
+}
+
+export interface ToolCallTiming extends TimedCall {
+  id: string;
+  name: string;
+  status: string | null;
+  approval: string | null;
+  approval_wait_s: number | null;
+}
+
+export interface StepTiming {
+  index: number;
+  start_s: number;
+  duration_s: number | null;
+  model_calls: ModelCallTiming[];
+  tool_calls: ToolCallTiming[];
+}
+
+/** `GET /v1/conversations/{id}/turns/{turn_id}`: a turn with its timeline. */
+export interface TurnTimeline {
+  id: string;
+  status: string;
+  stop_reason: string | null;
+  duration_s: number | null;
+  steps: StepTiming[] | null;
+  after_turn: ModelCallTiming[];
+}
+
 export interface ToolCallRecord {
   id: string;
   turn_id: string;

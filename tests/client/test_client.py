@@ -5,6 +5,8 @@ and its reconnect position, errors as typed exceptions; the same with ``AsyncCli
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,6 +33,7 @@ from ostinato.frames import (
 from ostinato.messages import FileBlock, Message, TextBlock
 from ostinato.models.scripted import Step, text_step, tool_step
 from tests.cli.conftest import LiveServer
+from tests.client.proxy import proxy_to
 
 
 def test_a_turn_as_a_result_and_as_typed_frames(live_server: LiveServer) -> None:
@@ -170,3 +173,46 @@ async def test_the_async_client_does_the_same(live_server: LiveServer) -> None:
         assert [m.text for m in await client.messages(cid)][-1] == "Streamed."
         with pytest.raises(NotFound):
             await client.conversation("nope")
+
+
+def _rows_until(events: Iterator[object], seq: int) -> list[int]:
+    seen: list[int] = []
+    for frame in events:
+        if isinstance(frame, MessageCommitted):
+            seen.append(frame.message.seq or 0)
+            if seen[-1] >= seq:
+                return seen
+    raise AssertionError("the stream ended")
+
+
+def test_a_broken_connection_reconnects_from_the_last_row_seen(live_server: LiveServer) -> None:
+    live_server.model.add(text_step("one"), text_step("two"))
+    with Client(live_server.url) as direct:
+        cid = direct.create_conversation().id
+        direct.send(cid, "first")  # rows 1 and 2
+    with proxy_to(live_server.url) as proxy, Client(proxy.url) as client:
+        events = client.events(cid, deltas=False)
+        assert _rows_until(events, 2) == [1, 2]  # the replay
+        proxy.cut()  # the network fails mid-stream
+        with Client(live_server.url) as direct:
+            direct.send(cid, "second")  # rows 3 and 4, while the stream is down
+        began = time.monotonic()
+        assert _rows_until(events, 4) == [3, 4]  # nothing missed, nothing twice
+        waited = time.monotonic() - began
+    opened = [h.lower() for h in proxy.heads if h.startswith("GET ") and "/events" in h]
+    assert len(opened) == 2
+    assert "last-event-id: 0" in opened[0] and "last-event-id: 2" in opened[1]
+    assert waited >= EventCursor.BACKOFF_S[0]  # it backed off before reconnecting
+
+
+def test_reconnects_back_off_and_give_up_after_the_last_wait() -> None:
+    cursor = EventCursor(0)
+    waits = []
+    while not cursor.exhausted:
+        waits.append(cursor.backoff())
+    assert waits == list(EventCursor.BACKOFF_S) and waits == sorted(waits) and waits[0] > 0
+    row = Message("assistant", (TextBlock("x"),), seq=3)
+    assert cursor.see(MessageCommitted(run_id="r", seq=3, message=row))  # a frame came
+    assert not cursor.exhausted and cursor.backoff() == EventCursor.BACKOFF_S[0]
+    closing = ErrorFrame(run_id="", seq=3, code="closing", message="bye")
+    assert not cursor.see(closing) and cursor.attempts == 1  # asking back is no frame

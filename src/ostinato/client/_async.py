@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
@@ -172,20 +173,18 @@ class AsyncClient:
         broken connection is opened again from the last row seen (``Last-Event-ID``)."""
         cursor = EventCursor(after_seq)
         path, params = calls.events_path(conversation_id, deltas)
-        failures = 0
         while True:
             call: Call[None] = Call("GET", path, lambda _: None, params=params)
             call.headers.update(cursor.headers())
             try:
                 async for frame in self._frames(call, until_finished=False):
-                    failures = 0
                     if not cursor.see(frame):
                         break
                     yield frame
             except TransportError:
-                failures += 1
-                if failures > 3:
+                if cursor.exhausted:
                     raise
+            await asyncio.sleep(cursor.backoff())
 
     async def _frames(
         self, call: Call[Any], *, until_finished: bool = True

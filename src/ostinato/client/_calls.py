@@ -229,19 +229,38 @@ class FrameReader:
 
 class EventCursor:
     """Where a conversation's stream is: the seq of the last row it delivered, from which
-    it reconnects (``Last-Event-ID``), so a reconnect misses nothing and repeats nothing."""
+    it reconnects (``Last-Event-ID``), so a reconnect misses nothing and repeats nothing.
+
+    Reconnects back off: the n-th in a row without a frame between them waits
+    ``BACKOFF_S[n - 1]`` seconds (a server that is restarting gets about 7 s); a
+    connection that breaks once they are all waited out ends the stream."""
 
     RECONNECT = frozenset({"closing", "overflow"})
+    BACKOFF_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 
     def __init__(self, after_seq: int) -> None:
         self.after_seq = after_seq
+        self.attempts = 0  # reconnects since the last frame delivered
 
     def see(self, frame: Frame | UnknownFrame) -> bool:
         """Take a frame; ``False`` when the server ended the stream and asks the client
         to come back (``closing``, ``overflow``)."""
         if isinstance(frame, MessageCommitted):
             self.after_seq = max(self.after_seq, frame.message.seq or 0)
-        return not (isinstance(frame, ErrorFrame) and frame.code in self.RECONNECT)
+        if isinstance(frame, ErrorFrame) and frame.code in self.RECONNECT:
+            return False
+        self.attempts = 0
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        """The stream has waited out every backoff since its last frame: give up."""
+        return self.attempts >= len(self.BACKOFF_S)
+
+    def backoff(self) -> float:
+        """The seconds to wait before the next reconnect."""
+        self.attempts += 1
+        return self.BACKOFF_S[min(self.attempts, len(self.BACKOFF_S)) - 1]
 
     def headers(self) -> dict[str, str]:
         return {**SSE, "last-event-id": str(self.after_seq)}

@@ -43,8 +43,11 @@ async def test_a_source_that_fails_to_list_does_not_stop_the_turn() -> None:
     async def down(owner: str | None) -> list[Tool]:
         raise ConnectionError("refused")
 
-    mounted = await Mount([Source("mcp", lister=down), Source("b", [tool("x", "1")])]).registry()
-    assert [t.name for t in mounted.registry] == ["x"] and "refused" in mounted.failed[0]
+    mount = Mount([Source("mcp", lister=down), Source("b", [tool("x", "1")])])
+    mounted = await mount.registry()
+    assert [t.name for t in mounted.registry] == ["x"]
+    failed = mount.status()[0]
+    assert failed.state == "failed" and failed.error == "ConnectionError: refused"
 
 
 async def test_each_source_has_a_status_and_a_failure_is_logged_once(

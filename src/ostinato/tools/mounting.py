@@ -64,9 +64,11 @@ class SourceStatus:
 
 @dataclass(slots=True)
 class Mounted:
+    """One listing's tools. Which sources failed is ``Mount.status()`` (read by the
+    banner, ``GET /v1/tools/sources`` and the log), not part of a listing."""
+
     registry: ToolRegistry
     shadowed: list[str] = field(default_factory=list)  # "source:tool" left out by a collision
-    failed: list[str] = field(default_factory=list)  # "source: error" for each that failed
 
 
 class Mount:
@@ -100,9 +102,6 @@ class Mount:
         )
         mounted = Mounted(ToolRegistry())
         for source, tools in zip(self.sources, listings, strict=True):
-            status = self._status[source.name]
-            if status.state == "failed":
-                mounted.failed.append(f"{source.name}: {status.error}")
             for tool in tools:
                 if tool.name in mounted.registry:
                     mounted.shadowed.append(f"{source.name}:{tool.name}")

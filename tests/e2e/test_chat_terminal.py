@@ -1,7 +1,8 @@
 """``ostinato chat`` in a real pseudo-terminal (pexpect) against a real ``ostinato serve``
 (the offline model, whose ``/tool NAME {json}`` calls a tool): an approval answered with
 "y", a question card answered by choosing an option, a card still waiting after the chat
-is restarted, a forged tool's code shown whole before it is approved and a long call shown
+is restarted, an approval still pending after the server crashed and restarted asked
+again and answered, a forged tool's code shown whole before it is approved and a long call shown
 whole on "v", Ctrl-C cancelling a running ``sleep 30`` shell call, and Ctrl-C twice
 leaving."""
 
@@ -32,7 +33,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.kill()
 
 
-def spawn(url: str, *args: str) -> pexpect.spawn:
+def spawn(url: str, *args: str, ready: str | None = "type a message") -> pexpect.spawn:
     child = pexpect.spawn(
         sys.executable,
         ["-m", "ostinato", "chat", "--url", url, *args],
@@ -41,7 +42,8 @@ def spawn(url: str, *args: str) -> pexpect.spawn:
         encoding="utf-8",
         timeout=TIMEOUT,
     )
-    child.expect("type a message")
+    if ready is not None:
+        child.expect(ready)
     return child
 
 
@@ -172,3 +174,35 @@ def test_ctrl_c_cancels_a_sleeping_shell_call(served: str) -> None:
     assert [(c["name"], c["status"]) for c in calls][-1] == ("shell", "interrupted")
     turns = httpx.get(f"{served}/v1/conversations/{cid}/turns").json()["turns"]
     assert turns[-1]["stop_reason"] == "cancelled"
+
+
+def test_a_pending_approval_is_asked_again_after_the_server_restarts(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    tmp = tmp_path_factory.mktemp("restart")
+    env = {"OSTINATO_MODEL": "offline:ostinato"}
+    server = Server(f"sqlite:///{tmp / 'chat.db'}", tmp / "data", tmp / "serve.log", env)
+    try:
+        child = spawn(server.start())
+        cid = conversation_of(child)
+        child.sendline('/tool shell {"command": "echo ran-after-the-restart"}')
+        child.expect(r"allow shell .*\? \[y\]es / \[n\]o / \[a\]lways: ")
+        child.kill(9)  # the chat goes, unanswered
+        server.kill()  # and the server crashes: the approval is a row, it waits
+        url = server.start()
+        turns = httpx.get(f"{url}/v1/conversations/{cid}/turns").json()["turns"]
+        assert [t["stop_reason"] for t in turns] == ["paused"]  # closed by recovery
+        child = spawn(url, "--conversation", cid, ready="resumed")
+        child.expect(r"allow shell .*\? \[y\]es / \[n\]o / \[a\]lways: ")  # asked again
+        child.sendline("y")
+        child.expect("approved")
+        child.expect_exact("✓ shell ok")  # the call ran, in the turn the answer began
+        child.expect("The tool returned: .*ran-after-the-restart")
+        child.expect("you> ")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+        assert _approvals(url, cid) == [("shell", "APPROVED")]
+        turns = httpx.get(f"{url}/v1/conversations/{cid}/turns").json()["turns"]
+        assert [t["stop_reason"] for t in turns] == ["paused", "end_turn"]
+    finally:
+        server.kill()

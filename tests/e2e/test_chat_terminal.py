@@ -2,9 +2,9 @@
 (the offline model, whose ``/tool NAME {json}`` calls a tool): an approval answered with
 "y", a question card answered by choosing an option, a card still waiting after the chat
 is restarted, an approval still pending after the server crashed and restarted asked
-again and answered, a forged tool's code shown whole before it is approved and a long call shown
-whole on "v", Ctrl-C cancelling a running ``sleep 30`` shell call, and Ctrl-C twice
-leaving."""
+again and answered, a forged tool's code shown whole before it is approved and a long
+call shown whole on "v", Ctrl-C cancelling a running ``sleep 30`` shell call, and Ctrl-C
+twice leaving."""
 
 from __future__ import annotations
 

@@ -206,6 +206,20 @@ async def test_a_stage_one_that_stops_without_an_answer_is_tried_again(world: Wo
     assert [r.text for r in shown] == ["Rest today."]
 
 
+async def test_a_reply_cut_off_is_asked_for_again_once(world: World) -> None:
+    made = await world.schedules.create("ann", world.cid, "in 1 minute", "Plan my day")
+    broken = QuotaExhausted("out of credit")
+    world.model.add(text_step("Plan: rest."), error_step(broken), text_step("Rest today."))
+    world.clock.advance(minutes=1)
+    await world.firer("h1").tick()
+    assert await marked(world, made.id) == ["user", "user"]
+    again = world.model.requests[2].messages[-1].text
+    assert "was cut off" in again and "Plan: rest." in again
+    shown = await world.runtime.store.list_messages(world.cid, include_hidden=False)
+    assert [r.text for r in shown if r.role == "assistant"][-1] == "Rest today."
+    assert (await world.stored(made.id)).state == "delivered"
+
+
 async def test_missed_slots_fire_once_and_say_how_late(world: World) -> None:
     made = await world.schedules.create(
         "ann", world.cid, "every 15m", "Drink water", mode="reminder"

@@ -9,12 +9,15 @@ import pytest
 
 from ostinato.background.firing import (
     MAX_ATTEMPTS,
+    MAX_HANDS,
     Advance,
     AwaitStageOne,
+    AwaitStageTwo,
     Hand,
     Ran,
     Seen,
     StageOne,
+    StageTwo,
     StartStageOne,
     WaitForTurn,
     next_step,
@@ -29,9 +32,25 @@ def held(mode: Mode = "prompt", state: State = "claimed") -> Schedule:
     return dataclasses.replace(made, state=state, holder="h1", result="Rest.", run_id="r1")
 
 
-@pytest.mark.parametrize("mode", ["prompt", "reminder", "trigger"])
-def test_ran_and_handed_advances(mode: Mode) -> None:
-    assert next_step(held(mode, "ran"), Seen(handed=True, busy=True)) == Advance()
+def test_a_reminder_handed_on_advances() -> None:
+    seen = Seen(StageTwo(1), busy=True)
+    assert next_step(held("reminder", "ran"), seen) == Advance()
+
+
+@pytest.mark.parametrize("mode", ["prompt", "trigger"])
+def test_the_turn_answering_a_handed_row_is_awaited_then_advanced(mode: Mode) -> None:
+    running = Seen(StageTwo(1, running=True, run_id="t1"))
+    assert next_step(held(mode, "ran"), running) == AwaitStageTwo("t1")
+    for stop in ("end_turn", "budget_exhausted", "crashed", "paused", "cancelled"):
+        ended = Seen(StageTwo(1, False, stop, "t1"))
+        assert next_step(held(mode, "ran"), ended) == Advance()
+
+
+@pytest.mark.parametrize("stop", ["interrupted", "failed"])
+def test_a_reply_cut_off_is_asked_for_again_once(stop: str) -> None:
+    assert next_step(held("prompt", "ran"), Seen(StageTwo(1, False, stop))) == Hand()
+    last = Seen(StageTwo(MAX_HANDS, False, stop))
+    assert next_step(held("prompt", "ran"), last) == Advance()
 
 
 def test_a_reminder_waits_for_a_running_turn_but_a_prompt_does_not() -> None:
@@ -48,7 +67,8 @@ def test_no_work_runs_before_a_reminder_or_a_trigger(mode: Mode) -> None:
 
 def test_a_prompt_starts_its_stage_one_then_awaits_it() -> None:
     assert next_step(held(), Seen()) == StartStageOne(1)
-    assert next_step(held(), Seen(stage_one=StageOne(1, running=True))) == AwaitStageOne()
+    running = StageOne(1, running=True, run_id="r1")
+    assert next_step(held(), Seen(stage_one=running)) == AwaitStageOne("r1")
 
 
 @pytest.mark.parametrize("stop", ["end_turn", "budget_exhausted", "crashed"])

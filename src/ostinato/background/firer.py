@@ -10,7 +10,8 @@ a compare-and-set on this process's holder:
 - ``claimed -> ran``: the work runs. A prompt's stage one is a background turn in its
   own conversation (``stage_one``), awaited while the lease is renewed; its answer is
   kept in the schedule (``result``). A reminder or a trigger needs no work.
-- ``ran``: stage two hands the result on in the conversation (``handoff``).
+- ``ran``: stage two hands the result on in the conversation (``handoff``) and the
+  turn that answers it is awaited (a reply a crash cut off is asked for again, once).
 - ``ran -> delivered`` (a one-shot), or back to ``due`` at the next slot after now (a
   recurring one: slots missed while every server was down fire once, not once each;
   ``late_seconds`` says how late the slot fired).
@@ -20,7 +21,7 @@ another (or the same after a restart) claims it in the state it was left in, and
 decision picks up from what the store shows. The crash tests stop a process at the
 kill points (``KILL_ENV``): ``started`` (stage one's turn began, the schedule still
 claimed), ``ran`` (moved to ran, nothing handed on), ``handed`` (the row is in the
-conversation, the schedule still ran).
+conversation and its turn began, the schedule still ran).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ostinato.background import handoff, stage_one
 from ostinato.background.firing import (
     Advance,
     AwaitStageOne,
+    AwaitStageTwo,
     Hand,
     Ran,
     Seen,
@@ -164,8 +166,9 @@ class Firer:
             match step:
                 case StartStageOne(attempt=attempt):
                     moved = await self._stage_one(schedule, attempt)
-                case AwaitStageOne():
-                    moved = await self._await_elsewhere(schedule)
+                case AwaitStageOne(run_id=run_id):
+                    cid = stage_one.conversation_id(schedule)
+                    moved = await self._await_elsewhere(schedule, cid, run_id)
                 case Ran(result=result, run_id=run_id):
                     run_id = run_id or f"sch_{new_id()}"
                     moved = await self._move(schedule, state="ran", result=result, run_id=run_id)
@@ -174,9 +177,10 @@ class Firer:
                     await self._move(schedule, lease_until=self.clock() + timedelta(seconds=1))
                     return
                 case Hand():
-                    await handoff.hand(self.runtime, schedule)
-                    self.kill("handed")
-                    moved = schedule
+                    moved = await self._stage_two(schedule)
+                case AwaitStageTwo(run_id=run_id):
+                    cid = schedule.conversation_id
+                    moved = await self._await_elsewhere(schedule, cid, run_id)
                 case Advance():
                     await self.store.move_schedule(self._after(schedule), self.holder)
                     return
@@ -188,12 +192,20 @@ class Firer:
 
     async def _seen(self, schedule: Schedule) -> Seen:
         """What the store (and this process) shows of the schedule's slot."""
+        store = self.runtime.store
         if schedule.state == "ran":
-            cid = schedule.conversation_id
-            return Seen(await handoff.handed(self.runtime, schedule), self.runtime.busy(cid))
+            two = await handoff.seen(store, schedule)
+            return Seen(two, self.runtime.busy(schedule.conversation_id))
         if schedule.mode != "prompt":
             return Seen()
-        return Seen(stage_one=await stage_one.seen(self.runtime.store, schedule))
+        return Seen(stage_one=await stage_one.seen(store, schedule))
+
+    async def _stage_two(self, schedule: Schedule) -> Schedule | None:
+        """Hand the result on, then await the turn that answers it (renewing the lease)."""
+        hands = (await handoff.seen(self.runtime.store, schedule)).hands
+        handle = await handoff.hand(self.runtime, schedule, hands)
+        self.kill("handed")
+        return schedule if handle is None else await self._await(schedule, handle)
 
     async def _stage_one(self, schedule: Schedule, attempt: int) -> Schedule | None:
         """Begin an attempt, record it, and await its end (renewing the lease)."""
@@ -226,11 +238,14 @@ class Firer:
                 ending.cancel()
         return schedule
 
-    async def _await_elsewhere(self, schedule: Schedule) -> Schedule | None:
-        """Stage one runs (or waits to run): here, await it; elsewhere, look again
-        later (if its process died, recovery closes its turn, and a new attempt begins)."""
-        handle = self.runtime.running(stage_one.conversation_id(schedule))
-        if handle is not None and handle.run_id == schedule.run_id:
+    async def _await_elsewhere(
+        self, schedule: Schedule, cid: str, run_id: str | None
+    ) -> Schedule | None:
+        """A stage's turn runs in ``cid`` (or waits to): here, await it; elsewhere, look
+        again later (if its process died, recovery closes its turn, and the decision
+        goes on from how it ended)."""
+        handle = self.runtime.running(cid)
+        if handle is not None and run_id is not None and handle.run_id == run_id:
             return await self._await(schedule, handle)
         later = self.clock() + timedelta(seconds=RECHECK_S)
         await self._move(schedule, lease_until=later)

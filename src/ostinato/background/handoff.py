@@ -10,31 +10,48 @@
   view.
 
 Every row carries the slot's marker (``metadata.schedule``), read back before writing
-(``stage_one.marked``), so a process that died after writing is not doubled.
+(``stage_one.marked``), so a process that died after writing is not doubled; the firer
+awaits the turn that answers it, and a reply a crash cut off is asked for again, once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ostinato.background.firing import StageTwo
 from ostinato.background.stage_one import LATE_NOTE_S, MARKER, marked, marker
 from ostinato.frames import MessageCommitted
 from ostinato.loop.begin import BACKGROUND
 from ostinato.messages import Message, TextBlock
-from ostinato.store.base import AppendMessage
+from ostinato.store.base import AppendMessage, Store
 from ostinato.store.schedules import Schedule
+from ostinato.turns import TurnHandle
+
+CUT_OFF = "[The reply to this before was cut off (the server stopped); give it again.]"
 
 
-async def handed(runtime: Any, schedule: Schedule) -> bool:
-    """Whether this slot's row is in the conversation (or waits in its queue)."""
-    return bool(await marked(runtime.store, schedule.conversation_id, marker(schedule)))
+async def seen(store: Store, schedule: Schedule) -> StageTwo:
+    """What the store shows of this slot's rows in the conversation, and of the turn
+    answering the newest one."""
+    rows = await marked(store, schedule.conversation_id, marker(schedule))
+    if not rows:
+        return StageTwo()
+    newest = rows[-1]  # a queued one comes after the stored ones
+    if newest.role == "assistant":  # a reminder's: no turn answers it
+        return StageTwo(len(rows))
+    turn = await store.get_turn(newest.turn_id) if newest.turn_id else None
+    if turn is None or turn.status == "running":
+        return StageTwo(len(rows), running=True, run_id=turn.run_id if turn else None)
+    return StageTwo(len(rows), False, turn.stop_reason, turn.run_id)
 
 
-async def hand(runtime: Any, schedule: Schedule) -> None:
-    """Write the slot's row in the conversation (see the module's docstring)."""
+async def hand(runtime: Any, schedule: Schedule, hands: int = 0) -> TurnHandle | None:
+    """Write the slot's row in the conversation (see the module's docstring); the turn
+    that answers it, once begun (None for a reminder). ``hands``: rows handed on
+    before, whose reply was cut off."""
     if schedule.mode == "reminder":
         await _remind(runtime, schedule)
-        return
+        return None
     kind = "outside" if schedule.mode == "trigger" else "schedule"
     meta = {
         MARKER: marker(schedule),
@@ -42,8 +59,11 @@ async def hand(runtime: Any, schedule: Schedule) -> None:
         "late_s": schedule.late_seconds,
         BACKGROUND: schedule.run_id,
     }
-    row = Message("user", (TextBlock(handoff_text(schedule)),), hidden=True, metadata=meta)
-    await runtime.submit(schedule.conversation_id, row, policy="queue")
+    text = (CUT_OFF + "\n" if hands else "") + handoff_text(schedule)
+    row = Message("user", (TextBlock(text),), hidden=True, metadata=meta)
+    submission = await runtime.submit(schedule.conversation_id, row, policy="queue")
+    handle: TurnHandle = await submission.handle()
+    return handle
 
 
 async def _remind(runtime: Any, schedule: Schedule) -> None:

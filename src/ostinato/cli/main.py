@@ -4,7 +4,7 @@
 
     ostinato serve [--host 127.0.0.1] [--port 8000] [--database-url URL]
                    [--data-dir DIR] [--approval-timeout SECONDS] [--config FILE]
-                   [--log-format plain|json]
+                   [--log-format plain|json] [--workers N]
     ostinato check-config [FILE] [--offline]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
     ostinato replay CONVERSATION_ID [--database-url URL] [--config FILE]
@@ -86,6 +86,14 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "(default: $OSTINATO_APPROVAL_TIMEOUT, else 300)",
     )
     serve.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="run N server processes on one port and database, e.g. one a core "
+        "(default: server.workers, 1; docs/deploy.md)",
+    )
+    serve.add_argument("--worker-of", help=argparse.SUPPRESS)  # set by --workers' supervisor
+    serve.add_argument(
         "--log-format",
         choices=("plain", "json"),
         help="plain text lines, or one JSON object a line with time, level, event, "
@@ -136,7 +144,7 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as settings (``server.port`` ...)."""
     server = {
         key: getattr(args, key)
-        for key in ("host", "port", "database_url", "data_dir")
+        for key in ("host", "port", "database_url", "data_dir", "workers")
         if getattr(args, key) is not None
     }
     overrides: dict[str, Any] = {"server": server} if server else {}
@@ -158,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.config,
                     overrides=serve_overrides(args),
                     dangerously_public=args.dangerously_public,
+                    worker_of=args.worker_of,
+                    argv=list(sys.argv[1:] if argv is None else argv),
                 )
             )
         if args.command == "check-config":

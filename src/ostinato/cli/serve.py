@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,6 +33,7 @@ from ostinato.admission import Admission
 from ostinato.background.firer import Firer, kill_point
 from ostinato.background.schedules import Schedules
 from ostinato.cli.banner import banner, tool_warnings
+from ostinato.cli.workers import WorkerRole, watch_supervisor
 from ostinato.config import Config, ConfigError, load_config
 from ostinato.deployment import Deployment, build_runtime, provider_settings
 from ostinato.errors import InvalidRequest, ModelError
@@ -130,9 +131,9 @@ class _Refused(Exception):
     """The server cannot start; the message says why, in one sentence."""
 
 
-async def start(config: Config) -> tuple[ModelSetup, Deployment]:
+async def start(config: Config, *, hub: str = "") -> tuple[ModelSetup, Deployment]:
     """The model, the store and the runtime, from the settings; ``_Refused`` if any
-    of them cannot be had."""
+    of them cannot be had. ``hub``: the supervisor's fan-out hub, for a worker."""
     data_dir = data_dir_of(config)
     try:
         setup = await setup_model(config)
@@ -156,15 +157,16 @@ async def start(config: Config) -> tuple[ModelSetup, Deployment]:
         raise _Refused(str(exc)) from exc
     if isinstance(store, LeaseStore):  # recovery then leaves other live servers' turns alone
         deployment.runtime.lease = Lease(store, ttl=config.server.lease_ttl_s)
-    await fan_out(config, store, deployment)
+    await fan_out(config, store, deployment, hub)
     return setup, deployment
 
 
-async def fan_out(config: Config, store: Store, deployment: Deployment) -> None:
+async def fan_out(config: Config, store: Store, deployment: Deployment, hub: str = "") -> None:
     """Relay the bus's frames and commands to the other servers on the same database
     (``ostinato.fanout``): over Redis if ``server.redis_url`` is set, else over
-    PostgreSQL ``LISTEN/NOTIFY`` on a PostgreSQL store (a SQLite or memory store alone:
-    none); ``_Refused`` if its connection cannot be had."""
+    PostgreSQL ``LISTEN/NOTIFY`` on a PostgreSQL store, else over the supervisor's
+    ``hub`` for a worker of ``--workers`` (a SQLite or memory store alone: none);
+    ``_Refused`` if its connection cannot be had."""
     from ostinato.fanout import Relay, Transport
     from ostinato.store.sql.postgres import PostgresStore
 
@@ -178,6 +180,10 @@ async def fan_out(config: Config, store: Store, deployment: Deployment) -> None:
         from ostinato.fanout_pg import PostgresTransport
 
         transport = PostgresTransport(store.engine.url, channel=channel)
+    elif hub:
+        from ostinato.fanout_local import HubTransport
+
+        transport = HubTransport(hub)
     else:
         return
     try:
@@ -217,23 +223,32 @@ async def serve(
     overrides: Mapping[str, Any] | None = None,
     out: TextIO | None = None,
     dangerously_public: bool = False,
+    worker_of: str | None = None,
+    argv: Sequence[str] = (),
 ) -> int:
     """Run the server until it is stopped; ``overrides`` are the command line's settings.
     In auth mode ``none`` it listens only on a loopback address, unless
-    ``dangerously_public`` (``--dangerously-serve-without-auth``)."""
+    ``dangerously_public`` (``--dangerously-serve-without-auth``). With ``server.workers``
+    over 1 this process supervises that many workers (``cli.workers``), each started with
+    ``argv`` (this command's arguments) and a ``worker_of`` role."""
     logging.basicConfig(level=logging.INFO, format=logs.PLAIN)
     loaded = settings(config_path, overrides, dangerously_public)
     if isinstance(loaded, int):
         return loaded
     config, source = loaded
     logs.configure(config.observability.log_format)
+    role = WorkerRole.decode(worker_of) if worker_of else None
+    if role is None and config.server.workers > 1:
+        from ostinato.cli.workers import supervise
+
+        return await supervise(config, argv)
     try:
         observed = observe_setup.configure(config.observability)
     except observe_setup.ObservabilityUnavailable as exc:
         print(f"ostinato serve: {exc}", file=sys.stderr)
         return 2
     try:
-        return await _serve(config, source, out, dangerously_public, observed)
+        return await _serve(config, source, out, dangerously_public, observed, role)
     finally:
         observed.close()
 
@@ -244,23 +259,30 @@ async def _serve(
     out: TextIO | None,
     dangerously_public: bool,
     observed: observe_setup.Installed,
+    role: WorkerRole | None = None,
 ) -> int:
     host, port = config.server.host, config.server.port
     try:  # before the store: a server that cannot listen must change nothing
-        sock = listen(host, port)
+        sock = socket.socket(fileno=role.fd) if role is not None else listen(host, port)
     except OSError as exc:
         print(f"ostinato serve: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 1
     try:
-        setup, deployment = await start(config)
+        setup, deployment = await start(config, hub=role.hub if role is not None else "")
     except _Refused as exc:
         sock.close()
         print(f"ostinato serve: {exc}", file=sys.stderr)
         return 2
     try:
-        warnings = await tool_warnings(config, deployment)
-        banner(config, source, setup, deployment, warnings, out or sys.stdout)
-        return await run(config, setup, deployment, sock, dangerously_public, observed)
+        if role is None or role.index == 0:  # one banner for a supervisor's workers
+            warnings = await tool_warnings(config, deployment)
+            banner(config, source, setup, deployment, warnings, out or sys.stdout)
+        watching = asyncio.ensure_future(watch_supervisor(role)) if role is not None else None
+        try:
+            return await run(config, setup, deployment, sock, dangerously_public, observed)
+        finally:
+            if watching is not None:
+                watching.cancel()
     finally:
         sock.close()
         await deployment.aclose()

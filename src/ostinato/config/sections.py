@@ -116,12 +116,20 @@ class ServerSection(Section):
         pattern=r"^[a-z_][a-z0-9_]*$",
         description="The NOTIFY or Redis channel the servers of one deployment share.",
     )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Server processes on one port and one database (`--workers`), e.g. one "
+        "a core; they share turns, frames and control as several servers do. See "
+        "deploy.md.",
+    )
     max_turns: int | None = Field(
         default=256,
         ge=1,
         description="Turns one process runs at once; past it a new message waits for a "
         "slot (one queued behind its conversation's running turn takes none). Unset: no "
-        "bound; see performance.md.",
+        "bound; see performance.md. With `workers`, a bound for each process.",
     )
     admission_wait_s: Seconds = Field(
         default=30.0,

@@ -20,6 +20,11 @@ class Load(BaseModel):
     turns_waiting: int = Field(description="New messages waiting for a turn slot.")
     loop_lag_ms: float = Field(description="How late the event loop last ran a timer.")
     loop_lag_max_ms: float = Field(description="The largest lag since the last /healthz.")
+    server: str | None = Field(
+        default=None,
+        description="This process's lease id (servers and `--workers` processes each have "
+        "their own; null without a lease, e.g. on the memory store).",
+    )
 
 
 class Health(BaseModel):
@@ -91,6 +96,7 @@ async def healthz(context: Context) -> Health | JSONResponse:
         turns_waiting=admission.waiting,
         loop_lag_ms=round(admission.lag.last * 1000, 3),
         loop_lag_max_ms=round(admission.lag.take_max() * 1000, 3),
+        server=context.runtime.holder,
     )
     return Health(status="ok", store=context.store_name, load=load)
 

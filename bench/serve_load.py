@@ -177,16 +177,28 @@ def ms(value: float) -> str:
     return f"{value * 1000:.1f} ms"
 
 
+def tree(process: psutil.Process) -> list[psutil.Process]:
+    """The server and, with ``--workers``, its workers (the supervisor's children)."""
+    return [process, *process.children()]
+
+
 def peak_rss(process: psutil.Process) -> int:
-    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    """The largest peak RSS of the server's processes (each worker's own)."""
+    peaks = [0]
+    for each in tree(process):
+        for line in Path(f"/proc/{each.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peaks.append(int(line.split()[1]) * 1024)
+    return max(peaks)
 
 
 def cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
+    """CPU seconds of the server's processes (with ``--workers``, all of them)."""
+    total = 0.0
+    for each in tree(process):
+        times = each.cpu_times()
+        total += times.user + times.system
+    return total
 
 
 @contextlib.contextmanager

@@ -104,8 +104,7 @@ class Session:
                 a["id"], a["tool_use_id"], a["tool"], a["arguments"], a["risk"], a.get("family")
             )
             after = max((r.seq or 0 for r in rows), default=0)
-            if self.approve(waiting):
-                self.follow(self.client.events(self.cid, after_seq=after))
+            self.follow(self.client.events(self.cid, after_seq=after), asking=waiting)
             return
         if self.client.conversation(self.cid).state == "paused":
             card = _awaited_card(rows)
@@ -118,11 +117,17 @@ class Session:
         files, self.attached = self.attached, []
         self.follow(self.client.stream(self.cid, text, files=files))
 
-    def follow(self, frames: Frames) -> None:
-        """Show a turn's frames until it finishes, asking the person what it needs."""
+    def follow(self, frames: Frames, *, asking: WaitingApproval | None = None) -> None:
+        """Show a turn's frames until it finishes, asking the person what it needs.
+        ``asking``: an approval to ask first, once the frames are being read (the turn
+        its answer continues is then seen from its first frame); unanswered, the frames
+        are not followed."""
         inbox: queue.Queue[Any] = queue.Queue()
         stop = threading.Event()
         threading.Thread(target=_pump, args=(frames, inbox, stop), daemon=True).start()
+        if asking is not None and not self.approve(asking):
+            stop.set()
+            return
         card: WaitingCard | None = None
         self.cancelling = False
         try:

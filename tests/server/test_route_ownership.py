@@ -23,6 +23,7 @@ from ostinato.ids import new_id
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.server.auth.middleware import is_public
 from ostinato.store.base import CreateApproval, CreateGrant, StartTurn, Turn, utcnow
+from ostinato.store.jobs import ClaimJob, FinishJob, JobRun
 from ostinato.tools.personal_mcp import CredentialBox, PersonalMcp
 from tests.server.conftest import Callers
 from tests.server.sse_client import open_stream
@@ -96,6 +97,10 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
     grant = Grant(new_id(), "ann", cid, "shell", "exact", "k", utcnow(), approval_id=approval.id)
     turn = Turn(new_id(), cid, new_id(), "running", utcnow())
     await store.write(CreateApproval(approval), CreateGrant(grant), StartTurn(turn))
+    job, now = f"test_{new_id()}", utcnow()  # a job of its own: one database serves all
+    (claimed,) = await store.write(ClaimJob("ann", job, "h1", now, now, now))
+    run = JobRun(new_id(), "ann", job, now, now, "ok", [{"action": "lapsed", "text": "x"}])
+    await store.write(FinishJob(claimed, "h1", run))
     return {
         "conversation_id": cid,
         "turn_id": turn.id,
@@ -103,6 +108,7 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "grant_id": grant.id,
         "memory_id": memory,
         "schedule_id": schedule,
+        "run_id": run.id,
         "name": "clock",
         "forged": "anns",
         "mcp": server,

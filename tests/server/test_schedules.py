@@ -99,7 +99,7 @@ async def test_create_list_delete_per_owner_and_the_limit(clients: People) -> No
     ("when", "zone", "says"),
     [("someday", None, "is not a time"), ("daily at 09:00", "Mars/Base", "not a time zone")],
 )
-async def test_a_bad_when_is_a_clear_400(
+async def test_a_bad_when_is_a_clear_422(
     clients: tuple, when: str, zone: str | None, says: str
 ) -> None:  # type: ignore[type-arg]
     _, _, ann, _ = clients

@@ -34,6 +34,8 @@ async def test_a_claim_is_taken_once_per_stretch_of_idleness(store: Store) -> No
     done = dataclasses.replace(taken, active_at=T0, last_run_at=T0, day="2026-03-01", calls=2)
     (stored,) = await store.write(FinishJob(done, "h1"))
     assert stored.holder is None and stored.calls == 2
+    (read,) = await store.job_states(owner="ann")
+    assert (read.holder, read.lease_until, read.calls, read.active_at) == (None, None, 2, T0)
     assert (await store.write(claim("h2")))[0] is None  # it ran after this activity
     later = T0 + timedelta(hours=1)
     (again,) = await store.write(claim("h2", now=later, active=later))

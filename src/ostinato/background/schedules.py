@@ -1,6 +1,7 @@
 """An owner's schedules: create, list, delete, as the ``schedule`` tool and
 ``/v1/schedules`` both do them (one ``Schedules`` per deployment, so they agree on the
-limit and the default zone).
+limit and the default zone). A schedule made without a zone takes the zone of the
+owner's newest schedule not yet delivered, else the deployment's (``background.zone``).
 
 A schedule is a ``prompt`` (at its time the agent answers it in the conversation, its
 text hidden from the chat view) or a ``reminder`` (at its time its text is the reply, no
@@ -56,7 +57,7 @@ class Schedules:
         if not text or "\x00" in text or len(text) > TEXT_LIMIT:
             raise InvalidRequest(f"a schedule's text is 1 to {TEXT_LIMIT} characters")
         now = self.clock()
-        zone = zone or self.settings.zone
+        zone = zone or await self.zone_of(owner) or self.settings.zone
         recurrence = parse_when(when, now, zone)
         schedule = Schedule(
             id=new_id(),
@@ -86,6 +87,12 @@ class Schedules:
             new_id(), owner, conversation_id, "trigger", text, "once", source, "UTC", now, now
         )
         return await self.store.add_schedule(schedule, TRIGGERS_LIMIT)
+
+    async def zone_of(self, owner: str) -> str | None:
+        """The owner's zone: that of their newest schedule not yet delivered (a trigger
+        has none), if they have one."""
+        found = [s for s in await self.store.schedules(owner) if s.mode != "trigger"]
+        return max(found, key=lambda s: (s.created_at, s.id)).zone if found else None
 
     async def list(self, owner: str) -> list[Schedule]:
         return await self.store.schedules(owner)

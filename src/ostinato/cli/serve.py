@@ -30,8 +30,7 @@ import uvicorn
 from fastapi import Request
 
 from ostinato.admission import Admission
-from ostinato.background.firer import Firer, kill_point
-from ostinato.background.schedules import Schedules
+from ostinato.background.service import Background
 from ostinato.cli.banner import banner, tool_warnings
 from ostinato.cli.workers import WorkerRole, watch_supervisor
 from ostinato.config import Config, ConfigError, load_config
@@ -336,18 +335,21 @@ async def run(
     )
     grace = config.server.shutdown_grace_s
     server = GracefulServer(uvicorn_config, app, runtime, grace=grace)
-    app.state.schedules = schedules = Schedules(runtime.store, config.background)
-    kill = kill_point(os.environ)
-    firer = Firer(runtime, schedules, kill=kill) if config.background.enabled else None
-    firing = asyncio.create_task(firer.run()) if firer is not None else None
+    background = Background(
+        runtime,
+        config.background,
+        model=deployment.models(config.models.summarizer),
+        capacity=config.memory.capacity,
+        env=os.environ,
+    )
+    app.state.schedules, app.state.jobs_settings = background.schedules, config.background.jobs
+    background.start()
     gc.collect()  # what start-up made lives as long as the process: the collector's
     gc.freeze()  # full passes skip it from here on (docs/performance.md)
     try:
         await server.serve(sockets=[sock])
     finally:
-        if firer is not None and firing is not None:
-            firer.stop()
-            await firing
+        await background.stop()
     return 0 if server.started else 1
 
 

@@ -74,7 +74,7 @@ class FactExtractor:
         scope = scope_for(owner, conversation_id)
         written = 0
         for fact, subject in parse_facts(text)[:MAX_FACTS]:
-            known = await self.memory.recall(scope, fact, limit=3)
+            known = await self.memory.recall(scope, fact, limit=3, use=False)
             if any(hit.fact.text.strip().lower() == fact.lower() for hit in known):
                 continue
             try:

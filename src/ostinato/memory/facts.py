@@ -7,6 +7,9 @@ set; the newest facts when a query has no words to search for).
 
 from __future__ import annotations
 
+import logging
+from datetime import date
+
 from ostinato.memory import graph
 from ostinato.memory.graph import Edge, FactConflict, MemoryGraph
 from ostinato.memory.ranking import EmbeddingCache, Ranker, hybrid_search
@@ -17,8 +20,13 @@ from ostinato.store.base import (
     MemoryHit,
     RememberFact,
     Store,
+    utcnow,
 )
+from ostinato.store.jobs import NoteFactsUsed
 from ostinato.store.search import search_terms
+
+log = logging.getLogger("ostinato.memory")
+USED_CACHE = 100_000  # facts whose use was noted today, kept to skip writing them again
 
 
 def scope_for(owner: str | None, conversation_id: str) -> str:
@@ -42,6 +50,7 @@ class Memory:
         self.ranker = ranker
         self.capacity = capacity if capacity is not None else MEMORY_CAPACITY
         self._vectors = EmbeddingCache()
+        self._used: dict[tuple[str, str], date] = {}  # (scope, fact) -> the day noted
 
     async def remember(
         self,
@@ -74,16 +83,40 @@ class Memory:
         assert isinstance(fact, MemoryFact)
         return fact
 
-    async def recall(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:
+    async def recall(
+        self, scope: str, query: str, *, limit: int = 10, use: bool = True
+    ) -> list[MemoryHit]:
         """Current facts for ``query``, best first. A query without words to search
-        for recalls the newest facts (score 0)."""
+        for recalls the newest facts (score 0). ``use``: the facts found are used (the
+        stale-facts job counts from their last use; ``note_used``)."""
         if not search_terms(query):
-            return [MemoryHit(f, 0.0) for f in await self.store.list_memories(scope, limit=limit)]
-        if self.ranker is None:
-            return await self.store.search_memories(scope, query, limit=limit)
-        return await hybrid_search(
-            self.store, self.ranker, scope, query, limit=limit, cache=self._vectors
-        )
+            hits = [MemoryHit(f, 0.0) for f in await self.store.list_memories(scope, limit=limit)]
+        elif self.ranker is None:
+            hits = await self.store.search_memories(scope, query, limit=limit)
+        else:
+            hits = await hybrid_search(
+                self.store, self.ranker, scope, query, limit=limit, cache=self._vectors
+            )
+        if use and hits:
+            await self.note_used(scope, [hit.fact.id for hit in hits])
+        return hits
+
+    async def note_used(self, scope: str, memory_ids: list[str]) -> None:
+        """Record that recall returned these facts now: one write for the facts not
+        noted today by this ``Memory`` (a failed write is logged, never raised)."""
+        now = utcnow()
+        today = now.date()
+        fresh = tuple(m for m in memory_ids if self._used.get((scope, m)) != today)
+        if not fresh:
+            return
+        try:
+            await self.store.write(NoteFactsUsed(scope, fresh, now))
+        except Exception:  # recall answers anyway; the fact may lapse a little early
+            log.exception("could not note the use of %d facts", len(fresh))
+            return
+        if len(self._used) > USED_CACHE:
+            self._used.clear()
+        self._used.update(((scope, m), today) for m in fresh)
 
     async def list_facts(
         self, scope: str, *, include_closed: bool = False, limit: int = 100

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, TypeAlias
 
+from ostinato.errors import Conflict
 from ostinato.messages import JSON
 
 RunStatus = Literal["ok", "failed"]
@@ -56,6 +57,11 @@ class JobRun:
     error: str | None = None
 
 
+class JobTakenOver(Conflict):
+    """``FinishJob`` by a holder that no longer holds the job (its lease ran out and
+    another process took it): nothing of the write is kept."""
+
+
 # --- write ops -----------------------------------------------------------------------
 
 
@@ -76,7 +82,7 @@ class ClaimJob:
 @dataclass(frozen=True, slots=True)
 class FinishJob:
     """Store ``state`` (released: no holder, no lease) and ``run`` (if any) while
-    ``holder`` still holds the job; ``Conflict`` otherwise, so the whole write (and what
+    ``holder`` still holds the job; ``JobTakenOver`` otherwise, so the whole write (and what
     the run changed, written beside it) rolls back. Returns the stored state."""
 
     state: JobState

@@ -8,9 +8,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ostinato.errors import Conflict
 from ostinato.store.base import Conversation
-from ostinato.store.jobs import ClaimJob, FinishJob, JobRun, JobState, NoteFactsUsed
+from ostinato.store.jobs import ClaimJob, FinishJob, JobRun, JobState, JobTakenOver, NoteFactsUsed
 
 Undo = list[Callable[[], None]]
 
@@ -46,7 +45,7 @@ def _finish(t: Any, op: FinishJob, undo: Undo) -> JobState:
     key = (op.state.owner, op.state.job)
     found = t._job_states.get(key)
     if found is None or found.holder != op.holder:
-        raise Conflict(f"the job {op.state.job!r} is no longer held by {op.holder!r}")
+        raise JobTakenOver(f"the job {op.state.job!r} is no longer held by {op.holder!r}")
     _restore(t._job_states, key, undo)
     stored = dataclasses.replace(op.state, holder=None, lease_until=None)
     t._job_states[key] = stored

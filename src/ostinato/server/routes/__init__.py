@@ -9,6 +9,7 @@ from ostinato.server.routes import (
     events,
     forged,
     health,
+    jobs,
     mcp_servers,
     memories,
     memory_graph,
@@ -42,4 +43,5 @@ ROUTERS = (
     tools.router,
     schedules.router,
     triggers.router,
+    jobs.router,
 )

@@ -18,14 +18,22 @@ from typing import Any, Literal, TypeAlias, assert_never
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ostinato.errors import Conflict
-from ostinato.store.jobs import ClaimJob, FinishJob, JobOp, JobRun, JobState, NoteFactsUsed
+from ostinato.store.jobs import (
+    ClaimJob,
+    FinishJob,
+    JobOp,
+    JobRun,
+    JobState,
+    JobTakenOver,
+    NoteFactsUsed,
+)
 from ostinato.store.sql.rows import Row, TimeDecoder
 from ostinato.store.sql.tables import conversations, job_runs, job_states, memory_uses
 
 JobWriteName: TypeAlias = Literal["claim_job", "finish_job", "insert_job_run", "note_fact_used"]
 _STATE = tuple(c.name for c in job_states.columns)
 _RUN = tuple(c.name for c in job_runs.columns)
+_HELD = ("owner", "job", "holder", "lease_until")  # a finish keeps the key, drops the lease
 
 
 def _p(table: sa.Table, name: str, param: str | None = None) -> sa.BindParameter[Any]:
@@ -51,7 +59,7 @@ def job_statements(dialect: str) -> dict[Any, sa.Executable]:
         )
         .returning(*t.columns)
     )
-    released = {c: _p(t, c) for c in _STATE if c not in ("owner", "job", "holder")}
+    released: dict[str, Any] = {c: _p(t, c) for c in _STATE if c not in _HELD}
     finish = (
         sa.update(t)
         .where(
@@ -59,7 +67,7 @@ def job_statements(dialect: str) -> dict[Any, sa.Executable]:
             t.c.job == _p(t, "job", "b_job"),
             t.c.holder == _p(t, "holder", "b_holder"),
         )
-        .values(holder=None, **released)
+        .values(holder=sa.null(), lease_until=sa.null(), **released)
     )
     used = insert(memory_uses).values({c.name: _p(memory_uses, c.name) for c in memory_uses.c})
     return {
@@ -102,10 +110,10 @@ def apply_job_op(ex: Any, op: JobOp) -> Any:
             found = ex.row("claim_job", params)
             return None if found is None else _state(found, ex.read_time)
         case FinishJob(state=state, holder=holder, run=run):
-            params = _state_params(ex, state)
+            params = {k: v for k, v in _state_params(ex, state).items() if k not in _HELD}
             params |= {"b_owner": state.owner, "b_job": state.job, "b_holder": holder}
             if not ex.execute("finish_job", params):
-                raise Conflict(f"the job {state.job!r} is no longer held by {holder!r}")
+                raise JobTakenOver(f"the job {state.job!r} is no longer held by {holder!r}")
             if run is not None:
                 ex.execute("insert_job_run", _run_params(ex, run))
             return JobState(**{**_fields(state), "holder": None, "lease_until": None})

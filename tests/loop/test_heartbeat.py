@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ostinato.approvals import Ending
-from ostinato.frames import ToolProgress
+from ostinato.approvals import ApprovalPolicy, Ending
+from ostinato.frames import ApprovalRequested, ToolProgress
 from ostinato.loop import heartbeat as heartbeat_module
 from ostinato.loop.heartbeat import Heartbeat
 from ostinato.loop.tools import run_tool
@@ -104,3 +104,37 @@ async def test_run_tool_says_when_a_call_waits_for_consent() -> None:
     call = ToolUseBlock("u1", "clock", {})
     run = await run_tool(call, catalog, turn, consent=Asking(), waiting=said.append)
     assert run.status == "ok" and said == [True, False]
+
+
+async def test_the_loop_defers_beats_while_a_call_waits_for_approval() -> None:
+    """Through a turn (loop/running.py tells its Heartbeat when run_tool waits): no beat
+    while the approval card is up, beats again once the approved call runs quietly."""
+
+    async def deploy(target: str) -> str:
+        """Deploy to a target.
+
+        Args:
+            target: Where to deploy.
+        """
+        await asyncio.sleep(0.3)  # six intervals without a word
+        return f"deployed {target}"
+
+    tools = ToolRegistry([function_tool(deploy, risk="exec", idempotent=False)])
+    steps = (tool_step(("deploy", {"target": "prod"})), text_step("done"))
+    h = Harness(*steps, tools=tools, heartbeat_interval=0.05)
+    h.runtime.consent.policy = ApprovalPolicy(timeout=30)
+    cid = await h.conversation()
+    watcher = h.bus.subscribe(cid)
+    turn = asyncio.ensure_future(h.runtime.run_turn(cid, "ship it"))
+    card = None
+    async for frame in watcher:
+        if isinstance(frame, ApprovalRequested):
+            card = frame
+            break
+    assert card is not None
+    await asyncio.sleep(0.3)  # the card is up for six intervals
+    assert [f for f in h.bus.frames if isinstance(f, ToolProgress)] == []
+    await h.runtime.decide(cid, card.approval_id, approve=True)
+    assert (await turn).stop_reason == "end_turn"
+    beats = [f for f in h.bus.frames if isinstance(f, ToolProgress)]
+    assert beats and all(f.heartbeat and f.name == "deploy" for f in beats)

@@ -6,17 +6,21 @@ K + 1 steps; the overhead per step is the turn's wall time divided by K + 1. Eve
 the loop does is included: building each request, folding events, committing every row
 and tool call, publishing frames (with one subscriber listening), recording the turn.
 
-Run:  python bench/step_overhead.py [--turns N] [--sqlite-dir DIR]
+Run:  python bench/step_overhead.py [--turns N] [--sqlite-dir DIR] [--postgres URL]
       python bench/step_overhead.py --observe [--rounds R] [--turns N]
-      valgrind --tool=callgrind python bench/step_overhead.py --case MODE --turns N
+      valgrind --tool=callgrind python bench/step_overhead.py --case MODE --turns N [--store S]
+
+``--postgres URL`` adds the same table on PostgreSQL (a scratch database: conversations
+are written to it).
 
 ``--observe`` measures what observation adds per step (K = 10, memory and SQLite stores):
 ``off`` (nothing installed, the default), ``otel`` (the OpenTelemetry SDK making every
 span, batched to an exporter that drops them), ``metrics`` (Prometheus), ``both``. The
 modes take turns for ``--rounds`` rounds and each reports its median of the rounds'
 medians, so machine load drifting during the run hits them alike. ``--case`` runs one
-mode alone: under callgrind, the instructions of two runs (N1 and N2 turns) differ by
-the cost of (N2 - N1) x 11 steps, whatever the machine's load (docs/observability.md).
+mode alone (on memory, or ``--store sqlite``): under callgrind, the instructions of two
+runs (N1 and N2 turns) differ by the cost of (N2 - N1) x 11 steps, whatever the
+machine's load (docs/observability.md, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -174,21 +178,27 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=200, help="measured turns per case")
     parser.add_argument("--sqlite-dir", default=None, help="where the SQLite files go")
+    parser.add_argument("--postgres", help="also per step on this scratch PostgreSQL database")
     parser.add_argument("--observe", action="store_true", help="compare observation modes")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of --observe")
     parser.add_argument(
         "--case",
         choices=MODES,
-        help="run only --turns turns of K=10 on memory in this mode "
+        help="run only --turns turns of K=10 in this mode "
         "(for valgrind --tool=callgrind: instructions do not drift with the machine's load)",
+    )
+    parser.add_argument(
+        "--store", choices=("memory", "sqlite"), default="memory", help="the store of --case"
     )
     args = parser.parse_args()
     directory = Path(args.sqlite_dir or tempfile.mkdtemp(prefix="ostinato-bench-"))
     if args.case:
         installed = backends(args.case)
         observe.install(installed)
-        store = await open_store("memory://")
+        url = "memory://" if args.store == "memory" else f"sqlite:///{directory}/case.db"
+        store = await open_store(url)
         await per_step(store, 10, args.turns)
+        await store.close()
         for backend in installed:
             backend.shutdown()
         return
@@ -204,11 +214,13 @@ async def main() -> None:
     )
     print("framework overhead per step (µs), zero-latency model, one trivial tool per step")
     print(f"{'store':<8}{'K':>4}{'median':>10}{'p90':>10}")
-    for label in ("memory", "sqlite"):
+    urls = {"memory": "memory://", "sqlite": f"sqlite:///{directory}/steps-{{k}}.db"}
+    if args.postgres:
+        urls["postgres"] = args.postgres
+    for label, url in urls.items():
         for k in (1, 10, 50):
             turns = max(20, args.turns // max(1, k // 5))
-            url = "memory://" if label == "memory" else f"sqlite:///{directory}/steps-{k}.db"
-            store = await open_store(url)
+            store = await open_store(url.format(k=k))
             median, p90 = await per_step(store, k, turns)
             await store.close()
             print(f"{label:<8}{k:>4}{median:>10.1f}{p90:>10.1f}")

@@ -97,10 +97,18 @@ class MemoryStore(MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryJobRea
     # --- reads -----------------------------------------------------------------------
 
     def _current(self, conversation: Conversation) -> Conversation:
+        """The conversation with its ``updated_at``: the newest of the row's, its last
+        state change's and its last message's."""
+        newest = conversation.updated_at
         updated = self._updated.get(conversation.id)
-        if updated is None or updated == conversation.updated_at:
+        if updated is not None and updated > newest:
+            newest = updated
+        rows = self._messages.get(conversation.id)
+        if rows and (last := rows[-1].created_at) is not None and last > newest:
+            newest = last
+        if newest == conversation.updated_at:
             return conversation
-        return dataclasses.replace(conversation, updated_at=updated)
+        return dataclasses.replace(conversation, updated_at=newest)
 
     async def get_conversation(self, conversation_id: str) -> Conversation | None:
         found = self._conversations.get(conversation_id)

@@ -76,7 +76,8 @@ class MemoryTables:
     _messages: dict[str, list[Message]] = field(default_factory=dict)
     _turns: dict[str, Turn] = field(default_factory=dict)
     _tool_calls: dict[tuple[str, str], ToolCallRecord] = field(default_factory=dict)
-    # updated_at, kept apart from the conversation: appends are hot
+    # updated_at of a state change, kept apart from the conversation (``_set_state``);
+    # an append's is its row's time (``MemoryStore._current``)
     _updated: dict[str, datetime] = field(default_factory=dict)
     _approvals: dict[str, Approval] = field(default_factory=dict)
     _grants: dict[str, Grant] = field(default_factory=dict)
@@ -211,9 +212,7 @@ def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
         now,
     )
     rows.append(stored)
-    undo.append(lambda: rows.remove(stored))
-    _restore(t._updated, op.conversation_id, undo)
-    t._updated[op.conversation_id] = now
+    undo.append(lambda: rows.remove(stored))  # updated_at is read from the last row
     return stored
 
 

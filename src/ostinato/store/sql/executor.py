@@ -1,21 +1,28 @@
 """The seam between the write ops (``ops``) and an engine: an ``Executor`` runs named
 statements inside the caller's transaction; ``WriteTime`` is one write's time; stored
-JSON has one encoding (``dump_json``)."""
+JSON has one encoding (``dump_json``, kept in ``rows`` beside its decoding)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from ostinato.messages import JSON
-from ostinato.store.sql.rows import Row
+from ostinato.store.sql.rows import Row, dump_json
 from ostinato.store.sql.statements import WriteName
 
 
 class Executor(Protocol):
-    """Runs named statements (``WriteName``) inside the caller's open transaction."""
+    """Runs named statements (``WriteName``) inside the caller's open transaction.
+
+    ``serialise_appends``: lock a conversation's row before allocating a ``seq`` in it,
+    so concurrent transactions appending to one conversation take turns (PostgreSQL's
+    transactions of several statements). False where nothing else appends meanwhile
+    (SQLite's one writer) or where the write is one statement that is redone whole if
+    its ``seq`` was taken (``speculate``).
+    """
+
+    serialise_appends: bool
 
     def execute(self, name: WriteName, params: dict[str, Any]) -> int:
         """Run a statement; return how many rows it changed."""
@@ -38,17 +45,12 @@ class Executor(Protocol):
         ...
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def dump_json(value: JSON | list[JSON]) -> str:
-    """The one JSON encoding of stored values (compact, UTF-8 kept as is)."""
-    return _ENCODER.encode(value) if value else "{}" if isinstance(value, dict) else "[]"
-
-
 @dataclass(frozen=True, slots=True)
 class WriteTime:
     """The time of one ``write()`` call, as a datetime and as the engine binds it."""
 
     value: datetime
     bound: Any
+
+
+__all__ = ["Executor", "WriteTime", "dump_json"]

@@ -245,30 +245,28 @@ def _take_queued(ex: Executor, op: TakeQueued, now: WriteTime) -> None:
         raise Conflict(f"queued input {iid!r} was already {found[0]}")
 
 
-def _update_conversation(ex: Executor, cid: str, now: WriteTime, state: str | None = None) -> None:
-    """Set ``updated_at`` (and ``state`` if given); NotFound if there is no such row.
-
-    On PostgreSQL this also row-locks the conversation until commit, which serialises
-    concurrent appenders to one conversation before they allocate a ``seq``.
-    """
-    params: dict[str, Any] = {"b_id": cid, "updated_at": now.bound}
-    if state is None:
-        changed = ex.execute("touch_conversation", params)
-    else:
-        params["state"] = state
-        changed = ex.execute("set_state", params)
-    if not changed:
+def _update_conversation(ex: Executor, cid: str, now: WriteTime, state: str) -> None:
+    """Set ``state`` and ``updated_at``; NotFound if there is no such row."""
+    params = {"b_id": cid, "updated_at": now.bound, "state": state}
+    if not ex.execute("set_state", params):
         raise NotFound(f"no conversation {cid!r}")
 
 
 def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
-    """Insert a message with the next ``seq`` of its conversation; retry a lost race."""
-    _update_conversation(ex, op.conversation_id, now)
+    """Insert a message with the next ``seq`` of its conversation; retry a lost race.
+
+    The conversation row is not touched (its ``updated_at`` is read as the newer of the
+    stored one and the last message's time, ``statements.conversation_columns``): where
+    appenders must take turns (``Executor.serialise_appends``) it is locked instead.
+    """
+    cid = op.conversation_id
+    if ex.serialise_appends and ex.row("lock_conversation", {"b_id": cid}) is None:
+        raise NotFound(f"no conversation {cid!r}")
     message = op.message
     message_id = message.id or new_id()
     params = {
         "id": message_id,
-        "conversation_id": op.conversation_id,
+        "conversation_id": cid,
         "turn_id": op.turn_id,
         "role": message.role,
         "blocks": dump_json(blocks_to_json(message.blocks)),
@@ -289,7 +287,8 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
                 turn_id=op.turn_id,
                 created_at=now.value,
             )
-    raise StoreError(f"could not allocate a seq in conversation {op.conversation_id!r}")
+        _require_conversation(ex, cid)  # none inserted: an unknown conversation, or a race
+    raise StoreError(f"could not allocate a seq in conversation {cid!r}")
 
 
 def _require_conversation(ex: Executor, cid: str) -> None:

@@ -2,8 +2,8 @@
 
 Each ``write()`` is one transaction on a pooled connection; its ops run through the
 same ``apply_ops`` as SQLite's, via ``AsyncConnection.run_sync``. Concurrent appenders
-to one conversation are serialised by the row lock that touching the conversation
-takes before the ``seq`` is allocated; should two inserts still meet on one ``seq``,
+to one conversation are serialised by locking the conversation's row before the
+``seq`` is allocated; should two inserts still meet on one ``seq``,
 the loser's ``ON CONFLICT DO NOTHING`` leaves its transaction intact and it retries
 (READ COMMITTED, so the retry sees the winner's row).
 """
@@ -33,6 +33,8 @@ from ostinato.store.sql.statements import WriteName, write_statements
 
 class _ConnectionExecutor:
     """``ops.Executor`` over a SQLAlchemy ``Connection`` (inside ``run_sync``)."""
+
+    serialise_appends = True  # other transactions append too
 
     _statements = write_statements("postgresql")
 
@@ -113,7 +115,9 @@ class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
         started = time.perf_counter()
         try:
             async with self.engine.begin() as connection:
-                return await connection.run_sync(_apply, ops)
+                results = await connection.run_sync(_apply, ops)
+            self._message_cache.written(results)
+            return results
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
         finally:

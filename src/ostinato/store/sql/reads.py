@@ -27,7 +27,7 @@ from ostinato.store.base import (
 )
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.search import fts5_query, search_terms, websearch_query
-from ostinato.store.sql import relation_sql, rows, statements
+from ostinato.store.sql import fact_reads, relation_sql, rows, statements
 from ostinato.store.sql.account_sql import AccountReads
 from ostinato.store.sql.forged_sql import ForgedReads
 from ostinato.store.sql.job_sql import JobReads
@@ -164,7 +164,7 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, ABC):
     # --- long-term memory -----------------------------------------------------------
 
     async def get_memory(self, memory_id: str) -> MemoryFact | None:
-        found = await self._fetch(statements.get_memory(), {"id": memory_id})
+        found = await self._fetch(fact_reads.get_memory(), {"id": memory_id})
         return rows.memory(found[0], self._decode_time) if found else None
 
     async def list_memories(
@@ -172,7 +172,7 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, ABC):
     ) -> list[MemoryFact]:
         """Facts of ``scope``, newest recorded first; current ones unless
         ``include_closed``."""
-        stmt = statements.list_memories(include_closed)
+        stmt = fact_reads.list_memories(include_closed)
         found = await self._fetch(stmt, {"scope": scope, "limit": limit})
         return [rows.memory(r, self._decode_time) for r in found]
 
@@ -186,7 +186,7 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, ABC):
         if not match:
             return []
         params = {"scope": scope, "match": match, "limit": limit}
-        found = await self._fetch(statements.search_memories(self._dialect), params)
+        found = await self._fetch(fact_reads.search_memories(self._dialect), params)
         return [MemoryHit(rows.memory(r, self._decode_time), float(r[-1])) for r in found]
 
     async def memory_relations(self, scope: str, memory_id: str) -> list[MemoryRelation]:

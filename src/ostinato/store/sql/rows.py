@@ -1,4 +1,5 @@
-"""Stored rows back into the store's dataclasses (and ``approvals``'), for both engines.
+"""Stored rows back into the store's dataclasses (and ``approvals``'), for both engines,
+and the one JSON encoding of stored values (``dump_json``).
 
 A row is a sequence of column values in table column order (``statements`` selects
 whole rows). Engines differ in two column kinds only, so each decoder takes a
@@ -14,15 +15,37 @@ from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
 from ostinato.approvals import Approval, Ending, Grant
-from ostinato.messages import JSON, Message, blocks_from_json
+from ostinato.messages import JSON, Block, Message, blocks_from_json
 from ostinato.store.base import Conversation, MemoryFact, QueuedInput, ToolCallRecord, Turn
 
 TimeDecoder: TypeAlias = Callable[[Any], datetime]
 Row: TypeAlias = Sequence[Any]
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# What ``_ENCODER.encode`` builds on every call, built once: the C encoder (without the
+# check for circular values, which stored values never are).
+_C_ENCODE = (
+    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    if json.encoder.c_make_encoder is not None  # type: ignore[attr-defined]
+    else None
+)
+
+
+def dump_json(value: JSON | list[JSON]) -> str:
+    """The one JSON encoding of stored values (compact, UTF-8 kept as is)."""
+    if not value:
+        return "{}" if isinstance(value, dict) else "[]"
+    if _C_ENCODE is None:
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
+
 
 def sqlite_time(value: datetime) -> str:
     """A timestamp as SQLite stores it: UTC text that sorts in time order."""
+    if value.tzinfo is UTC:  # ``utcnow``'s: the text without its ``+00:00``
+        return value.isoformat(" ", "microseconds")[:26]
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat(sep=" ", timespec="microseconds")
@@ -86,6 +109,15 @@ class MessageCache:
                 out.append(hit[0])
         return out
 
+    def written(self, results: Sequence[Any]) -> None:
+        """Keep the messages a write just stored (those among ``results``), so the next
+        read of the history does not decode them: they are what the rows hold, and what
+        live surfaces were shown."""
+        for result in results:
+            if type(result) is Message and result.id is not None:
+                size = 64 * len(result.blocks) + sum(len(_text(b)) for b in result.blocks)
+                self._put(result.id, result, size, dump_json(result.metadata))
+
     def _put(self, key: str, value: Message, size: int, metadata: str) -> None:
         if size > self._max_bytes // 16:
             return  # one huge row would push out everything else
@@ -97,6 +129,12 @@ class MessageCache:
         while self._bytes > self._max_bytes:
             _, dropped, _ = self._items.pop(next(iter(self._items)))  # dicts keep insertion order
             self._bytes -= dropped
+
+
+def _text(block: Block) -> str:
+    """A block's text, for sizing (a tool result's, when it is text)."""
+    text = getattr(block, "text", None) or getattr(block, "content", None)
+    return text if isinstance(text, str) else ""
 
 
 def conversation(row: Row, decode: TimeDecoder) -> Conversation:

@@ -100,7 +100,9 @@ class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
             return []
         started = time.perf_counter()
         try:
-            return await self._writer.submit(ops)
+            results = await self._writer.submit(ops)
+            self._message_cache.written(results)
+            return results
         finally:
             observe.store_write(time.perf_counter() - started)  # commit latency (metrics)
 

@@ -77,6 +77,8 @@ class _Call:
 class _Executor:
     """``ops.Executor`` over the writer's cursor, running pre-compiled SQL text."""
 
+    serialise_appends = False  # the one writer: nothing else appends meanwhile
+
     def __init__(self, cursor: sqlite3.Cursor) -> None:
         self._cursor = cursor
         self._sql: dict[WriteName, str] = {}

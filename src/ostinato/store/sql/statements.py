@@ -54,7 +54,7 @@ WriteName: TypeAlias = (
     | Literal[
         "insert_conversation",
         "set_state",
-        "touch_conversation",
+        "lock_conversation",
         "insert_turn",
         "insert_message",
         "insert_tool_call",
@@ -99,10 +99,15 @@ def _where_id(table: sa.Table, column: str = "id", name: str = "b_id") -> sa.Col
 
 
 def _insert_for_conversation(
-    dialect: str, table: sa.Table, columns: list[str], extra: Mapping[str, Any] | None = None
+    dialect: str,
+    table: sa.Table,
+    columns: list[str],
+    extra: Mapping[str, Any] | None = None,
+    conflict: list[str] | None = None,
 ) -> postgresql.Insert | sqlite.Insert:
     """``INSERT ... SELECT`` of one row that names a conversation, selected from
-    ``conversations``: an unknown conversation inserts nothing, as does a taken id."""
+    ``conversations``: an unknown conversation inserts nothing, as does a taken id (or
+    whatever else ``conflict`` names)."""
     values: dict[str, Any] = _bind(table, *columns)
     values["conversation_id"] = conversations.c.id
     values.update(extra or {})
@@ -112,7 +117,7 @@ def _insert_for_conversation(
     return (
         _insert(dialect, table)
         .from_select(list(values), select)
-        .on_conflict_do_nothing(index_elements=["id"])
+        .on_conflict_do_nothing(index_elements=conflict or ["id"])
     )
 
 
@@ -137,21 +142,19 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
     turn_cols = [c.name for c in turns.columns]
     call_cols = [c.name for c in tool_calls.columns]
     msg_cols = [c.name for c in messages.columns if c.name != "seq"]
-    next_seq = sa.func.coalesce(
-        sa.func.max(messages.c.seq), sa.literal_column("0")
-    ) + sa.literal_column("1")
-    msg_values = _bind(messages, *msg_cols)
-    insert_message = (
-        _insert(dialect, messages)
-        .from_select(
-            [*msg_cols, "seq"],
-            sa.select(*(msg_values[name] for name in msg_cols), next_seq).where(
-                messages.c.conversation_id == msg_values["conversation_id"]
-            ),
+    earlier = messages.alias("earlier")
+    next_seq = (
+        sa.select(
+            sa.func.coalesce(sa.func.max(earlier.c.seq), sa.literal_column("0"))
+            + sa.literal_column("1")
         )
-        .on_conflict_do_nothing(index_elements=["conversation_id", "seq"])
-        .returning(messages.c.seq)
+        .where(earlier.c.conversation_id == conversations.c.id)
+        .scalar_subquery()
     )
+    insert_message = _insert_for_conversation(
+        dialect, messages, msg_cols, {"seq": next_seq}, conflict=["conversation_id", "seq"]
+    ).returning(messages.c.seq)
+    lock = sa.select(conversations.c.id).where(_where_id(conversations))
     return {
         "insert_conversation": _insert(dialect, conversations)
         .values(_bind(conversations, *conv_cols))
@@ -159,9 +162,8 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         "set_state": sa.update(conversations)
         .where(_where_id(conversations))
         .values(_bind(conversations, "state", "updated_at")),
-        "touch_conversation": sa.update(conversations)
-        .where(_where_id(conversations))
-        .values(_bind(conversations, "updated_at")),
+        # Held until commit: appenders to one conversation take turns (PostgreSQL).
+        "lock_conversation": lock.with_for_update() if dialect == "postgresql" else lock,
         "insert_turn": _insert_for_conversation(dialect, turns, turn_cols),
         **turn_statements(),
         "insert_message": insert_message,
@@ -276,14 +278,38 @@ def _param(column: sa.Column[Any], name: str) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=column.type)
 
 
+def conversation_columns() -> list[sa.ColumnElement[Any]]:
+    """A conversation's columns in table order, its ``updated_at`` the newer of the stored
+    one (set with its state, title, ...) and its last message's time: an append does not
+    write the conversation row (``ops._append``). The last message is found at the top
+    of the ``(conversation_id, seq)`` index."""
+    earlier = messages.alias("earlier")
+    last_seq = (
+        sa.select(sa.func.max(earlier.c.seq))
+        .where(earlier.c.conversation_id == conversations.c.id)
+        .correlate_except(earlier)
+        .scalar_subquery()
+    )
+    last = (
+        sa.select(messages.c.created_at)
+        .where(messages.c.conversation_id == conversations.c.id, messages.c.seq == last_seq)
+        .scalar_subquery()
+    )
+    stored = conversations.c.updated_at
+    updated = sa.case((last > stored, last), else_=stored).label("updated_at")
+    return [updated if c.name == "updated_at" else c for c in conversations.columns]
+
+
 @cache
 def get_conversation() -> sa.Select[Any]:
-    return sa.select(conversations).where(conversations.c.id == _param(conversations.c.id, "id"))
+    return sa.select(*conversation_columns()).where(
+        conversations.c.id == _param(conversations.c.id, "id")
+    )
 
 
 @cache
 def list_conversations(by_owner: bool, paged: bool) -> sa.Select[Any]:
-    stmt = sa.select(conversations)
+    stmt = sa.select(*conversation_columns())
     if by_owner:
         stmt = stmt.where(conversations.c.owner == _param(conversations.c.owner, "owner"))
     if paged:
@@ -434,50 +460,6 @@ def window_rows() -> sa.Select[Any]:
         )
         .order_by(messages.c.seq.desc())
         .limit(sa.bindparam("limit", type_=sa.Integer))
-    )
-
-
-# --- long-term memory -------------------------------------------------------------------
-
-_FACT_COLUMNS = ", ".join(f"memories.{c.name}" for c in memories.columns)
-
-
-@cache
-def get_memory() -> sa.Select[Any]:
-    return sa.select(memories).where(memories.c.id == _param(memories.c.id, "id"))
-
-
-@cache
-def list_memories(include_closed: bool) -> sa.Select[Any]:
-    stmt = sa.select(memories).where(memories.c.scope == _param(memories.c.scope, "scope"))
-    if not include_closed:
-        stmt = stmt.where(memories.c.valid_to.is_(None))
-    return stmt.order_by(memories.c.recorded_at.desc(), memories.c.id.desc()).limit(
-        sa.bindparam("limit", type_=sa.Integer)
-    )
-
-
-@cache
-def search_memories(dialect: str) -> sa.TextClause:
-    """Current facts of ``:scope`` matching ``:match``, best first, then a ``score``
-    column (higher is better). ``:match`` comes from ``ostinato.store.search``."""
-    if dialect == "postgresql":
-        # search_vector: the stored, GIN-indexed document of migration 0003 (PostgreSQL
-        # only, outside ``tables.metadata``).
-        return sa.text(
-            f"SELECT {_FACT_COLUMNS}, ts_rank(memories.search_vector, q) AS score"
-            " FROM memories, websearch_to_tsquery('english', :match) AS q"
-            " WHERE memories.scope = :scope AND memories.valid_to IS NULL"
-            " AND memories.search_vector @@ q"
-            " ORDER BY score DESC, memories.recorded_at DESC LIMIT :limit"
-        )
-    # bm25 is lower for a better match; the subject column weighs twice the text.
-    return sa.text(
-        f"SELECT {_FACT_COLUMNS}, -bm25(memories_fts, 1.0, 2.0) AS score"
-        " FROM memories_fts JOIN memories ON memories.num = memories_fts.rowid"
-        " WHERE memories_fts MATCH :match AND memories.scope = :scope"
-        " AND memories.valid_to IS NULL"
-        " ORDER BY bm25(memories_fts, 1.0, 2.0), memories.recorded_at DESC LIMIT :limit"
     )
 
 

@@ -1,16 +1,26 @@
 """``PostgresStore``: the store on PostgreSQL, through SQLAlchemy's asyncpg engine.
 
-Each ``write()`` is one transaction on a pooled connection; its ops run through the
-same ``apply_ops`` as SQLite's, via ``AsyncConnection.run_sync``. Concurrent appenders
-to one conversation are serialised by locking the conversation's row before the
-``seq`` is allocated; should two inserts still meet on one ``seq``,
-the loser's ``ON CONFLICT DO NOTHING`` leaves its transaction intact and it retries
-(READ COMMITTED, so the retry sees the winner's row).
+A ``write()`` that can be planned (a step's, a turn's start and end: ``speculate``)
+goes to ``PostgresWriter``: one statement, grouped with the other writes of the same
+pass of the event loop into one round trip and one commit (``pg_writer``). Any other
+write, and a planned one PostgreSQL refused, is one transaction on a pooled connection
+(``_write_in_transaction``): its ops run through the same ``apply_ops`` as SQLite's,
+via ``AsyncConnection.run_sync``. There, concurrent appenders to one conversation are
+serialised by locking the conversation's row before the ``seq`` is allocated; should
+two inserts still meet on one ``seq``, the loser's ``ON CONFLICT DO NOTHING`` leaves
+its transaction intact and it retries (READ COMMITTED, so the retry sees the winner's
+row).
+
+The pool and the statement caches are set by the URL's query (``engine_options``):
+``pool_size`` (default 10) and ``max_overflow`` (20) size the pool; ``statement_cache=off``
+stops preparing named statements, for poolers that hand one client's statements to
+another server connection (PgBouncer's transaction mode before 1.21).
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,10 +35,14 @@ from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
+from ostinato.store.sql.pg_writer import PostgresWriter, WriterStats
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, time_from_postgres, utc_time
 from ostinato.store.sql.schedule_sql import SQLSchedules
+from ostinato.store.sql.speculate import plan
 from ostinato.store.sql.statements import WriteName, write_statements
+
+POOL_SIZE, MAX_OVERFLOW = 10, 20
 
 
 class _ConnectionExecutor:
@@ -87,15 +101,19 @@ class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
         # round trips). Same pool as the writes.
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._message_cache = MessageCache()
+        self._writer = PostgresWriter(
+            engine, write_statements("postgresql"), self._write_in_transaction
+        )
 
     @classmethod
     async def open(cls, url: str | sa.URL, **engine_options: Any) -> PostgresStore:
         """Connect (``postgresql+asyncpg://...``), migrate to head, return the store.
 
-        ``engine_options`` go to ``create_async_engine`` (e.g. ``pool_size``,
-        ``connect_args``).
+        The URL's query may size the pool and switch the statement caches off
+        (``engine_options``); ``engine_options`` given here go to
+        ``create_async_engine`` as well (e.g. ``pool_size``, ``connect_args``) and win.
         """
-        options: dict[str, Any] = {"pool_size": 10, "max_overflow": 20}
+        url, options = engine_options_of(url)
         options.update(engine_options)
         engine = create_async_engine(url, **options)
         try:
@@ -108,20 +126,35 @@ class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
     def __repr__(self) -> str:
         return f"PostgresStore({self.engine.url.render_as_string(hide_password=True)!r})"
 
+    @property
+    def stats(self) -> WriterStats:
+        """The grouped writer's counters (writes, round trips, writes redone)."""
+        return self._writer.stats
+
     async def write(self, *ops: WriteOp) -> list[Any]:
-        """Commit ``ops`` in one transaction; one result per op."""
+        """Commit ``ops`` atomically (possibly in one round trip with other calls); one
+        result per op. If the awaiting task is cancelled, the write may still commit."""
         if not ops:
             return []
         started = time.perf_counter()
         try:
-            async with self.engine.begin() as connection:
-                results = await connection.run_sync(_apply, ops)
+            planned = plan(ops)
+            if planned is None:
+                results = await self._write_in_transaction(ops)
+            else:
+                results = await self._writer.submit(planned, ops)
             self._message_cache.written(results)
             return results
-        except sa.exc.DBAPIError as exc:
-            raise StoreError(f"postgresql: {exc.orig}") from exc
         finally:
             observe.store_write(time.perf_counter() - started)  # commit latency (metrics)
+
+    async def _write_in_transaction(self, ops: tuple[WriteOp, ...]) -> list[Any]:
+        """``ops`` in a transaction of their own, statement by statement."""
+        try:
+            async with self.engine.begin() as connection:
+                return await connection.run_sync(_apply, ops)
+        except sa.exc.DBAPIError as exc:
+            raise StoreError(f"postgresql: {exc.orig}") from exc
 
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
         try:
@@ -142,4 +175,36 @@ class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
             raise StoreError(f"postgresql: {exc.orig}") from exc
 
     async def close(self) -> None:
+        await self._writer.wait()
         await self.engine.dispose()
+
+
+def engine_options_of(url: str | sa.URL) -> tuple[sa.URL, dict[str, Any]]:
+    """The URL without the store's own query parameters, and the engine options they
+    set: ``pool_size``, ``max_overflow`` and ``statement_cache`` (``on``, the default,
+    or ``off``: no named prepared statement is kept, by asyncpg or by SQLAlchemy, and
+    the few SQLAlchemy still prepares get names of their own, so statements never
+    clash on a pooler's shared server connections)."""
+    parsed = sa.make_url(url) if isinstance(url, str) else url
+    query = dict(parsed.query)
+    options: dict[str, Any] = {
+        "pool_size": _count(query.pop("pool_size", str(POOL_SIZE)), "pool_size", 1),
+        "max_overflow": _count(query.pop("max_overflow", str(MAX_OVERFLOW)), "max_overflow", 0),
+    }
+    cache = query.pop("statement_cache", "on")
+    if cache not in ("on", "off"):
+        raise ValueError(f"statement_cache must be 'on' or 'off', not {cache!r}")
+    if cache == "off":
+        options["connect_args"] = {
+            "statement_cache_size": 0,
+            "prepared_statement_cache_size": 0,
+            "prepared_statement_name_func": lambda: f"__ostinato_{uuid.uuid4().hex}__",
+        }
+    return parsed.set(query=query), options
+
+
+def _count(raw: Any, name: str, least: int) -> int:
+    text = raw if isinstance(raw, str) else str(raw[-1])
+    if not text.isdigit() or int(text) < least:
+        raise ValueError(f"{name} in the database URL must be a whole number >= {least}")
+    return int(text)

@@ -1,0 +1,229 @@
+"""PostgreSQL's group commit: a step's write in one statement, concurrent writes in one
+round trip and one commit.
+
+A ``write()`` whose ops can be planned (``speculate.plan``: a step's, a turn's start
+and end) is sent as one statement: each of its statements becomes a data-modifying
+``WITH`` part (``RETURNING`` what it changed), and the final ``SELECT`` divides by zero
+unless every part changed a row, so a write whose assumption fails changes nothing.
+One statement outside a transaction block needs no ``BEGIN`` or ``COMMIT``: one round
+trip where the ordinary way (``PostgresStore._write_in_transaction``) takes one per
+statement plus two.
+
+Writes asked for during one pass of the event loop are grouped by shape (the names of
+their statements) and each group is sent with asyncpg's ``fetchmany``: every write's
+``Bind``/``Execute`` in one flight with one ``Sync``, so the group is one implicit
+transaction, one round trip and one commit (one WAL flush) however many writes it
+holds. Each write there is its own statement, so a later one sees an earlier one's
+rows (two appends to one conversation take consecutive ``seq``s).
+
+If PostgreSQL refuses a group (an assumption failed: an unknown row, a ``seq`` another
+server took meanwhile; or any other error the server reports, after which nothing of
+the group was applied), each of its writes is redone alone the ordinary way, which
+finds out what is wrong and says so as always, or succeeds. A connection lost in
+flight fails the group's writes with a ``StoreError`` (they may or may not have
+committed, as with any commit whose answer is lost); they are not redone.
+
+Statements go to asyncpg directly, on a connection taken from the store's pool; their
+text is composed and compiled once per shape and prepared once per connection
+(asyncpg's statement cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql import visitors
+
+from ostinato.errors import StoreError
+from ostinato.store.base import WriteOp
+from ostinato.store.sql.speculate import Plan
+from ostinato.store.sql.statements import WriteName
+
+# The most writes sent in one round trip (one implicit transaction).
+MAX_BATCH = 256
+# Shapes whose composed statement is kept (a few dozen occur; this only bounds memory).
+MAX_SHAPES = 512
+
+Slow = Callable[[tuple[WriteOp, ...]], Awaitable[list[Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Composed:
+    """One shape's statement: its text, where each positional parameter comes from (the
+    plan's statement and parameter name), and which statement each value column is."""
+
+    sql: str
+    layout: tuple[tuple[int, str], ...]
+    values: tuple[int, ...]
+
+    def args(self, plan: Plan) -> list[Any]:
+        statements = plan.statements
+        return [statements[i].params[key] for i, key in self.layout]
+
+    def results(self, plan: Plan, row: Sequence[Any]) -> list[Any]:
+        found: list[Any] = [None] * len(plan.statements)
+        for column, index in enumerate(self.values, start=1):  # column 0 is the check
+            found[index] = row[column]
+        return plan.resolve(found)
+
+
+def compose(
+    plan: Plan, statements: Mapping[WriteName, sa.Executable], dialect: sa.Dialect
+) -> Composed:
+    """The one statement of ``plan``'s shape (see the module's docstring)."""
+    parts, checks, values, columns = [], [], [], []
+    origin: dict[str, tuple[int, str]] = {}
+    for index, planned in enumerate(plan.statements):
+        stmt = _renamed(statements[planned.name], f"s{index}_", index, origin)
+        if not planned.returning:
+            stmt = stmt.returning(sa.literal_column("1").label("hit"))
+        part = stmt.cte(f"s{index}")
+        parts.append(part)
+        checks.append(sa.exists(sa.select(sa.literal_column("1")).select_from(part)))
+        if planned.returning:
+            values.append(index)
+            columns.append(sa.select(next(iter(part.c))).scalar_subquery())
+    every = sa.case((sa.and_(*checks), sa.literal_column("1")), else_=sa.literal_column("0"))
+    check = sa.literal_column("1").op("/")(every)  # division by zero: the write fails whole
+    compiled = sa.select(check, *columns).compile(dialect=dialect)
+    positions = compiled.positiontup or []
+    return Composed(str(compiled), tuple(origin[key] for key in positions), tuple(values))
+
+
+def _renamed(
+    stmt: sa.Executable, prefix: str, index: int, origin: dict[str, tuple[int, str]]
+) -> Any:
+    """``stmt`` with each bind parameter renamed ``prefix + name`` (parts of one
+    statement must not share names); ``origin`` learns where each came from."""
+
+    def rename(element: Any, **_: Any) -> Any:
+        if isinstance(element, sa.BindParameter):
+            origin[prefix + element.key] = (index, element.key)
+            return sa.bindparam(prefix + element.key, type_=element.type)
+        return None
+
+    return visitors.replacement_traverse(stmt, {}, rename)  # type: ignore[call-overload]
+
+
+class _Refused(Exception):
+    """PostgreSQL refused a group: nothing of it was applied."""
+
+
+@dataclass(slots=True)
+class _Call:
+    plan: Plan
+    ops: tuple[WriteOp, ...]
+    future: asyncio.Future[list[Any]]
+
+
+@dataclass(slots=True)
+class WriterStats:
+    """Counters of the writer (for tests and benchmarks)."""
+
+    writes: int = 0  # planned writes sent
+    round_trips: int = 0  # groups sent (each one statement text, one commit)
+    redone: int = 0  # writes redone the ordinary way after a refused group
+
+
+@dataclass(slots=True)
+class PostgresWriter:
+    """Sends planned writes in groups; ``slow`` is the ordinary way, for redoing."""
+
+    engine: AsyncEngine
+    statements: Mapping[WriteName, sa.Executable]
+    slow: Slow
+    stats: WriterStats = field(default_factory=WriterStats)
+    _pending: list[_Call] = field(default_factory=list)
+    _composed: dict[tuple[WriteName, ...], Composed] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def submit(self, plan: Plan, ops: tuple[WriteOp, ...]) -> asyncio.Future[list[Any]]:
+        """Queue a planned write; it is sent at the end of this pass of the event loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        self._pending.append(_Call(plan, ops, future))
+        return future
+
+    async def wait(self) -> None:
+        """Until every group sent so far has its answer (for closing)."""
+        while self._pending or self._tasks:
+            if self._pending:
+                self._flush()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _flush(self) -> None:
+        calls, self._pending = self._pending, []
+        groups: dict[tuple[WriteName, ...], list[_Call]] = {}
+        for call in calls:
+            groups.setdefault(call.plan.shape, []).append(call)
+        for group in groups.values():
+            for start in range(0, len(group), MAX_BATCH):
+                task = asyncio.ensure_future(self._send(group[start : start + MAX_BATCH]))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, calls: list[_Call]) -> None:
+        composed = self._compose(calls[0].plan)
+        self.stats.writes += len(calls)
+        self.stats.round_trips += 1
+        try:
+            rows = await self._fetchmany(composed.sql, [composed.args(c.plan) for c in calls])
+        except _Refused:
+            self.stats.redone += len(calls)
+            await asyncio.gather(*(self._alone(call) for call in calls))
+            return
+        except Exception as exc:
+            error = exc if isinstance(exc, StoreError) else StoreError(f"postgresql: {exc!r}")
+            for call in calls:
+                _settle(call.future, error)
+            return
+        for call, row in zip(calls, rows, strict=True):
+            _settle(call.future, composed.results(call.plan, row))
+
+    async def _alone(self, call: _Call) -> None:
+        try:
+            outcome: list[Any] | BaseException = await self.slow(call.ops)
+        except Exception as exc:
+            outcome = exc
+        _settle(call.future, outcome)
+
+    def _compose(self, plan: Plan) -> Composed:
+        shape = plan.shape
+        found = self._composed.get(shape)
+        if found is None:
+            found = compose(plan, self.statements, self.engine.dialect)
+            if len(self._composed) < MAX_SHAPES:
+                self._composed[shape] = found
+        return found
+
+    async def _fetchmany(self, sql: str, args: list[list[Any]]) -> list[Any]:
+        import asyncpg
+
+        async with self.engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            driver = raw.driver_connection
+            assert driver is not None
+            try:
+                rows: list[Any] = await driver.fetchmany(sql, args)
+            except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
+                raise _Refused(str(exc)) from exc
+            except BaseException:
+                await connection.invalidate()  # in an unknown state: never reused
+                raise
+            return rows
+
+
+def _settle(future: asyncio.Future[list[Any]], outcome: list[Any] | BaseException) -> None:
+    if future.done():  # its caller was cancelled (the write may have committed)
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

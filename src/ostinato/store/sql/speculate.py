@@ -1,0 +1,147 @@
+"""A write planned before it runs: its statements, from the ops' own functions.
+
+``plan`` runs a ``write()`` call's ops through the one op path (``ops.apply_ops``)
+against a ``Recorder``, an ``Executor`` that runs nothing: it records each statement
+with its parameters and answers as if it had succeeded (a changed row for ``execute``,
+a value to come, ``Pending``, for ``returning``). An engine can then send the whole
+write as one statement and check every assumption there (``pg_writer``); a write whose
+assumption does not hold there is redone the ordinary way, statement by statement,
+which finds what is wrong (an unknown row, a ``seq`` taken meanwhile) and says so as
+it always does.
+
+Only ops whose success is decided by their statements' row counts are planned
+(``PLANNED``): the ops of a step and of a turn's start and end. An op that needs a
+statement's rows (``Executor.row``) or feeds one result into another statement is
+not planned; neither is anything else, which goes the ordinary way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ostinato.store.base import (
+    AppendMessage,
+    CreateApproval,
+    Enqueue,
+    FinishToolCall,
+    FinishTurn,
+    SetConversationState,
+    SetMessageMetadata,
+    SetTurnMetrics,
+    StartToolCall,
+    StartTurn,
+    TakeQueued,
+    WriteOp,
+)
+from ostinato.store.sql.ops import apply_ops
+from ostinato.store.sql.rows import Row, time_from_postgres, utc_time
+from ostinato.store.sql.statements import WriteName
+
+PLANNED: frozenset[type] = frozenset(
+    {
+        AppendMessage,
+        StartToolCall,
+        FinishToolCall,
+        StartTurn,
+        FinishTurn,
+        SetTurnMetrics,
+        SetConversationState,
+        SetMessageMetadata,
+        TakeQueued,
+        Enqueue,
+        CreateApproval,
+    }
+)
+
+
+class NotPlanned(Exception):
+    """The ops cannot be planned: they go the ordinary way."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What statement ``index``'s ``RETURNING`` will give, once it has run."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One statement of a plan: its name, its parameters, and whether its
+    ``RETURNING`` value is wanted (``returning``) or only that it changed a row."""
+
+    name: WriteName
+    params: dict[str, Any]
+    returning: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A write's statements in order, and its results with ``Pending`` values in them."""
+
+    statements: tuple[Planned, ...]
+    results: list[Any]
+
+    @property
+    def shape(self) -> tuple[WriteName, ...]:
+        """The statements' names: plans of one shape run as one statement text."""
+        return tuple(s.name for s in self.statements)
+
+    def resolve(self, values: Row) -> list[Any]:
+        """The results with each ``Pending`` replaced by its value (``values[i]`` is
+        statement ``i``'s; only the ``returning`` ones are read)."""
+        return [_filled(result, values) for result in self.results]
+
+
+class Recorder:
+    """An ``Executor`` that records statements and assumes they succeed (PostgreSQL's
+    bound values: the plans are for ``pg_writer``)."""
+
+    serialise_appends = False  # the write is one statement, redone whole on a clash
+    time = staticmethod(utc_time)
+    read_time = staticmethod(time_from_postgres)
+
+    def __init__(self) -> None:
+        self.statements: list[Planned] = []
+
+    def execute(self, name: WriteName, params: dict[str, Any]) -> int:
+        self._record(name, params, returning=False)
+        return 1
+
+    def returning(self, name: WriteName, params: dict[str, Any]) -> Any:
+        return Pending(self._record(name, params, returning=True))
+
+    def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
+        raise NotPlanned(name)
+
+    def _record(self, name: WriteName, params: dict[str, Any], returning: bool) -> int:
+        if any(type(value) is Pending for value in params.values()):
+            raise NotPlanned(name)  # one statement's result feeds another
+        self.statements.append(Planned(name, params, returning))
+        return len(self.statements) - 1
+
+
+def plan(ops: tuple[WriteOp, ...]) -> Plan | None:
+    """The plan of ``ops``, or None if they go the ordinary way."""
+    for op in ops:
+        if type(op) not in PLANNED:
+            return None
+    recorder = Recorder()
+    try:
+        results = apply_ops(recorder, ops)
+    except Exception:  # NotPlanned, or an op that refuses: the ordinary way says why
+        return None
+    return Plan(tuple(recorder.statements), results)
+
+
+def _filled(result: Any, values: Row) -> Any:
+    if result is None or not dataclasses.is_dataclass(result) or isinstance(result, type):
+        return result
+    changes = {
+        field.name: values[value.index]
+        for field in dataclasses.fields(result)
+        if type(value := getattr(result, field.name)) is Pending
+    }
+    return dataclasses.replace(result, **changes) if changes else result

@@ -1,0 +1,171 @@
+"""PostgreSQL's write path (issue 16 item 6): a step's write in one statement, the
+writes of one pass of the event loop in one round trip, and the ordinary way for what
+cannot be planned or was refused (``store.sql.pg_writer``, ``store.sql.speculate``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import sqlalchemy as sa
+
+from ostinato.approvals import Ending
+from ostinato.errors import NotFound, StoreError
+from ostinato.messages import Message, TextBlock, ToolUseBlock, user_text
+from ostinato.store import PostgresStore
+from ostinato.store.base import (
+    AppendMessage,
+    CreateConversation,
+    DecideApproval,
+    StartToolCall,
+    StartTurn,
+    append,
+    utcnow,
+)
+from ostinato.store.sql.pg_writer import PostgresWriter
+from ostinato.store.sql.postgres import engine_options_of
+from ostinato.store.sql.speculate import plan
+from tests.store.conftest import open_postgres
+from tests.store.test_store_ops import conversation, new_conversation, tool_call, turn
+
+
+def test_a_steps_ops_are_planned_and_others_are_not() -> None:
+    conv = conversation()
+    t = turn(conv.id)
+    record = tool_call(conv.id, t.id)
+    reply = Message("assistant", (ToolUseBlock(record.id, "search", {}),))
+    planned = plan((AppendMessage(conv.id, reply, t.id), StartToolCall(record)))
+    assert planned is not None
+    assert planned.shape == ("insert_message", "insert_tool_call")
+    assert plan((CreateConversation(conv),)) is None  # not a step's op: the ordinary way
+    assert plan((DecideApproval("a", Ending.APPROVED, utcnow()),)) is None
+
+
+async def test_a_steps_write_is_one_round_trip(postgres_store: PostgresStore) -> None:
+    store = postgres_store
+    conv = await new_conversation(store)
+    t = turn(conv.id)
+    await store.write(StartTurn(t))
+    before = store.stats.round_trips
+    record = tool_call(conv.id, t.id)
+    reply = Message("assistant", (TextBlock("let me"), ToolUseBlock(record.id, "search", {})))
+    stored, _ = await store.write(AppendMessage(conv.id, reply, t.id), StartToolCall(record))
+    assert store.stats.round_trips == before + 1 and store.stats.redone == 0
+    assert stored.seq == 1 and stored.id and stored.blocks == reply.blocks
+    assert await store.list_messages(conv.id) == [stored]
+    assert [c.id for c in await store.list_tool_calls(conv.id)] == [record.id]
+
+
+async def test_concurrent_writes_share_round_trips(postgres_store: PostgresStore) -> None:
+    store = postgres_store
+    ids = [(await new_conversation(store)).id for _ in range(100)]
+    same = ids[0]
+    before = store.stats.round_trips
+    await asyncio.gather(
+        *(append(store, cid, user_text("hi")) for cid in ids),
+        *(append(store, same, user_text(f"more {i}")) for i in range(20)),
+    )
+    assert store.stats.round_trips - before == 1 and store.stats.redone == 0
+    assert [m.seq for m in await store.list_messages(same)] == list(range(1, 22))
+    for cid in ids[1:]:
+        assert [m.text for m in await store.list_messages(cid)] == ["hi"]
+
+
+async def test_a_refused_group_is_redone_write_by_write(postgres_store: PostgresStore) -> None:
+    """One write of a group names no conversation: the group changes nothing, then each
+    write is redone alone, so only that one fails, with the ordinary error."""
+    store = postgres_store
+    ids = [(await new_conversation(store)).id for _ in range(5)]
+    outcomes = await asyncio.gather(
+        *(append(store, cid, user_text("x")) for cid in [*ids[:2], "nope", *ids[2:]]),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[2], NotFound)
+    assert all(isinstance(o, Message) and o.seq == 1 for i, o in enumerate(outcomes) if i != 2)
+    assert store.stats.redone == 6
+    for cid in ids:
+        assert len(await store.list_messages(cid)) == 1
+
+
+async def test_a_seq_taken_meanwhile_is_redone(postgres_store: PostgresStore) -> None:
+    """Another transaction holds the next seq, uncommitted: the one statement waits,
+    finds it taken and is refused whole; redone, the append takes the seq after it."""
+    store = postgres_store
+    conv = await new_conversation(store)
+    await append(store, conv.id, user_text("first"))
+    async with store.engine.connect() as rival:
+        await rival.begin()
+        await rival.execute(
+            sa.text(
+                "INSERT INTO messages (id, conversation_id, seq, role, blocks, hidden,"
+                " metadata, created_at) VALUES ('m2', :c, 2, 'user', '[]', false, '{}', now())"
+            ),
+            {"c": conv.id},
+        )
+        pending = asyncio.create_task(append(store, conv.id, user_text("third")))
+        await asyncio.sleep(0.2)
+        assert not pending.done()
+        await rival.commit()
+    assert (await pending).seq == 3
+    assert store.stats.redone == 1
+
+
+async def test_a_lost_connection_fails_the_group_without_redoing(
+    postgres_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a commit whose answer was lost happened is unknown: not redone (it could
+    append twice), the writes fail."""
+    store = postgres_store
+    conv = await new_conversation(store)
+
+    async def lost(self: PostgresWriter, sql: str, args: list[list[object]]) -> list[object]:
+        raise ConnectionResetError("gone")
+
+    monkeypatch.setattr(PostgresWriter, "_fetchmany", lost)
+    with pytest.raises(StoreError, match="gone"):
+        await append(store, conv.id, user_text("x"))
+    assert store.stats.redone == 0
+    monkeypatch.undo()
+    assert await store.list_messages(conv.id) == []
+
+
+async def test_an_unknown_conversation_is_not_found(postgres_store: PostgresStore) -> None:
+    with pytest.raises(NotFound):
+        await append(postgres_store, "nope", user_text("x"))
+
+
+def test_pool_and_statement_cache_from_the_url() -> None:
+    url, options = engine_options_of(
+        "postgresql+asyncpg://u@h/db?pool_size=3&max_overflow=0&statement_cache=off&ssl=x"
+    )
+    assert (options["pool_size"], options["max_overflow"]) == (3, 0)
+    assert options["connect_args"]["statement_cache_size"] == 0
+    assert options["connect_args"]["prepared_statement_cache_size"] == 0
+    names = {options["connect_args"]["prepared_statement_name_func"]() for _ in range(3)}
+    assert len(names) == 3
+    assert dict(url.query) == {"ssl": "x"}
+    _, defaults = engine_options_of("postgresql+asyncpg://u@h/db")
+    assert (defaults["pool_size"], defaults["max_overflow"]) == (10, 20)
+    assert "connect_args" not in defaults
+    for bad in ("pool_size=0", "max_overflow=-1", "pool_size=x", "statement_cache=maybe"):
+        with pytest.raises(ValueError):
+            engine_options_of(f"postgresql+asyncpg://u@h/db?{bad}")
+
+
+async def test_a_store_without_statement_caches(postgres_url: sa.URL) -> None:
+    """``statement_cache=off`` (for a pooler in transaction mode): writes of either way
+    and reads work, and nothing stays prepared on the server connection."""
+    url = postgres_url.update_query_dict({"statement_cache": "off", "pool_size": "2"})
+    store = await open_postgres(url)
+    try:
+        conv = await new_conversation(store)
+        stored = [await append(store, conv.id, user_text(str(i))) for i in range(3)]
+        assert [m.seq for m in stored] == [1, 2, 3]
+        assert await store.list_messages(conv.id) == stored
+        async with store.engine.connect() as connection:
+            found = await connection.execute(sa.text("SELECT name FROM pg_prepared_statements"))
+            names = [row[0] for row in found]
+        # none of asyncpg's numbered names, which clash on a pooler's shared connections
+        assert all(name.startswith("__ostinato_") for name in names), names
+    finally:
+        await store.close()

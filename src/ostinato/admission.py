@@ -72,6 +72,10 @@ class Admission:
         """Every slot is taken: a new turn would wait."""
         return self.limit is not None and self.running >= self.limit
 
+    def would_wait(self) -> bool:
+        """A new slot would not be had at once (every one is taken, or others wait)."""
+        return self.busy() or bool(self._waiters)
+
     async def enter(self, *, bounded: bool = True) -> Release:
         """A slot, once one is free; ``Overloaded`` when too many wait or the wait ends
         (``bounded=False``: wait as long as it takes, never refused)."""

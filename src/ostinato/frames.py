@@ -167,6 +167,20 @@ class InputQueued(_Frame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InputWaiting(_Frame):
+    """A message waits for a turn slot: the server runs as many turns as it may at once
+    (``server.max_turns``). Nothing of it is stored yet. It begins when a slot comes free,
+    in the order messages came (its ``turn.started`` follows), or after ``wait_s``
+    seconds it is refused: an ``error`` frame with the code ``overloaded``, and the
+    stream ends. ``position`` is its place in the line when it joined (1: next)."""
+
+    position: int
+    wait_s: float
+    client_message_id: str | None = None
+    type: Literal["input.waiting"] = "input.waiting"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContextCompacted(_Frame):
     """The request outgrew the model's window. ``method`` says what was done:
     ``summary`` (the rows up to ``through_seq`` were summarised into a stored summary
@@ -221,6 +235,7 @@ Frame: TypeAlias = (
     | ApprovalRequested
     | ApprovalDecided
     | InputQueued
+    | InputWaiting
     | ContextCompacted
     | ModelRetrying
     | TurnFinished
@@ -241,6 +256,7 @@ FRAME_TYPES: tuple[str, ...] = (
     "approval.requested",
     "approval.decided",
     "input.queued",
+    "input.waiting",
     "context.compacted",
     "model.retrying",
     "turn.finished",

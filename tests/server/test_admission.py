@@ -17,7 +17,7 @@ from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.store.base import Store
 from ostinato.store.memory import MemoryStore
-from tests.server.people import GatedModel, client_for, eventually
+from tests.server.people import GatedModel, client_for, eventually, sse_turn
 
 
 async def test_waiters_get_slots_in_the_order_they_came() -> None:
@@ -214,3 +214,74 @@ async def _settle() -> None:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+@pytest.fixture
+async def waiting_app(store: Store) -> AsyncIterator[tuple[Runtime, GatedModel, Any]]:
+    gated = GatedModel()
+    runtime = Runtime(store, model=gated, seed_recall=False)
+    runtime.admission = Admission(limit=1, wait=60, queue=10)
+    app = create_app(runtime, store_name="test")
+    yield runtime, gated, app
+    gated.open_all()
+    await runtime.close()
+
+
+async def _one_running(runtime: Runtime, gated: GatedModel) -> tuple[str, str]:
+    one = (await runtime.create_conversation()).id
+    two = (await runtime.create_conversation()).id
+    await runtime.submit(one, "a")
+    await eventually(lambda: _true(gated.calls == 1))
+    return one, two
+
+
+async def test_a_stream_that_waits_for_a_slot_says_so_then_runs_its_turn(
+    waiting_app: tuple[Runtime, GatedModel, Any],
+) -> None:
+    runtime, gated, app = waiting_app
+    _, two = await _one_running(runtime, gated)
+    async with sse_turn(app, two, {"text": "b", "client_message_id": "m-b"}) as stream:
+        assert stream.status == 200
+        first = await stream.next_frame()
+        assert first.event == "input.waiting"
+        assert (first.data["position"], first.data["wait_s"]) == (1, 60)
+        assert first.data["client_message_id"] == "m-b"
+        assert runtime.admission.waiting == 1
+        assert await runtime.store.list_messages(two) == []  # nothing stored while it waits
+        gated.open_all()  # the running turn ends: its slot goes to this message
+        frames = await stream.frames_until("turn.finished", within=10)
+    kinds = [f.event for f in frames]
+    assert kinds[0] == "turn.started" and frames[-1].data["stop_reason"] == "end_turn"
+    rows = await runtime.store.list_messages(two)
+    assert [r.role for r in rows] == ["user", "assistant"]
+
+
+async def test_a_stream_whose_wait_runs_out_ends_overloaded_and_stores_nothing(
+    waiting_app: tuple[Runtime, GatedModel, Any],
+) -> None:
+    runtime, gated, app = waiting_app
+    runtime.admission.wait = 0.05
+    _, two = await _one_running(runtime, gated)
+    async with sse_turn(app, two, {"text": "b"}) as stream:
+        assert (await stream.next_frame()).event == "input.waiting"
+        error = await stream.next_frame(within=10)
+        assert error.event == "error" and error.data["code"] == "overloaded"
+        with pytest.raises(EOFError):
+            await stream.next_frame(within=10)
+    assert await runtime.store.list_messages(two) == []
+    assert runtime.admission.waiting == 0
+
+
+async def test_a_client_gone_while_its_message_waits_takes_the_message_with_it(
+    waiting_app: tuple[Runtime, GatedModel, Any],
+) -> None:
+    runtime, gated, app = waiting_app
+    one, two = await _one_running(runtime, gated)
+    async with sse_turn(app, two, {"text": "b"}) as stream:
+        assert (await stream.next_frame()).event == "input.waiting"
+    await eventually(lambda: _true(runtime.admission.waiting == 0))
+    gated.open_all()
+    await eventually(lambda: _true(not runtime.busy(one)))
+    await _settle()
+    assert await runtime.store.list_messages(two) == []
+    assert gated.calls == 1 and runtime.admission.running == 0

@@ -13,7 +13,9 @@ away stops receiving, it does not stop the turn, unless it asked for that with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request, Response
 
@@ -25,11 +27,13 @@ from ostinato.attachments import (
     PDF,
     TEXT_TYPES,
 )
+from ostinato.bus import Subscription
+from ostinato.frames import Frame, InputWaiting
 from ostinato.identity.limits import Permit
 from ostinato.messages import FileBlock, ImageBlock, Message, TextBlock
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
-from ostinato.server.auth import CurrentCaller, owned
+from ostinato.server.auth import Caller, CurrentCaller, owned
 from ostinato.server.context import Context, ServerContext
 from ostinato.server.idempotency import (
     Claimed,
@@ -52,7 +56,7 @@ from ostinato.server.schemas import (
     TurnRequest,
 )
 from ostinato.server.sse import FrameStream, frame_events
-from ostinato.server.streams import turn_frames
+from ostinato.server.streams import Live, turn_frames
 from ostinato.server.uploads import read_turn_request
 from ostinato.store.base import QueuedInput
 from ostinato.turns import TurnHandle
@@ -149,35 +153,111 @@ async def post_turn(
                 context, caller, request, conversation_id, claim, key, events=events
             )
         claimed = claim
+    asked = _Asked(context, caller.owner, conversation_id, body, model, files, claimed)
     if not events:
-        started, queued = await admitted_once(
-            context, caller.owner, conversation_id, body, model, files, claimed
-        )
+        started, queued = await asked.admit()
         handle = await asyncio.shield(started)
         position = queued.position if queued is not None else None
         return await finished_result(handle, runtime.store, position)
+    return await _stream(asked, caller)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """One turn request, read and checked: what admitting it takes."""
+
+    context: ServerContext
+    owner: str
+    conversation_id: str
+    body: TurnRequest
+    model: Model | None
+    files: Sequence[ImageBlock | FileBlock]
+    claimed: Claimed | None
+
+    async def admit(
+        self, permit: Permit | None = None
+    ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
+        return await admitted_once(
+            self.context, self.owner, self.conversation_id, self.body, self.model, self.files,
+            self.claimed, permit,
+        )  # fmt: skip
+
+
+async def _stream(asked: _Asked, caller: Caller) -> FrameStream:
+    """The turn's frames as SSE (a stream slot of the caller's held while it is open)."""
+    context, body = asked.context, asked.body
     ticket = await context.streams.open(caller)
-    subscription = runtime.bus.subscribe(conversation_id)
+    subscription = context.runtime.bus.subscribe(asked.conversation_id)
 
     def close() -> None:
         subscription.close()
         context.streams.close(ticket)
 
+    live = context.live_for(ticket)
     try:
-        started, queued = await admitted_once(
-            context, caller.owner, conversation_id, body, model, files, claimed
-        )
+        if body.text is not None and _waits_for_a_slot(context.runtime, asked.conversation_id):
+            return await _waiting_stream(asked, subscription, live, close)
+        started, queued = await asked.admit()
     except BaseException:
         close()
         raise
-    frames = turn_frames(
-        subscription, started, context.live_for(ticket), queued_id=queued.id if queued else None
-    )
+    frames = turn_frames(subscription, started, live, queued_id=queued.id if queued else None)
     return FrameStream(
         frame_events(frames),
         on_close=close,
         on_abandon=cancel_when_begun(started) if body.cancel_on_disconnect else None,
     )
+
+
+def _waits_for_a_slot(runtime: Runtime, conversation_id: str) -> bool:
+    """A new message here would wait for a turn slot (``ostinato.admission``)."""
+    return not runtime.busy(conversation_id) and runtime.admission.would_wait()
+
+
+async def _waiting_stream(
+    asked: _Asked, subscription: Subscription, live: Live, close: Callable[[], None]
+) -> FrameStream:
+    """Every turn slot is taken: the response starts now with an ``input.waiting`` frame
+    and the message waits for a slot inside the stream (its turn's frames follow, or an
+    ``error`` frame with ``overloaded`` when the wait runs out; nothing is stored). A
+    client that goes away while it waits takes its message with it: it never runs."""
+    runtime = asked.context.runtime
+    permit = await turn_permit(asked.context, asked.owner, asked.body)  # a 429, as ever
+    admission = runtime.admission
+    waiting = InputWaiting(
+        run_id="",
+        seq=runtime.bus.last_seq(asked.conversation_id),
+        position=admission.waiting + 1,
+        wait_s=admission.wait,
+        client_message_id=asked.body.client_message_id,
+    )
+
+    async def begun() -> TurnHandle:
+        started, _ = await asked.admit(permit)
+        return await asyncio.shield(started)
+
+    turn = asyncio.ensure_future(begun())
+
+    def closed() -> None:
+        if not turn.done():
+            turn.cancel()  # still waiting for a slot: nothing was stored
+        close()
+
+    frames = _first(waiting, turn_frames(subscription, turn, live))
+    return FrameStream(
+        frame_events(frames),
+        on_close=closed,
+        on_abandon=cancel_when_begun(turn) if asked.body.cancel_on_disconnect else None,
+    )
+
+
+async def _first(
+    frame: Frame, then: AsyncGenerator[Frame | None, None]
+) -> AsyncGenerator[Frame | None, None]:
+    yield frame
+    async with aclosing(then) as frames:
+        async for each in frames:
+            yield each
 
 
 async def admitted_once(
@@ -188,11 +268,14 @@ async def admitted_once(
     model: Model | None,
     files: Sequence[ImageBlock | FileBlock],
     claimed: Claimed | None,
+    permit: Permit | None = None,
 ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
     """``admitted``, telling the request's idempotency key (if it holds one) what it
     began, or that it stored nothing."""
     try:
-        started, queued = await admitted(context, owner, conversation_id, body, model, files)
+        started, queued = await admitted(
+            context, owner, conversation_id, body, model, files, permit
+        )
     except BaseException as exc:
         if claimed is not None:
             await claimed.failed(exc)
@@ -209,12 +292,15 @@ async def admitted(
     body: TurnRequest,
     model: Model | None,
     files: Sequence[ImageBlock | FileBlock] = (),
+    permit: Permit | None = None,
 ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
     """``begin`` within the owner's limits: a new message takes a turn permit (429 over
-    a limit), held until its turn ends. Answering a card resumes a turn: no permit."""
+    a limit; ``permit`` when the caller took it already), held until its turn ends.
+    Answering a card resumes a turn: no permit."""
     if body.text is None:
         return await begin(context.runtime, conversation_id, body, model, files)
-    permit = await context.owner_limits.begin_turn(owner)
+    permit = permit or await turn_permit(context, owner, body)
+    assert permit is not None
     try:
         started, queued = await begin(context.runtime, conversation_id, body, model, files)
     except BaseException:
@@ -222,6 +308,12 @@ async def admitted(
         raise
     release_when_done(permit, started)
     return started, queued
+
+
+async def turn_permit(context: ServerContext, owner: str, body: TurnRequest) -> Permit | None:
+    """The owner's permit for a new message's turn (``LimitExceeded`` over a limit);
+    none for a card's answer."""
+    return None if body.text is None else await context.owner_limits.begin_turn(owner)
 
 
 def release_when_done(permit: Permit, started: asyncio.Future[TurnHandle]) -> None:

@@ -31,6 +31,17 @@ def test_importing_the_server_imports_no_provider_sdk_mcp_alembic_or_yaml() -> N
     assert imported_after("import ostinato.server", heavy) == []
 
 
+def test_importing_the_server_defers_what_only_a_request_or_a_store_url_needs() -> None:
+    """The in-memory store (for ``memory://`` and tests) and the background jobs'
+    registry and gate (for ``/v1/jobs``) load when first used."""
+    deferred: tuple[str, ...] = ("ostinato.store.memory", "ostinato.store.memory_writes")
+    deferred += ("ostinato.background.registry", "ostinato.background.gating")
+    deferred += ("ostinato.memory.consolidation", "ostinato.memory.episodes")
+    assert imported_after("import ostinato.server", deferred) == []
+    used = "import ostinato.server\nfrom ostinato.store import MemoryStore\nMemoryStore()"
+    assert imported_after(used, deferred[:1]) == ["ostinato.store.memory"]
+
+
 def test_the_command_line_imports_nothing_heavy_before_a_command_runs() -> None:
     heavy = ("pydantic", "fastapi", "sqlalchemy", "uvicorn", "httpx", "ostinato.config")
     assert imported_after("import ostinato.cli.main", heavy) == []

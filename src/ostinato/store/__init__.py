@@ -9,7 +9,8 @@
 
 SQL stores are migrated to the newest schema as they open. A PostgreSQL URL needs the
 ``postgres`` extra (``pip install 'ostinato[postgres]'``); without it ``open_store`` says
-so in one sentence. The SQL stores are imported when first used.
+so in one sentence. The stores themselves (``MemoryStore`` too) are imported when first
+used: importing the package (as the server does, for ``Store``) loads none of them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from ostinato.store.base import Store
-from ostinato.store.memory import MemoryStore
 from ostinato.store.sql.urls import describe_url, parse_url
 
 if TYPE_CHECKING:
+    from ostinato.store.memory import MemoryStore
     from ostinato.store.sql.postgres import PostgresStore
     from ostinato.store.sql.sqlite import SQLiteStore
 
@@ -33,6 +34,8 @@ async def open_store(url: str | None = None) -> Store:
     or one whose driver is not installed."""
     target = parse_url(url)
     if target.kind == "memory":
+        from ostinato.store.memory import MemoryStore
+
         return MemoryStore()
     if target.kind == "sqlite":
         from ostinato.store.sql.sqlite import SQLiteStore
@@ -50,6 +53,10 @@ async def open_store(url: str | None = None) -> Store:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "MemoryStore":
+        from ostinato.store.memory import MemoryStore
+
+        return MemoryStore
     if name in ("PostgresStore", "SQLiteStore"):
         from ostinato.store import sql
 

@@ -3,19 +3,19 @@
 and the caller's recorded runs (what each changed, its model calls and cost). The jobs
 write no chat row and push nothing to chat: this is where their work shows. Another
 owner's run is answered like a missing one (404).
+
+The jobs' registry, gate and settings (which load the settings package and the memory
+jobs) are imported by the first request here, not with the server.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
-from ostinato.background.gating import calls_today
-from ostinato.background.registry import NAMES
-from ostinato.config.background import JobSection, JobsSection
 from ostinato.errors import NotFound
 from ostinato.messages import JSON
 from ostinato.server.auth import CurrentCaller
@@ -23,6 +23,9 @@ from ostinato.server.context import Context
 from ostinato.server.schemas import ErrorBody
 from ostinato.store.base import utcnow
 from ostinato.store.jobs import JobRun
+
+if TYPE_CHECKING:
+    from ostinato.config.background import JobsSection
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -85,6 +88,8 @@ class JobsPage(BaseModel):
 
 def jobs_settings(request: Request) -> JobsSection:
     """The deployment's ``[background.jobs]`` (``serve`` sets it), or the defaults."""
+    from ostinato.config.background import JobsSection
+
     found = getattr(request.app.state, "jobs_settings", None)
     return found if isinstance(found, JobsSection) else JobsSection()
 
@@ -97,6 +102,10 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=200, description="How many runs, newest first.")] = 50,
 ) -> JobsPage:
     """The jobs, and the caller's runs, newest first."""
+    from ostinato.background.gating import calls_today
+    from ostinato.background.registry import NAMES
+    from ostinato.config.background import JobSection
+
     store, settings, now = context.runtime.store, jobs_settings(request), utcnow()
     states = {s.job: s for s in await store.job_states(owner=caller.owner)}
     jobs = []

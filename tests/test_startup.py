@@ -42,6 +42,18 @@ def test_importing_the_server_defers_what_only_a_request_or_a_store_url_needs() 
     assert imported_after(used, deferred[:1]) == ["ostinato.store.memory"]
 
 
+def test_one_section_of_the_configuration_loads_only_its_modules() -> None:
+    """The server needs ``config.background`` (schedules): not the settings' layers, the
+    tools' sources or the rest, which ``ostinato.config`` loads when a name is used."""
+    rest = ("ostinato.config.settings", "ostinato.config.tools", "ostinato.config.requests")
+    assert imported_after("import ostinato.server", rest) == []
+    import ostinato.config as config
+
+    assert sorted(config.__all__) == sorted(config._WHERE)  # every public name is found
+    assert [getattr(config, name) for name in config.__all__]
+    assert imported_after("from ostinato.config import load_config", rest[:2]) == list(rest[:2])
+
+
 def test_the_command_line_imports_nothing_heavy_before_a_command_runs() -> None:
     heavy = ("pydantic", "fastapi", "sqlalchemy", "uvicorn", "httpx", "ostinato.config")
     assert imported_after("import ostinato.cli.main", heavy) == []

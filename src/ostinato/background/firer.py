@@ -108,13 +108,15 @@ class Firer:
 
     async def run(self) -> None:
         """Tick every ``poll_seconds`` until ``stop`` (at once again after a tick that
-        took a full batch: more may be due). Each firing runs on in a task of its own
-        (a prompt's stage one takes a while); ``stop`` cancels those still going."""
+        took all it could: more may be due). Each firing runs on in a task of its own
+        (a prompt's stage one takes a while), at most ``batch`` at once: a tick claims
+        only as many as are free; ``stop`` cancels those still going."""
         poll = self.schedules.settings.poll_seconds
         try:
             while not self._stopped.is_set():
+                free = self.batch - len(self._firing)
                 try:
-                    if len(await self.claim(spawn=True)) >= self.batch:
+                    if free > 0 and len(await self.claim(free, spawn=True)) >= free:
                         continue
                 except Exception:  # the store is away: try again at the next tick
                     log.exception("schedules: a tick failed")
@@ -129,19 +131,20 @@ class Firer:
         self._stopped.set()
 
     async def tick(self) -> list[Schedule]:
-        """Claim what is due now and fire each to its end (stage one included); what
-        was claimed."""
-        return await self.claim(spawn=False)
+        """Claim what is due now and fire each to its end (stage one included), one
+        after another; what was claimed."""
+        return await self.claim(self.batch, spawn=False)
 
-    async def claim(self, *, spawn: bool) -> list[Schedule]:
+    async def claim(self, limit: int, *, spawn: bool) -> list[Schedule]:
+        """Claim up to ``limit`` due schedules and fire them: each in a task of its own
+        (``spawn``), or one after another."""
         now = self.clock()
-        claimed = await self.store.claim_schedules(self.holder, now, self.lease, self.batch)
-        firings = [self._fire_logged(schedule, now) for schedule in claimed]
-        if not spawn:
-            await asyncio.gather(*firings)
-            return claimed
-        for firing in firings:
-            task = asyncio.create_task(firing)
+        claimed = await self.store.claim_schedules(self.holder, now, self.lease, limit)
+        for schedule in claimed:
+            if not spawn:
+                await self._fire_logged(schedule, now)
+                continue
+            task = asyncio.create_task(self._fire_logged(schedule, now))
             self._firing.add(task)
             task.add_done_callback(self._firing.discard)
         return claimed

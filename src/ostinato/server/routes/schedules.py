@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ostinato.background.schedules import TEXT_LIMIT, Schedules
+from ostinato.background.stage_one import conversation_id
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ErrorBody
@@ -47,6 +48,9 @@ class ScheduleOut(BaseModel):
     fired: int
     last_fired_at: datetime | None
     late_seconds: float | None
+    background_conversation_id: str | None = Field(
+        None, description="A prompt's: where its stage one runs (readable by its owner)."
+    )
 
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
@@ -64,6 +68,7 @@ class ScheduleOut(BaseModel):
             fired=s.fired,
             last_fired_at=s.last_fired_at,
             late_seconds=s.late_seconds,
+            background_conversation_id=conversation_id(s) if s.mode == "prompt" else None,
         )
 
 

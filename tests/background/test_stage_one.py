@@ -104,3 +104,22 @@ async def test_background_conversations_are_not_listed(runtime: Runtime) -> None
         background = await client.get(f"/v1/conversations/{conversation_id(fired)}/messages")
         assert background.status_code == 200  # the owner reads it by id
     await app.state.ostinato.aclose()
+
+
+async def test_no_after_turn_work_reads_the_machinerys_rows_as_the_persons() -> None:
+    seen: list[str] = []
+
+    async def after_turn(**kw: object) -> None:
+        seen.append(str(kw["user"]))
+
+    model = ScriptedModel([text_step("Plan: rest."), text_step("Rest today."), text_step("Hi")])
+    made = Runtime(MemoryStore(), model=model, after_turn=after_turn)
+    try:
+        cid, _ = await fire(made, model)
+        await made.settle(5)
+        assert seen == []  # neither stage one's row nor the hidden hand-off is the person's
+        await made.run_turn(cid, "hello")
+        await made.settle(5)
+        assert len(seen) == 1
+    finally:
+        await made.close()

@@ -19,7 +19,8 @@ while the attempt runs in this process): a person watching it sees the card (wit
 background turn's ``run_id``) and answers it there; with no surface open it ends
 ``UNREACHABLE``, as any approval nobody can be asked.
 
-Each attempt is a user row marked with the slot (``metadata.schedule``) and its number;
+Each attempt is a hidden user row (the machinery's words, not the person's: no fact is
+extracted from it) marked with the slot (``metadata.schedule``) and its number;
 the schedule row records the newest attempt's ``run_id`` and count once its turn has
 begun (``attempts``), so what an attempt did is found again after a crash.
 """
@@ -102,7 +103,8 @@ def attempt_row(schedule: Schedule, attempt: int) -> Message:
         f"answer is handed to the user in their conversation.{again}]"
     )
     meta = {MARKER: marker(schedule), "attempt": attempt, "trigger": "schedule"}
-    return Message("user", (TextBlock(f"{preface}\n{schedule.text}"),), metadata=meta)
+    text = f"{preface}\n{schedule.text}"
+    return Message("user", (TextBlock(text),), hidden=True, metadata=meta)
 
 
 async def start(runtime: Any, schedule: Schedule, attempt: int) -> TurnHandle:

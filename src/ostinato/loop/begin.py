@@ -305,7 +305,9 @@ async def begin(
     # before it starts never runs its body, so its teardown would be skipped.
     await asyncio.sleep(0)
     user = next((r for r in stored if r.role == "user"), None)
-    if parts.after_turn is not None and user is not None:
+    # A hidden row is not the person's words (a scheduled prompt's, a trigger's): no
+    # after-turn work reads it as theirs.
+    if parts.after_turn is not None and user is not None and not user.hidden:
         task.add_done_callback(lambda done: _after(parts, done, conversation, user, consent))
     return Begun(turn, tuple(stored), task, lambda: driver.seq)
 

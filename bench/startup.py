@@ -39,6 +39,9 @@ def clean_env() -> dict[str, str]:
         k: v for k, v in os.environ.items() if not k.startswith("OSTINATO_") and k not in CLEARED
     }
     env["OSTINATO_MODEL"] = "offline:ostinato"
+    # The warm-up writes the .pyc files a user's first run leaves behind; with this set
+    # (as some shells and CI runners do) every run compiled each changed module again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

@@ -54,6 +54,24 @@ def test_one_section_of_the_configuration_loads_only_its_modules() -> None:
     assert imported_after("from ostinato.config import load_config", rest[:2]) == list(rest[:2])
 
 
+def test_settings_sections_build_their_validators_when_first_used() -> None:
+    """``defer_build``: the server defines the sections (auth, background) at import;
+    their validators are built when a configuration is first read."""
+    code = (
+        "import json, ostinato.server\n"
+        "from ostinato.config.background import BackgroundSection\n"
+        "from ostinato.identity.settings import AuthSettings\n"
+        "before = [BackgroundSection.__pydantic_complete__, AuthSettings.__pydantic_complete__]\n"
+        "BackgroundSection(), AuthSettings()\n"
+        "after = [BackgroundSection.__pydantic_complete__, AuthSettings.__pydantic_complete__]\n"
+        "print(json.dumps([before, after]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [[False, False], [True, True]]
+
+
 def test_the_command_line_imports_nothing_heavy_before_a_command_runs() -> None:
     heavy = ("pydantic", "fastapi", "sqlalchemy", "uvicorn", "httpx", "ostinato.config")
     assert imported_after("import ostinato.cli.main", heavy) == []

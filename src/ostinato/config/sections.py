@@ -24,7 +24,7 @@ RiskName = Literal["safe", "write", "exec", "network"]
 class Section(BaseModel):
     """A table of the file: unknown keys are errors, values are frozen once loaded."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def short_env(name: str) -> dict[str, Any]:

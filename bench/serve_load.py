@@ -5,10 +5,14 @@ first token, then 20 tokens a second, 20 tokens: about a second a reply), ``osti
 on a fresh SQLite database for each run, and the client (bare asyncio HTTP, so that it
 costs little next to the server). Each run prints its figures:
 
-- ``sequential``: ``--sequential`` turns one after another (a one-chunk reply each);
+- ``sequential``: ``--sequential`` turns one after another (a one-chunk reply each; the
+  next POST as soon as ``turn.finished`` is read, or ``--settle`` seconds later);
   POST -> model called p50 / p95 (the client's clock at sending the POST against the fake
-  model's at reading the request; ``time.monotonic`` is one clock for every process), and
-  the server's CPU per turn (its CPU time over the run / the turns).
+  model's at reading the request; ``time.monotonic`` is one clock for every process); the
+  server's CPU per turn start p50 / p95 (its CPU time, every thread's, read by the client
+  just before the POST and by the fake model once it has read the model request whole:
+  the server's CPU from the POST to the model called, none of the streaming after); and
+  the server's CPU per whole turn (its CPU time over the run / the turns).
 - ``N concurrent``: N turns posted at once, each on its own conversation, each read as
   SSE to ``turn.finished``: wall time (first POST to last ``turn.finished``), failed turns
   (not 200, an ``error`` frame, a turn finished with an error, a missing token, or no end
@@ -43,7 +47,14 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `tests` importable
 
-from tests.e2e.loadkit import FakeModel, bounded, call, conversations, serve_fake
+from tests.e2e.loadkit import (
+    FakeModel,
+    bounded,
+    call,
+    conversations,
+    serve_fake,
+    server_cpu,
+)
 
 PY_SPY = ""  # --py-spy
 SERVE_ENV: dict[str, str] = {}  # --env
@@ -133,29 +144,43 @@ async def concurrent(port: int, n: int) -> dict[str, Any]:
     return {"wall": wall, "failed": failed, "why": whys, "first": firsts, "delays": delays}
 
 
-async def sequential(port: int, model_port: int, n: int) -> dict[str, Any]:
+SETTLE_S = 0.0  # --settle: seconds between sequential turns
+
+
+async def sequential(port: int, model_port: int, n: int, pids: list[int]) -> dict[str, Any]:
     ids = await conversations(port, n)
+    await call(model_port, "POST", "/watch", pids)
     sent: dict[str, float] = {}
+    cpu_before: dict[str, int] = {}
     failed = 0
     for i, cid in enumerate(ids):
         marker = f"quick-{os.getpid()}-{i}"  # unique across runs
+        if SETTLE_S:
+            await asyncio.sleep(SETTLE_S)
+        cpu_before[marker] = server_cpu(pids)
         sent[marker] = time.monotonic()
         failed += not (await bounded(port, cid, f"{marker} hello")).ok
     _, arrivals = await call(model_port, "GET", "/arrivals")
+    _, cpu_after = await call(model_port, "GET", "/cpu")
     waits = [arrivals[m] - t for m, t in sent.items() if m in arrivals]
-    return {"failed": failed, "called": waits}
+    starts = [(cpu_after[m] - c) / 1e9 for m, c in cpu_before.items() if m in cpu_after]
+    return {"failed": failed, "called": waits, "start_cpu": starts}
 
 
-def _client_main(conn: Connection, mode: str, port: int, model_port: int, n: int) -> None:
+def _client_main(
+    conn: Connection, mode: str, port: int, model_port: int, n: int, pids: list[int]
+) -> None:
     if mode == "sequential":
-        conn.send(asyncio.run(sequential(port, model_port, n)))
+        conn.send(asyncio.run(sequential(port, model_port, n, pids)))
     else:
         conn.send(asyncio.run(concurrent(port, n)))
 
 
-def run_client(mode: str, port: int, model_port: int, n: int) -> dict[str, Any]:
+def run_client(
+    mode: str, port: int, model_port: int, n: int, pids: list[int] | None = None
+) -> dict[str, Any]:
     parent, child = multiprocessing.Pipe()
-    args = (child, mode, port, model_port, n)
+    args = (child, mode, port, model_port, n, pids or [])
     process = multiprocessing.Process(target=_client_main, args=args)
     process.start()
     result: dict[str, Any] = parent.recv()
@@ -220,16 +245,18 @@ def profiled(server: psutil.Process, name: str) -> Iterator[None]:
 
 def report_sequential(model_port: int, n: int, extra: list[str]) -> None:
     with serving(model_port, extra) as (port, server):
-        run_client("sequential", port, model_port, 3)  # warm: first imports, first requests
+        pids = [each.pid for each in tree(server)]
+        run_client("sequential", port, model_port, 3, pids)  # warm: imports, first requests
         before = cpu(server)
         with profiled(server, "sequential"):
-            result = run_client("sequential", port, model_port, n)
+            result = run_client("sequential", port, model_port, n, pids)
         per_turn = (cpu(server) - before) / n
-    called = result["called"]
+    called, starts = result["called"], result["start_cpu"]
     print(
         f"sequential {n}: failed {result['failed']}, POST -> model called "
         f"p50 {ms(statistics.median(called))} p95 {ms(pct(called, 0.95))}, "
-        f"server CPU per turn {ms(per_turn)}",
+        f"server CPU per turn start p50 {ms(pct(starts, 0.5))} p95 {ms(pct(starts, 0.95))}, "
+        f"per whole turn {ms(per_turn)}",
         flush=True,
     )
 
@@ -259,9 +286,10 @@ def main() -> None:
     parser.add_argument("--serve-arg", action="append", default=[], help="passed to serve")
     parser.add_argument("--py-spy", default="", help="a py-spy binary: profile the server")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
+    parser.add_argument("--settle", type=float, default=0.0, help="s between sequential turns")
     args = parser.parse_args()
-    global PY_SPY
-    PY_SPY = args.py_spy
+    global PY_SPY, SETTLE_S
+    PY_SPY, SETTLE_S = args.py_spy, args.settle
     SERVE_ENV.update(pair.split("=", 1) for pair in args.env)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
     with fake_model() as model_port:

@@ -5,7 +5,12 @@ neither costs much CPU next to the server they measure.
 The fake model answers ``POST /v1/chat/completions`` (streamed or not) and
 ``GET /v1/models``. It notes when each request arrived (``time.monotonic()``, the same
 clock in every process on one Linux machine) under the marker the user's last message
-starts with, and answers ``GET /arrivals`` with those times. A user message starting
+starts with, and answers ``GET /arrivals`` with those times. Told the server's process ids
+(``POST /watch``, a JSON list), it also notes the CPU time those processes had used when
+each request had been read whole (``server_cpu``: nanoseconds, from every thread's
+``schedstat``, so finer than the clock ticks of ``/proc/<pid>/stat``) and answers
+``GET /cpu`` with them; ``server_cpu`` read by a client just before its POST makes the
+difference the server's CPU from the POST to the model's request. A user message starting
 with ``slow`` is answered with ``tokens`` chunks: the first ``first_token`` seconds after
 the request, then one each ``1 / rate`` seconds; each token's text is the
 ``time.monotonic()`` at which it was written, so a client can tell how late it arrived.
@@ -15,7 +20,9 @@ Any other message gets one short chunk at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,6 +39,8 @@ class FakeModel:
     tokens: int = 20
     arrivals: dict[str, float] = field(default_factory=dict)
     requests: int = 0
+    watched: list[int] = field(default_factory=list)
+    cpu_at_request: dict[str, int] = field(default_factory=dict)
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
@@ -99,14 +108,36 @@ class FakeModel:
             users = [m for m in body.get("messages", []) if m.get("role") == "user"]
             marker = str(users[-1].get("content", "")).split(" ", 1)[0] if users else ""
             self.arrivals.setdefault(marker, arrived)
+            if self.watched:
+                self.cpu_at_request.setdefault(marker, server_cpu(self.watched))
             await self._completion(body, writer)
         elif path.endswith("/models"):
             listing = {"object": "list", "data": [{"id": "fake", "object": "model"}]}
             _respond(writer, 200, json.dumps(listing).encode())
         elif path == "/arrivals":
             _respond(writer, 200, json.dumps(self.arrivals).encode())
+        elif method == "POST" and path == "/watch":
+            self.watched = [int(pid) for pid in json.loads(raw)]
+            _respond(writer, 200, b"{}")
+        elif path == "/cpu":
+            _respond(writer, 200, json.dumps(self.cpu_at_request).encode())
         else:
             _respond(writer, 404, b'{"error":{"message":"not found"}}')
+
+
+def server_cpu(pids: list[int]) -> int:
+    """CPU nanoseconds the processes ``pids`` have used: every thread's ``schedstat``
+    (a thread that ended is no longer counted, which the short runs here can bear)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with (
+                    contextlib.suppress(FileNotFoundError),
+                    open(f"/proc/{pid}/task/{task}/schedstat") as stat,
+                ):
+                    total += int(stat.read().split()[0])
+    return total
 
 
 def _respond(writer: asyncio.StreamWriter, status: int, body: bytes) -> None:

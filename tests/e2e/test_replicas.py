@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,16 @@ def _turns(server: Server, cid: str, count: int) -> list[dict[str, object]]:
             return turns
         time.sleep(0.1)
     raise AssertionError(f"fewer than {count} turns finished within {WAIT} s")
+
+
+def _results(rows: list[dict[str, Any]], tool_use_id: str) -> list[dict[str, Any]]:
+    """The tool_result blocks answering one call (a turn's memory recall has its own)."""
+    return [
+        block
+        for row in rows
+        for block in row["blocks"]
+        if block["type"] == "tool_result" and block["tool_use_id"] == tool_use_id
+    ]
 
 
 @contextlib.contextmanager
@@ -150,3 +161,61 @@ def test_stream_on_a_message_on_b_approval_on_c_runs_the_call_once(
     committed = [f.data["message"]["seq"] for f in watcher.frames if f.event == "message"]
     assert committed == [r["seq"] for r in rows]  # every row once, in order, on a
     assert any(f.event == "tool.finished" for f in seen)
+
+
+def test_a_tool_running_on_a_killed_server_is_outcome_unknown_and_never_run_again(
+    two_servers: list[Server], tmp_path: Path
+) -> None:
+    """Failover (issue 16 item 4): an approved command runs on a; a is SIGKILLed; b
+    recovers the turn after a's lease: the call's result says its outcome is unknown,
+    and nothing runs it again (a later message on b runs, the command does not)."""
+    a, b = two_servers
+    cid = a.post("/v1/conversations", {}).json()["id"]
+    ran = tmp_path / "ran.txt"
+    command = json.dumps({"command": f"echo ran >> {ran}; sleep 30", "timeout": 60})
+    sent = a.stream("POST", f"/v1/conversations/{cid}/turns", {"text": f"/tool shell {command}"})
+    asked = sent.until_type("approval.requested", WAIT).data
+    path = f"/v1/conversations/{cid}/approvals/{asked['approval_id']}"
+    assert b.post(path, {"decision": "approve"}).status_code == 200  # decided on b
+    deadline = time.monotonic() + WAIT
+    while not ran.exists():  # the command runs, on a
+        assert time.monotonic() < deadline, "the approved command did not start"
+        time.sleep(0.05)
+    a.kill()
+    (turn,) = _turns(b, cid, 1)
+    assert turn["stop_reason"] == "interrupted"
+    rows = b.get(f"/v1/conversations/{cid}/messages?include_hidden=true").json()["messages"]
+    results = _results(rows, asked["tool_use_id"])
+    assert len(results) == 1, results  # one result for the call
+    assert results[0]["content"].startswith("outcome unknown") and results[0]["is_error"]
+    after = b.post(f"/v1/conversations/{cid}/turns", {"text": "and now?"})
+    assert after.status_code == 200 and after.json()["stop_reason"] == "end_turn"
+    time.sleep(1.0)  # a re-run would have written by now
+    assert ran.read_text() == "ran\n"  # once, and never again
+
+
+def test_a_card_asked_on_one_server_is_answered_on_another(three_servers: list[Server]) -> None:
+    """A question card shown by a turn on a, answered on b (issue 16 item 3): the turn
+    resumes with the answer, once, and a stream on c sees every row."""
+    a, b, c = three_servers
+    cid = a.post("/v1/conversations", {}).json()["id"]
+    watcher = c.stream("GET", f"/v1/conversations/{cid}/events?deltas=false")
+    assert watcher.started_event.wait(WAIT) and watcher.status == 200
+    card = '/tool ask_user {"question": "Which colour?", "options": ["red", "blue"]}'
+    asked = a.post(f"/v1/conversations/{cid}/turns", {"text": card})
+    assert asked.status_code == 200 and asked.json()["stop_reason"] == "paused"
+    (row,) = [m for m in asked.json()["messages"] if m["metadata"].get("awaiting")]
+    answer = {"tool_use_id": row["metadata"]["awaiting"], "result": {"choice": "blue"}}
+    resumed = b.post(f"/v1/conversations/{cid}/turns", {"tool_response": answer})
+    assert resumed.status_code == 200 and resumed.json()["stop_reason"] == "end_turn"
+    again = b.post(f"/v1/conversations/{cid}/turns", {"tool_response": answer})
+    assert again.status_code in (404, 409), again.text  # answered once
+    rows = c.get(f"/v1/conversations/{cid}/messages?include_hidden=true").json()["messages"]
+    results = _results(rows, answer["tool_use_id"])
+    assert [json.loads(r["content"]) for r in results] == [{"choice": "blue"}]
+    deadline = time.monotonic() + WAIT
+    while [f.data["message"]["seq"] for f in watcher.frames if f.event == "message"] != [
+        r["seq"] for r in rows
+    ]:
+        assert time.monotonic() < deadline, "the stream on c missed rows"
+        time.sleep(0.05)

@@ -13,13 +13,18 @@ Canonical -> wire (``encode_request``):
 
 Wire -> canonical (``StreamDecoder``) folds the raw SSE events into model events. A
 ``tool_use`` block cut off by ``max_tokens`` gets no ``ToolCallEnd``, so it is never run.
+
+The SDK sends the request and reads the stream (its retries off, its SSE decoding, which
+skips ``ping`` and unnamed events, its errors, an ``error`` event raised as an
+``APIStatusError``), but through its generic ``post`` with each event kept as the JSON it
+came as: ``messages.create`` builds a pydantic object per event, about a fifth of a
+streamed token's CPU in this adapter (docs/performance.md, "Streaming cost per token").
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Iterable
-from typing import Any
 
 import anthropic
 
@@ -100,7 +105,13 @@ class AnthropicModel:
         endpoint = self._endpoint
         return run_attempt(
             endpoint,
-            lambda: self._client.messages.create(**params, stream=True),
+            lambda: self._client.post(
+                "/v1/messages",
+                body={**params, "stream": True},
+                cast_to=object,
+                stream=True,
+                stream_cls=anthropic.AsyncStream[object],
+            ),
             StreamDecoder(endpoint),
             lambda exc: failure(exc, endpoint) if isinstance(exc, anthropic.APIError) else None,
         )
@@ -242,7 +253,8 @@ def _encode_file(block: FileBlock) -> JSON:
 
 
 class StreamDecoder:
-    """Folds raw Messages stream events into model events. Pure: no I/O."""
+    """Folds raw Messages stream events (the JSON of each, as the server sent it) into
+    model events. Pure: no I/O."""
 
     def __init__(self, endpoint: Endpoint = ANTHROPIC) -> None:
         self._endpoint = endpoint
@@ -253,22 +265,22 @@ class StreamDecoder:
         self._usage: Usage | None = None  # None: the stream reported none
         self._finished = False
 
-    def feed(self, event: Any) -> list[ModelEvent]:
-        kind = getattr(event, "type", None)
+    def feed(self, event: JSON) -> list[ModelEvent]:
+        kind = event.get("type")
+        if kind == "content_block_delta":  # the most frequent first
+            return self._block_delta(event["index"], event["delta"])
         if kind == "message_start":
-            self._usage = _usage(event.message.usage, self._usage)
+            self._usage = _usage(event["message"].get("usage"), self._usage)
         elif kind == "content_block_start":
-            return self._block_start(event.index, event.content_block)
-        elif kind == "content_block_delta":
-            return self._block_delta(event.index, event.delta)
+            return self._block_start(event["index"], event["content_block"])
         elif kind == "content_block_stop":
-            if self._kinds.get(event.index) == "tool_use":
-                self._unended.append(event.index)
+            if self._kinds.get(event["index"]) == "tool_use":
+                self._unended.append(event["index"])
         elif kind == "message_delta":
-            reason = event.delta.stop_reason
+            reason = (event.get("delta") or {}).get("stop_reason")
             if reason is not None:
                 self._stop = _STOP_REASONS.get(reason, "end_turn")
-            self._usage = _usage(event.usage, self._usage)
+            self._usage = _usage(event.get("usage"), self._usage)
         elif kind == "message_stop":
             self._finished = True
         return []  # ping and event types this adapter does not know are ignored
@@ -287,46 +299,45 @@ class StreamDecoder:
         out.append(Stop(self._stop))
         return out
 
-    def _block_start(self, index: int, block: Any) -> list[ModelEvent]:
-        kind = getattr(block, "type", None)
+    def _block_start(self, index: int, block: JSON) -> list[ModelEvent]:
+        kind = block.get("type")
         self._kinds[index] = str(kind)
         if kind == "text":
-            return [TextDelta(block.text, index)] if block.text else []
+            text = block.get("text")
+            return [TextDelta(text, index)] if text else []
         if kind == "thinking":
-            return [ThinkingDelta(block.thinking, block.signature or None, index)]
+            return [ThinkingDelta(block.get("thinking", ""), block.get("signature") or None, index)]
         if kind == "redacted_thinking":
-            return [ThinkingDelta("", None, index, {PROVIDER_KEY: {"redacted": block.data}})]
+            return [ThinkingDelta("", None, index, {PROVIDER_KEY: {"redacted": block["data"]}})]
         if kind == "tool_use":
             self._arguments[index] = []
-            return [ToolCallStart(index, block.id, block.name)]
+            return [ToolCallStart(index, block["id"], block["name"])]
         return []
 
-    def _block_delta(self, index: int, delta: Any) -> list[ModelEvent]:
-        kind = getattr(delta, "type", None)
+    def _block_delta(self, index: int, delta: JSON) -> list[ModelEvent]:
+        kind = delta.get("type")
         if kind == "text_delta":
-            return [TextDelta(delta.text, index)]
-        if kind == "thinking_delta":
-            return [ThinkingDelta(delta.thinking, None, index)]
-        if kind == "signature_delta":
-            return [ThinkingDelta("", delta.signature, index)]
+            return [TextDelta(delta["text"], index)]
         if kind == "input_json_delta" and index in self._arguments:
-            self._arguments[index].append(delta.partial_json)
-            return [ToolCallDelta(index, delta.partial_json)]
+            self._arguments[index].append(delta["partial_json"])
+            return [ToolCallDelta(index, delta["partial_json"])]
+        if kind == "thinking_delta":
+            return [ThinkingDelta(delta["thinking"], None, index)]
+        if kind == "signature_delta":
+            return [ThinkingDelta("", delta["signature"], index)]
         return []
 
 
-def _usage(raw: Any, seen: Usage | None) -> Usage | None:
+def _usage(raw: JSON | None, seen: Usage | None) -> Usage | None:
     """Anthropic reports cumulative counts: the latest non-empty value wins."""
     if raw is None:
         return seen
     seen = seen or Usage()
     return Usage(
-        input_tokens=getattr(raw, "input_tokens", None) or seen.input_tokens,
-        output_tokens=getattr(raw, "output_tokens", None) or seen.output_tokens,
-        cache_read_tokens=getattr(raw, "cache_read_input_tokens", None) or seen.cache_read_tokens,
-        cache_write_tokens=(
-            getattr(raw, "cache_creation_input_tokens", None) or seen.cache_write_tokens
-        ),
+        input_tokens=raw.get("input_tokens") or seen.input_tokens,
+        output_tokens=raw.get("output_tokens") or seen.output_tokens,
+        cache_read_tokens=raw.get("cache_read_input_tokens") or seen.cache_read_tokens,
+        cache_write_tokens=raw.get("cache_creation_input_tokens") or seen.cache_write_tokens,
     )
 
 

@@ -16,6 +16,12 @@ encrypted content is dropped; with ``store=True`` ids are sent back too.
 Wire -> canonical (``EventDecoder``): events are grouped by ``output_index``. A
 ``function_call`` item gets its ``ToolCallEnd`` only when the item is done and complete,
 so a call cut off by ``max_output_tokens`` is never run.
+
+The SDK sends the request and reads the stream (its retries off, its SSE decoding, its
+errors), but through its generic ``post`` with the body as built here and each event kept
+as the JSON it came as: ``responses.create`` would walk the body through its type
+transform and validate every event into one of its many event models, which was most of
+a streamed token's CPU in this adapter (docs/performance.md, "Streaming cost per token").
 """
 
 from __future__ import annotations
@@ -120,7 +126,14 @@ class OpenAIResponsesModel:
         endpoint = self._endpoint
         return run_attempt(
             endpoint,
-            lambda: self._client.responses.create(**params, stream=True),
+            lambda: self._client.post(
+                "/responses",
+                body={**params, "stream": True},
+                options={"security": {"bearer_auth": True}},  # as responses.create sends
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            ),
             EventDecoder(endpoint),
             lambda exc: openai_failure(exc, endpoint) if isinstance(exc, openai.APIError) else None,
         )
@@ -222,7 +235,8 @@ def _mine(provider_data: Any) -> JSON:
 
 
 class EventDecoder:
-    """Folds Responses stream events into model events. Pure: no I/O."""
+    """Folds Responses stream events (the JSON of each, as the server sent it) into model
+    events. Pure: no I/O."""
 
     def __init__(self, endpoint: Endpoint = OPENAI) -> None:
         self._endpoint = endpoint
@@ -231,31 +245,33 @@ class EventDecoder:
         self._stop: StopReason | None = None
         self._usage: Usage | None = None  # None: the response reported none
 
-    def feed(self, event: Any) -> list[ModelEvent]:
-        kind = getattr(event, "type", None)
-        index = getattr(event, "output_index", 0)
+    def feed(self, event: JSON) -> list[ModelEvent]:
+        kind = event.get("type")
+        index = event.get("output_index", 0)
+        if kind in _TEXT_DELTAS:
+            return [TextDelta(event["delta"], index)]
+        if kind == "response.function_call_arguments.delta":
+            if index not in self._calls:
+                return []
+            self._calls[index].append(event["delta"])
+            return [ToolCallDelta(index, event["delta"])]
+        if kind in _THINKING_DELTAS:
+            return [ThinkingDelta(event["delta"], index=index)]
         if kind == "response.output_item.added":
-            return self._item_added(index, event.item)
+            return self._item_added(index, event["item"])
         if kind == "response.output_item.done":
-            return self._item_done(index, event.item)
-        if kind in ("response.output_text.delta", "response.refusal.delta"):
-            return [TextDelta(event.delta, index)]
-        if kind == "response.function_call_arguments.delta" and index in self._calls:
-            self._calls[index].append(event.delta)
-            return [ToolCallDelta(index, event.delta)]
+            return self._item_done(index, event["item"])
         if kind == "response.reasoning_summary_part.added":
             seen = self._summary_parts.get(index, 0)
             self._summary_parts[index] = seen + 1
             return [ThinkingDelta("\n\n", index=index)] if seen else []
-        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            return [ThinkingDelta(event.delta, index=index)]
         if kind in ("response.completed", "response.incomplete"):
-            return self._finished(event.response)
+            return self._finished(event["response"])
         if kind == "response.failed":
-            error = getattr(event.response, "error", None)
-            raise self._stream_error(getattr(error, "code", None), getattr(error, "message", ""))
+            error = event["response"].get("error") or {}
+            raise self._stream_error(error.get("code"), error.get("message"))
         if kind == "error":
-            raise self._stream_error(event.code, event.message)
+            raise self._stream_error(event.get("code"), event.get("message"))
         return []  # lifecycle events and event types this adapter does not know
 
     def finish(self) -> list[ModelEvent]:
@@ -264,42 +280,42 @@ class EventDecoder:
         usage: list[ModelEvent] = [self._usage] if self._usage is not None else []
         return [*usage, Stop(self._stop)]
 
-    def _item_added(self, index: int, item: Any) -> list[ModelEvent]:
-        if getattr(item, "type", None) != "function_call":
+    def _item_added(self, index: int, item: JSON) -> list[ModelEvent]:
+        if item.get("type") != "function_call":
             return []
         self._calls[index] = []
-        data = {PROVIDER_KEY: {"id": item.id}} if item.id else None
-        return [ToolCallStart(index, item.call_id, item.name, data)]
+        data = {PROVIDER_KEY: {"id": item["id"]}} if item.get("id") else None
+        return [ToolCallStart(index, item["call_id"], item["name"], data)]
 
-    def _item_done(self, index: int, item: Any) -> list[ModelEvent]:
-        kind = getattr(item, "type", None)
+    def _item_done(self, index: int, item: JSON) -> list[ModelEvent]:
+        kind = item.get("type")
         if kind == "function_call" and index in self._calls:
-            if getattr(item, "status", "completed") == "incomplete":
+            if item.get("status", "completed") == "incomplete":
                 return []  # cut off: no ToolCallEnd, so it is never run
-            if not self._calls[index] and item.arguments:
-                return [ToolCallDelta(index, item.arguments), ToolCallEnd(index)]
+            if not self._calls[index] and item.get("arguments"):
+                return [ToolCallDelta(index, item["arguments"]), ToolCallEnd(index)]
             return [ToolCallEnd(index)]
         if kind == "reasoning":
-            data: JSON = {"id": item.id, "summary": [s.model_dump() for s in item.summary]}
-            if item.encrypted_content:
-                data["encrypted_content"] = item.encrypted_content
+            summary = [dict(part) for part in item.get("summary") or ()]
+            data: JSON = {"id": item.get("id"), "summary": summary}
+            if item.get("encrypted_content"):
+                data["encrypted_content"] = item["encrypted_content"]
             return [ThinkingDelta("", index=index, provider_data={PROVIDER_KEY: data})]
-        if kind == "message" and item.id:
-            return [TextDelta("", index, provider_data={PROVIDER_KEY: {"id": item.id}})]
+        if kind == "message" and item.get("id"):
+            return [TextDelta("", index, provider_data={PROVIDER_KEY: {"id": item["id"]}})]
         return []
 
-    def _finished(self, response: Any) -> list[ModelEvent]:
-        usage = getattr(response, "usage", None)
+    def _finished(self, response: JSON) -> list[ModelEvent]:
+        usage = response.get("usage")
         if usage is not None:
-            details = getattr(usage, "input_tokens_details", None)
+            details = usage.get("input_tokens_details") or {}
             self._usage = Usage(
-                input_tokens=usage.input_tokens or 0,
-                output_tokens=usage.output_tokens or 0,
-                cache_read_tokens=getattr(details, "cached_tokens", None) or 0,
+                input_tokens=usage.get("input_tokens") or 0,
+                output_tokens=usage.get("output_tokens") or 0,
+                cache_read_tokens=details.get("cached_tokens") or 0,
             )
-        incomplete = getattr(response, "incomplete_details", None)
-        reason = getattr(incomplete, "reason", None)
-        if getattr(response, "status", None) == "incomplete" or reason is not None:
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        if response.get("status") == "incomplete" or reason is not None:
             self._stop = "max_tokens" if reason == "max_output_tokens" else "end_turn"
         else:
             self._stop = "tool_use" if self._calls else "end_turn"
@@ -307,3 +323,9 @@ class EventDecoder:
 
     def _stream_error(self, code: str | None, message: str | None) -> Exception:
         return classify_failure(self._endpoint, status=None, kind=code, message=message or "")
+
+
+_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_THINKING_DELTAS = frozenset(
+    {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
+)

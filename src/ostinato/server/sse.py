@@ -13,6 +13,12 @@ has. ``: ping`` comments keep idle connections open through proxies. The byte fo
 is FastAPI's (``fastapi.sse``); the stream is ours because a stream has to be set up (a
 subscription opened, a turn started) before the response starts, so that a 404 is still
 a 404.
+
+The frames of nearly every event, ``text.delta`` and ``thinking.delta``, are written by
+``_delta_event`` instead: the same bytes (the same JSON string encoder, the fields in
+their order; ``tests/server/test_sse_encode.py`` holds them equal) without building the
+frame's dict, encoding it whole and splitting it into lines (about a tenth of the CPU;
+docs/performance.md, "Streaming cost per token").
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
+from dataclasses import fields
+from json.encoder import encode_basestring  # json.dumps's own, with ensure_ascii=False
 
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
 from starlette.types import Receive, Scope, Send
 
-from ostinato.frames import Frame
+from ostinato.frames import Frame, TextDeltaFrame, ThinkingDeltaFrame
 
 PING = KEEPALIVE_COMMENT
 PING_INTERVAL = 15.0
@@ -32,12 +40,48 @@ PING_INTERVAL = 15.0
 
 def encode_frame(frame: Frame) -> bytes:
     """One frame as one SSE event."""
+    kind = _DELTA_FRAMES.get(type(frame))
+    if kind is not None and frame.type == kind:
+        return _delta_event(frame, kind)  # type: ignore[arg-type]
+    return encode_event(frame)
+
+
+def encode_event(frame: Frame) -> bytes:
+    """One frame as one SSE event, any frame (the general way)."""
     data = json.dumps(frame.to_json(), ensure_ascii=False, separators=(",", ":"), default=str)
     return format_sse_event(
         data_str=data,
         event=frame.type,
         id=str(frame.seq) if frame.durable else None,
     )
+
+
+def _delta_event(frame: TextDeltaFrame | ThinkingDeltaFrame, kind: str) -> bytes:
+    """``encode_event(frame)``'s bytes for a text or thinking delta of plain types."""
+    run_id, seq, text = frame.run_id, frame.seq, frame.text
+    if type(run_id) is not str or type(seq) is not int or type(text) is not str:
+        return encode_event(frame)  # what json.dumps would write differently
+    return (
+        f'event: {kind}\ndata: {{"run_id":{encode_basestring(run_id)},"seq":{seq},'
+        f'"text":{encode_basestring(text)},"type":"{kind}"}}\n\n'
+    ).encode()
+
+
+def _delta_frames() -> dict[type[Frame], str]:
+    """The delta frame classes ``_delta_event`` writes as ``encode_event`` would, each with
+    its type: their fields in this order, no SSE id, a type JSON writes as it is. Any other
+    (a field added, say) is written the general way."""
+    out: dict[type[Frame], str] = {}
+    for cls in (TextDeltaFrame, ThinkingDeltaFrame):
+        names = [f.name for f in fields(cls)]
+        kind = fields(cls)[-1].default
+        plain = isinstance(kind, str) and encode_basestring(kind) == f'"{kind}"'
+        if names == ["run_id", "seq", "text", "type"] and not cls.durable and plain:
+            out[cls] = str(kind)
+    return out
+
+
+_DELTA_FRAMES = _delta_frames()
 
 
 async def frame_events(frames: AsyncGenerator[Frame | None, None]) -> AsyncIterator[bytes]:

@@ -265,3 +265,58 @@ async def test_a_dropped_connection_makes_subscribers_replay_and_frames_flow_aga
     finally:
         await a.runtime.close()
         await b.runtime.close()
+
+
+class _Wire:
+    """A transport that only hands the test the receiving callback."""
+
+    limit: int | None = None
+
+    async def connect(self, received: Any, lost: Any) -> None:
+        self.received = received
+
+    async def send(self, payloads: list[str]) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_receiver_reads_rows_once_per_conversation_and_skips_the_unwatched() -> None:
+    """Payloads that arrive together: the rows of a conversation's positions are read in
+    one read, frames of a conversation nobody here watches are not even decoded (the
+    broken JSON below would be a gap), and what is delivered keeps its order."""
+    from ostinato.store import MemoryStore
+    from ostinato.store.base import CreateConversation, append
+    from tests.store.test_store_ops import conversation
+
+    store = MemoryStore()
+    conv = conversation()
+    await store.write(CreateConversation(conv))
+    rows = [await append(store, conv.id, Message("user", (TextBlock(str(i)),))) for i in range(3)]
+    reads: list[str] = []
+    real = store.list_messages
+
+    async def counted(cid: str, **kw: Any) -> list[Message]:
+        reads.append(cid)
+        return await real(cid, **kw)
+
+    store.list_messages = counted  # type: ignore[method-assign]
+    wire, bus = _Wire(), LocalBus()
+    relay = Relay(wire, store)
+    await relay.start(bus)
+    try:
+        watching = bus.subscribe(conv.id)
+        started = ToolStarted(run_id="r", seq=3, tool_use_id="t", name="n", input={})
+        items: list[Frame] = [MessageCommitted(run_id="r", seq=r.seq or 0, message=r) for r in rows]
+        bodies = [encode("other", 0, conv.id, item, None)[0].split(" ", 3)[3] for item in items]
+        bodies.insert(1, '{"c":"nobody","f":{not json')
+        bodies.append(encode("other", 0, conv.id, started, None)[0].split(" ", 3)[3])
+        for n, body in enumerate(bodies):
+            wire.received(f"other {n} 0/1 {body}")
+        got = [await watching.get(within=5) for _ in range(4)]
+        assert [f.seq for f in got] == [1, 2, 3, 3] and got[-1] == started
+        assert [f.message for f in got[:3] if isinstance(f, MessageCommitted)] == rows
+        assert reads == [conv.id] and relay.gaps == 0
+    finally:
+        await relay.aclose()

@@ -222,67 +222,127 @@ class Relay:
 
     async def _receive_loop(self) -> None:
         while True:
-            payload = await self._inbox.get()
-            if payload is None:
-                self._gap()
-                await self._reconnect()
-                continue
-            try:
-                await self._receive(payload)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("fan-out: a payload could not be handled")
-                self._gap()
+            payloads = [await self._inbox.get()]
+            while len(payloads) < BATCH and not self._inbox.empty():
+                payloads.append(self._inbox.get_nowait())
+            bodies: list[dict[str, Any]] = []
+            for payload in payloads:
+                if payload is None:
+                    await self._deliver_all(bodies)
+                    bodies = []
+                    self._gap()
+                    await self._reconnect()
+                    continue
+                try:
+                    gap, body = self._parse(payload)
+                except Exception:
+                    log.exception("fan-out: a payload could not be read")
+                    gap, body = True, None
+                if gap:  # what came before it is delivered first
+                    await self._deliver_all(bodies)
+                    bodies = []
+                    self._replay_all()
+                if body is not None:
+                    bodies.append(body)
+            await self._deliver_all(bodies)
 
     def _gap(self) -> None:
         """Something may be missing: every local subscriber replays from the store."""
-        self.gaps += 1
         self._seen.clear()
         self._parts.clear()
+        self._replay_all()
+
+    def _replay_all(self) -> None:
+        self.gaps += 1
         if self._bus is not None:
             self._bus.drop()
             self._bus.run_command("resync", "", {})  # caches re-read what they keep
 
-    async def _receive(self, payload: str) -> None:
+    def _parse(self, payload: str) -> tuple[bool, dict[str, Any] | None]:
+        """Whether a gap comes before ``payload`` (its origin's counter skipped), and its
+        body once whole (None: another's part to come, one's own, or a frame of a
+        conversation nobody here watches, skipped before its JSON is read)."""
         origin, n_text, part_text, piece = payload.split(" ", 3)
         if origin == self.origin:
-            return
+            return False, None
         n = int(n_text)
         last = self._seen.get(origin)
+        gap = last is not None and n != last + 1
+        if gap:  # the caller makes every subscriber replay; counting starts afresh
+            self._seen.clear()
+            self._parts.clear()
         self._seen[origin] = n
-        if last is not None and n != last + 1:
-            self._gap()
-            self._seen[origin] = n
         index, parts = (int(x) for x in part_text.split("/"))
-        pieces = self._parts.setdefault(origin, []) if parts > 1 else []
-        if parts > 1 and index != len(pieces):
-            self._parts.pop(origin, None)  # a part went missing: the gap said so
-            return
+        if parts == 1:
+            return gap, None if self._unwatched(piece) else json.loads(piece)
+        pieces = self._parts.setdefault(origin, [])
+        if index != len(pieces):
+            self._parts.pop(origin, None)  # a part went missing: the gap says so
+            return gap, None
         pieces.append(piece)
         if index + 1 < parts:
-            return
+            return gap, None
         self._parts.pop(origin, None)
-        await self._deliver(json.loads("".join(pieces)))
+        return gap, json.loads("".join(pieces))
 
-    async def _deliver(self, body: dict[str, Any]) -> None:
-        bus, cid = self._bus, str(body["c"])
-        if bus is None:
+    def _unwatched(self, body: str) -> bool:
+        """A frame or row position (not a command) of a conversation with no subscriber
+        here: ``body`` is ``{"c":"<id>","f"...`` or ``{"c":"<id>","p"...`` (``encode``)."""
+        end = body.find('"', 6)
+        if not body.startswith('{"c":"') or end < 0 or body[end + 1 : end + 5] == ',"k"':
+            return False
+        if "\\" in body[6:end]:
+            return False  # an escaped character in the id: read it whole
+        bus = self._bus
+        return bus is not None and not bus.subscriber_count(body[6:end])
+
+    async def _deliver_all(self, bodies: list[dict[str, Any]]) -> None:
+        """Deliver in arrival order; the rows of every position among them are read first,
+        one read per conversation, those of different conversations at once."""
+        bus = self._bus
+        if bus is None or not bodies:
             return
+        try:
+            spans: dict[str, tuple[int, int]] = {}
+            for body in bodies:
+                if "p" in body and bus.subscriber_count(cid := str(body["c"])):
+                    seq = int(body["p"][0])
+                    low, high = spans.get(cid, (seq, seq))
+                    spans[cid] = (min(low, seq), max(high, seq))
+            rows = await self._rows(spans)
+            for body in bodies:
+                self._deliver(bus, body, rows)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("fan-out: frames could not be delivered")
+            self._gap()
+
+    async def _rows(self, spans: dict[str, tuple[int, int]]) -> dict[tuple[str, int], Any]:
+        async def read(cid: str, low: int, high: int) -> list[Any]:
+            return await self.store.list_messages(cid, after_seq=low - 1, limit=high - low + 1)
+
+        found = await asyncio.gather(*(read(cid, *span) for cid, span in spans.items()))
+        return {(cid, row.seq): row for cid, got in zip(spans, found, strict=True) for row in got}
+
+    def _deliver(
+        self, bus: LocalBus, body: dict[str, Any], rows: dict[tuple[str, int], Any]
+    ) -> None:
+        cid = str(body["c"])
         if "k" in body:
             self._command(bus, cid, str(body["k"]), body.get("d") or {})
             return
         if not bus.subscriber_count(cid):
-            return  # nobody here watches it: no row read
+            return  # nobody here watches it
         if "p" in body:
             seq, run_id, client_message_id = body["p"]
-            rows = await self.store.list_messages(cid, after_seq=int(seq) - 1, limit=1)
-            if not rows or rows[0].seq != seq:
+            row = rows.get((cid, seq))
+            if row is None:
                 log.warning("fan-out: row %s of %s not found; its watchers replay", seq, cid)
                 bus.drop(cid)
                 return
             message = MessageCommitted(
-                run_id=run_id, seq=seq, message=rows[0], client_message_id=client_message_id
+                run_id=run_id, seq=seq, message=row, client_message_id=client_message_id
             )
             bus.deliver(cid, message)
             return

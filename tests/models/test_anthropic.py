@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import anthropic
 import pytest
 
 from fakes import anthropic as fa
@@ -21,7 +22,7 @@ from ostinato.messages import (
     user_text,
 )
 from ostinato.models import ModelRequest, Retrying, create_model
-from ostinato.models.anthropic import encode_messages, encode_request
+from ostinato.models.anthropic import AnthropicModel, encode_messages, encode_request
 
 
 @pytest.fixture
@@ -202,3 +203,17 @@ def test_a_history_opening_with_the_assistant_gets_a_user_turn_first() -> None:
         [Message("assistant", (TextBlock("Hello! How can I help?"),)), user_text("Hi")]
     )
     assert [t["role"] for t in turns] == ["user", "assistant", "user"]
+
+
+async def test_the_request_is_what_messages_create_would_send(fake: FakeProvider) -> None:
+    """The adapter posts through the SDK's generic ``post`` (to read the events as JSON):
+    the same body and headers as ``messages.create`` on the same client."""
+    fake.script(*[Stream(fa.message_events([{"type": "text", "text": "Hi."}]))] * 2)
+    client = anthropic.AsyncAnthropic(api_key="k", base_url=fake.url, max_retries=0)
+    request = ask(user_text("Hi"))
+    await run(AnthropicModel("claude-fake", client, retry=FAST), request)
+    params = encode_request("claude-fake", request, thinking_budget=None)
+    async for _ in await client.messages.create(**params, stream=True):
+        pass
+    assert fake.requests[0] == fake.requests[1] == {**params, "stream": True}
+    assert fake.headers[0] == fake.headers[1]

@@ -11,11 +11,20 @@ import pytest
 
 from fakes import openai_chat as fc
 from fakes import openai_responses as fr
-from fakes.harness import FAST, ask, run
+from fakes.harness import FAST, WEATHER, ask, run
 from fakes.server import FakeProvider, Stream
 from ostinato.errors import ContextTooLong, ProviderUnavailable
-from ostinato.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, user_text
-from ostinato.models import Model, Retrying
+from ostinato.messages import (
+    FileBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    user_text,
+)
+from ostinato.models import Model, ModelRequest, Retrying
 from ostinato.models.openai_responses import OpenAIResponsesModel, encode_input
 
 
@@ -121,3 +130,46 @@ def test_tool_message_text_follows_as_user_input() -> None:
         {"type": "function_call_output", "call_id": "c1", "output": "ok"},
         {"role": "user", "content": [{"type": "input_text", "text": "Also: hurry."}]},
     ]
+
+
+@pytest.mark.parametrize("store", [False, True])
+async def test_the_request_is_what_responses_create_would_send(
+    fake: FakeProvider, store: bool
+) -> None:
+    """The adapter posts its body through the SDK's generic ``post`` (to read the events as
+    JSON): for every kind of item it sends, the same body and headers as
+    ``responses.create`` on the same client, whose type transform changes nothing."""
+    summary = [{"type": "summary_text", "text": "s"}]
+    reasoning = {"openai_responses": {"id": "rs_1", "summary": summary, "encrypted_content": "gA"}}
+    history = (
+        Message(
+            "user",
+            (
+                TextBlock("Look"),
+                ImageBlock("image/png", data="aGk="),
+                ImageBlock("image/png", url="https://example.com/a.png"),
+                FileBlock("application/pdf", data="aGk=", name="a.pdf"),
+                FileBlock("text/plain", url="https://example.com/f.txt"),
+            ),
+        ),
+        Message(
+            "assistant",
+            (
+                ThinkingBlock("t", provider_data=reasoning),
+                TextBlock("Calling.", provider_data={"openai_responses": {"id": "msg_1"}}),
+                ToolUseBlock("call_1", "get_weather", {"city": "Rome", "n": [1, 2.5, None]}),
+            ),
+        ),
+        Message("tool", (ToolResultBlock("call_1", "no such city", is_error=True),)),
+        Message("system", (TextBlock("Be brief."),)),
+    )
+    request = ModelRequest("terse", history, tools=(WEATHER,), max_tokens=99, temperature=0.3)
+    client = openai.AsyncOpenAI(api_key="k", base_url=f"{fake.url}/v1", max_retries=0)
+    model = OpenAIResponsesModel("openai:m", "m", client, retry=FAST, store=store)
+    fake.script(*[Stream(fr.response_events([fr.message("Ok.")]))] * 2)
+    await run(model, request)
+    params = model.encode_request(request)
+    async for _ in await client.responses.create(**params, stream=True):
+        pass
+    assert fake.requests[0] == fake.requests[1] == {**params, "stream": True}
+    assert fake.headers[0] == fake.headers[1]

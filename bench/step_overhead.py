@@ -7,11 +7,13 @@ the loop does is included: building each request, folding events, committing eve
 and tool call, publishing frames (with one subscriber listening), recording the turn.
 
 Run:  python bench/step_overhead.py [--turns N] [--sqlite-dir DIR] [--postgres URL]
+                                      [--stores memory,sqlite,postgres]
       python bench/step_overhead.py --observe [--rounds R] [--turns N]
       valgrind --tool=callgrind python bench/step_overhead.py --case MODE --turns N [--store S]
 
-``--postgres URL`` adds the same table on PostgreSQL (a scratch database: conversations
-are written to it).
+``--postgres URL`` adds the same table on PostgreSQL, and the 1,000 concurrent
+conversations there (a scratch database: conversations are written to it); ``--stores``
+picks which stores run.
 
 ``--observe`` measures what observation adds per step (K = 10, memory and SQLite stores):
 ``off`` (nothing installed, the default), ``otel`` (the OpenTelemetry SDK making every
@@ -179,6 +181,7 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=200, help="measured turns per case")
     parser.add_argument("--sqlite-dir", default=None, help="where the SQLite files go")
     parser.add_argument("--postgres", help="also per step on this scratch PostgreSQL database")
+    parser.add_argument("--stores", help="only these, comma-separated: memory,sqlite,postgres")
     parser.add_argument("--observe", action="store_true", help="compare observation modes")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of --observe")
     parser.add_argument(
@@ -205,18 +208,24 @@ async def main() -> None:
     if args.observe:
         await compare(directory, max(20, args.turns // 2), args.rounds)
         return
-    # first, while the process is fresh, so its peak RSS is this case's own
-    store = await open_store(f"sqlite:///{directory}/concurrent.db")
-    elapsed, rss = await concurrent(store, 1000, 3)
-    await store.close()
-    print(
-        f"1,000 conversations x 3 steps, concurrent, SQLite: {elapsed:.2f} s, peak RSS {rss:.0f} MB"
-    )
-    print("framework overhead per step (µs), zero-latency model, one trivial tool per step")
-    print(f"{'store':<8}{'K':>4}{'median':>10}{'p90':>10}")
     urls = {"memory": "memory://", "sqlite": f"sqlite:///{directory}/steps-{{k}}.db"}
     if args.postgres:
         urls["postgres"] = args.postgres
+    if args.stores:
+        urls = {label: urls[label] for label in args.stores.split(",")}
+    if "sqlite" in urls:
+        # first, while the process is fresh, so its peak RSS is this case's own
+        store = await open_store(f"sqlite:///{directory}/concurrent.db")
+        elapsed, rss = await concurrent(store, 1000, 3)
+        await store.close()
+        print(f"1,000 conversations x 3 steps at once, SQLite: {elapsed:.2f} s, peak {rss:.0f} MB")
+    if "postgres" in urls:
+        store = await open_store(urls["postgres"])
+        elapsed, _ = await concurrent(store, 1000, 3)
+        await store.close()
+        print(f"1,000 conversations x 3 steps, concurrent, PostgreSQL: {elapsed:.2f} s")
+    print("framework overhead per step (µs), zero-latency model, one trivial tool per step")
+    print(f"{'store':<8}{'K':>4}{'median':>10}{'p90':>10}")
     for label, url in urls.items():
         for k in (1, 10, 50):
             turns = max(20, args.turns // max(1, k // 5))

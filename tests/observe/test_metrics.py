@@ -1,6 +1,7 @@
 """Prometheus metrics (observe.prometheus): a turn with a router call, compaction, a
 sub-agent and extraction, counted and read back through /metrics with prometheus-client's
-own parser; the metrics token; several processes summed with PROMETHEUS_MULTIPROC_DIR."""
+own parser; the metrics token; several processes summed with PROMETHEUS_MULTIPROC_DIR;
+histograms written once per turn read as written once per value."""
 
 from __future__ import annotations
 
@@ -172,3 +173,43 @@ async def test_store_commits_and_open_streams_are_measured(
     await app.state.ostinato.aclose()
     await runtime.close()
     assert samples(backend.exposition().decode())[("ostinato_open_streams", ())] == 0
+
+
+OBSERVED = """
+import sys
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from ostinato.observe.prometheus import SECONDS, PrometheusBackend, observe_all
+registry = CollectorRegistry()
+plain = Histogram("t_seconds", "t", buckets=SECONDS, registry=registry)
+child = Histogram("u_seconds", "u", ["model"], buckets=SECONDS, registry=registry).labels("m")
+values = [0.0, 0.001, 0.005, 0.0051, 0.01, 0.3, 2.5, 7.0, 299.0, 300.0, 1e6, 0.005]
+for histogram in (plain, child):
+    if sys.argv[1] == "all":
+        observe_all(histogram, values)
+        observe_all(histogram, [])
+    else:
+        for value in values:
+            histogram.observe(value)
+text = PrometheusBackend().exposition() if len(sys.argv) > 2 else generate_latest(registry)
+sys.stdout.write(text.decode())
+"""
+
+
+@pytest.mark.parametrize("multiprocess", [False, True])
+def test_observing_all_at_once_is_observing_each(tmp_path: Path, multiprocess: bool) -> None:
+    """observe_all (a turn's steps and calls at its end) writes what one observe per
+    value would, bucket by bucket, bounds included, in one process and summed from a
+    PROMETHEUS_MULTIPROC_DIR."""
+    got = {}
+    for way in ("all", "each"):
+        env = dict(os.environ)
+        args = [sys.executable, "-c", OBSERVED, way]
+        if multiprocess:
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / way)
+            (tmp_path / way).mkdir()
+            args.append("multi")
+        out = subprocess.run(args, env=env, check=True, capture_output=True, text=True).stdout
+        got[way] = {k: v for k, v in samples(out).items() if not k[0].endswith("_created")}
+    assert got["all"] == got["each"]
+    assert got["all"][("t_seconds_bucket", (("le", "0.005"),))] == 4  # 0.005 is in its bound
+    assert got["all"][("u_seconds_count", (("model", "m"),))] == 12

@@ -1,6 +1,7 @@
 """OpenTelemetry traces (observe.otel): spans read back from the SDK's in-memory exporter
 for a turn with a router call, compaction, a sub-agent run by a tool call, and fact
-extraction after it; GenAI semantic-convention attributes; content only when asked."""
+extraction after it; GenAI semantic-convention attributes; content only when asked; the
+spans made without the SDK's checks read as its own."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, SpanKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # makes `tests` importable
 
 from ostinato import observe
-from ostinato.observe.otel import OtelBackend
+from ostinato.observe.otel import SAMPLED, SCOPE, ClientSpan, FastSpan, OtelBackend, span_context
 from tests.observe.scenario import run_scenario
 
 
@@ -126,3 +129,37 @@ async def test_content_goes_on_spans_only_when_switched_on(
     tool = next(s for s in finished if s.name == "execute_tool delegate")
     assert "add 2 and 2" in attrs(tool)["gen_ai.tool.call.arguments"]
     assert "It is 4." in attrs(tool)["gen_ai.tool.call.result"]
+
+
+def test_a_fast_span_reads_as_the_sdks_own_finished_span() -> None:
+    """observe.otel makes spans without ReadableSpan.__init__ (FastSpan) and contexts
+    without SpanContext's checks (span_context): both read as the SDK's own."""
+    context = span_context(5, 7)
+    assert context == SpanContext(5, 7, False, SAMPLED) and type(context) is SpanContext
+    assert context.is_valid and context.trace_state == SpanContext(5, 7, False).trace_state
+    parent = span_context(5, 3)
+    resource = Resource.create({"service.name": "t"})
+    sdk = ReadableSpan(
+        "x",
+        context=context,
+        parent=parent,
+        resource=resource,
+        attributes={"a": 1},
+        start_time=10,
+        end_time=20,
+        instrumentation_scope=SCOPE,
+    )
+    fast = FastSpan("x", context, parent, {"a": 1}, 10, resource)
+    fast._end_time = 20
+    for name in vars(sdk):  # every field the SDK's __init__ sets
+        assert hasattr(fast, name), name
+    public = [p for p, v in vars(ReadableSpan).items() if isinstance(v, property)]
+    for name in public:
+        if name not in ("instrumentation_info", "status"):  # deprecated (it warns); below
+            assert getattr(fast, name) == getattr(sdk, name), name
+    assert (fast.status.status_code, fast.status.description) == (
+        sdk.status.status_code,
+        sdk.status.description,
+    )
+    assert fast.to_json() == sdk.to_json()
+    assert ClientSpan("x", context, None, {}, 1, resource).kind is SpanKind.CLIENT

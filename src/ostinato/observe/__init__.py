@@ -2,7 +2,7 @@
 
 The code that does the work calls only the functions below; they build **scopes**
 (``observe.scopes``: a turn, a step, a model call, a tool call, an operation, background
-work), which every turn's ledger (``observe.ledger``: its metrics block and timeline)
+work, a job), which every turn's ledger (``observe.ledger``: its metrics block and timeline)
 records, and which the installed **backend** (``observe.backend``) hears about. No backend
 is installed by default: a hook then costs a method call that does nothing, and no vendor
 library is imported. ``observe.setup`` installs OpenTelemetry traces (``observe.otel``)
@@ -27,6 +27,7 @@ from ostinato.observe.scopes import (
     BackgroundScope,
     CallScope,
     Holder,
+    JobScope,
     OpScope,
     Scope,
     StepScope,
@@ -48,6 +49,7 @@ __all__ = [
     "CallScope",
     "Fanout",
     "Holder",
+    "JobScope",
     "OpScope",
     "Scope",
     "StepScope",
@@ -56,10 +58,12 @@ __all__ = [
     "TurnScope",
     "approval",
     "background",
+    "caused",
     "current",
     "error_name",
     "install",
     "installed",
+    "job",
     "model_call",
     "nearest_holder",
     "operation",
@@ -138,6 +142,28 @@ def background(name: str) -> BackgroundScope:
     """Work done for a turn after it ended (a context manager): its own trace, linked to
     the turn current when it was started."""
     return BackgroundScope(name, nearest_holder())
+
+
+def job(
+    name: str, *, conversation_id: str | None = None, owner: str | None = None, **attributes: Any
+) -> JobScope:
+    """Background work outside any turn (a schedule's firing for a conversation, an
+    owner's idle-time job), as a context manager: a trace of its own, its span named
+    ``name`` with the conversation's id, the owner and ``attributes`` (low-cardinality
+    values, as ``ostinato.<name>.<key>``; ``JobScope.note`` adds more). Model calls made
+    in it are its own (its ``ledger``). The turns it starts are traces of their own:
+    ``caused`` links them to it."""
+    return JobScope(name, conversation_id or "", owner, attributes)
+
+
+def caused(turn: Turn) -> None:
+    """The work under way started ``turn`` (a turn it submitted has begun): the job it is
+    part of, if any, links to the turn's trace."""
+    scope = CURRENT.get()
+    while scope is not None and not isinstance(scope, JobScope):
+        scope = scope.parent
+    if scope is not None:
+        scope.caused(turn)
 
 
 def queued(delta: int) -> None:

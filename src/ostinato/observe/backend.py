@@ -3,8 +3,9 @@
 ``Backend`` does nothing, and it is what is installed until ``install`` is called, so an
 observation hook costs one method call that returns at once. OpenTelemetry traces
 (``observe.otel``) and Prometheus metrics (``observe.prometheus``) are backends; with
-both switched on, ``Fanout`` calls each in turn. ``INSTALLED`` is read at every hook, so
-installing takes effect from the next piece of work.
+both switched on, ``Fanout`` calls each in turn, each only with the kinds of scope it
+says it hears (``starts``, ``ends``). ``INSTALLED`` is read at every hook, so installing
+takes effect from the next piece of work.
 """
 
 from __future__ import annotations
@@ -13,25 +14,33 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ostinato.observe.scopes import CallScope, Scope
+    from ostinato.observe.scopes import CallScope, Scope, ToolScope
+
+KINDS = ("turn", "model_call", "tool_call", "operation", "background", "job")
 
 
 class Backend:
     """The no-op backend; implementations override the hooks they need."""
 
     capture_content = False  # whether prompts, replies and tool arguments are wanted
+    # the kinds of scope (``Scope.kind``) whose start and end it needs to hear (None:
+    # every kind); a ``Fanout`` calls it with those only (installed alone, with all)
+    starts: frozenset[str] | None = None
+    ends: frozenset[str] | None = None
 
     def started(self, scope: Scope) -> None:
-        """Work began; a backend may keep its own object in ``scope.handle``."""
+        """Work began (not said of a model call or a step); a backend may keep its own
+        object in ``scope.handle``."""
 
     def described(self, scope: Scope) -> None:
         """A turn learned its agent and model after it began (they are routed first)."""
 
     def ended(self, scope: Scope) -> None:
-        """Work ended (``scope.error`` says how, when it failed)."""
+        """Work ended (``scope.error`` says how, when it failed); not said of a step (its
+        turn's ledger has its times when the turn ends)."""
 
-    def first_token(self, scope: CallScope) -> None:
-        """A model call's first content arrived."""
+    def unheld(self, scope: CallScope | ToolScope) -> None:
+        """A model or tool call that no turn or job holds ended (no ledger has it)."""
 
     def retried(self, scope: CallScope, cause: str) -> None:
         """A model call's attempt failed and is retried; ``cause`` is the error's code."""
@@ -55,9 +64,11 @@ class Fanout(Backend):
     def __init__(self, backends: Sequence[Backend]) -> None:
         self.backends = tuple(backends)
         self.capture_content = any(b.capture_content for b in backends)
+        self._starts = {k: tuple(b for b in backends if _hears(b.starts, k)) for k in KINDS}
+        self._ends = {k: tuple(b for b in backends if _hears(b.ends, k)) for k in KINDS}
 
     def started(self, scope: Scope) -> None:
-        for backend in self.backends:
+        for backend in self._starts.get(scope.kind, self.backends):
             backend.started(scope)
 
     def described(self, scope: Scope) -> None:
@@ -65,12 +76,12 @@ class Fanout(Backend):
             backend.described(scope)
 
     def ended(self, scope: Scope) -> None:
-        for backend in self.backends:
+        for backend in self._ends.get(scope.kind, self.backends):
             backend.ended(scope)
 
-    def first_token(self, scope: CallScope) -> None:
+    def unheld(self, scope: CallScope | ToolScope) -> None:
         for backend in self.backends:
-            backend.first_token(scope)
+            backend.unheld(scope)
 
     def retried(self, scope: CallScope, cause: str) -> None:
         for backend in self.backends:
@@ -91,6 +102,10 @@ class Fanout(Backend):
     def shutdown(self) -> None:
         for backend in self.backends:
             backend.shutdown()
+
+
+def _hears(kinds: frozenset[str] | None, kind: str) -> bool:
+    return kinds is None or kind in kinds
 
 
 NOOP = Backend()

@@ -35,7 +35,8 @@ class JsonFormatter(logging.Formatter):
         holder = scope if isinstance(scope, Holder) or scope is None else scope.holder()
         if holder is not None:
             line["conversation_id"] = holder.conversation_id
-            line["run_id"] = holder.run_id
+            if holder.run_id:  # a job (a schedule's firing) is no turn's
+                line["run_id"] = holder.run_id
             if holder.owner is not None:
                 line["owner"] = holder.owner
         if record.exc_info:

@@ -10,8 +10,11 @@ without being told: asyncio copies the variable into every task a turn starts.
 
 When a model or tool call ends, every ledger above it records it (its own turn's, and the
 parent turn's when it ran inside a sub-agent), and the installed backend hears of every
-start and end (``observe.backend``). A model call is never made current: nothing nests in
-it, so it costs no context switch.
+start and end (``observe.backend``) but two: a step's (a step is read from its turn: its
+number and its times in the ledger) and a model call's start (it is told once, when the
+call has ended, with its start time). A model call is never made current: nothing nests
+in it, so it costs no context switch. A ``JobScope`` is background work outside any turn
+(a schedule's firing): a trace of its own for a conversation.
 """
 
 from __future__ import annotations
@@ -115,7 +118,7 @@ class Holder(Scope):
         self.conversation_id, self.run_id, self.turn_id = conversation_id, run_id, turn_id
         self.owner = owner
         self.ledger = TurnLedger(self.started)
-        self.tags: dict[str, Any] | None = None  # a backend's shared attributes, made once
+        self.tags: Any = None  # what a backend's objects for its work share, made once
 
 
 class TurnScope(Holder):
@@ -147,7 +150,6 @@ class TurnScope(Holder):
             self.step.end()
         self.step = StepScope(self, len(self.ledger.steps) + 1)
         self.ledger.steps.append(self.step)
-        _backend.INSTALLED.started(self.step)
 
     def settle(self) -> None:
         """The turn is ending: its last step ends and its ledger stops the clock."""
@@ -187,13 +189,45 @@ class BackgroundScope(Holder):
         self.link = link
 
 
+class JobScope(Holder):
+    """Background work outside any turn (a schedule's firing, for its conversation; an
+    owner's idle-time job, for none: ``conversation_id`` is then empty): a trace of its
+    own. ``attributes`` describe it (low-cardinality values: a schedule's id and mode)
+    and ``note`` adds to them; each turn it started (``caused``) is a trace of its own,
+    which the job's links to."""
+
+    __slots__ = ("attributes", "name", "turns")
+    kind = "job"
+
+    def __init__(
+        self, name: str, conversation_id: str, owner: str | None, attributes: dict[str, Any]
+    ) -> None:
+        super().__init__(None, conversation_id, "", "", owner)
+        self.name, self.attributes = name, attributes
+        self.turns: list[tuple[str, str]] = []  # (turn id, run id) of each turn it started
+
+    def note(self, **attributes: Any) -> None:
+        self.attributes.update(attributes)
+
+    def caused(self, turn: Any) -> None:
+        """The job started ``turn`` (a ``store.base.Turn``: its ``id`` and ``run_id``)."""
+        self.turns.append((turn.id, turn.run_id))
+
+
 class StepScope(Scope):
+    """A step of a turn: its number and times. No backend hears of it (its calls carry
+    its number; the metrics read its times from the turn's ledger when the turn ends)."""
+
     __slots__ = ("index",)
     kind = "step"
 
     def __init__(self, turn: TurnScope, index: int) -> None:
         super().__init__(turn)
         self.index = index
+
+    def end(self) -> None:
+        if self.ended is None:
+            self.ended = time.perf_counter()
 
 
 class CallScope(Scope):
@@ -229,13 +263,11 @@ class CallScope(Scope):
         return self.first - self.started if self.first is not None else None
 
     def __enter__(self) -> CallScope:
-        _backend.INSTALLED.started(self)  # never current: nothing nests in a model call
-        return self
+        return self  # never current (nothing nests in it); the backend hears of it at its end
 
     def first_token(self) -> None:
         if self.first is None:
             self.first = time.perf_counter()
-            _backend.INSTALLED.first_token(self)
 
     def retried(self, error: str) -> None:
         """An attempt failed and is retried (``error`` is ``code: message``); the time
@@ -322,7 +354,11 @@ def _record(scope: CallScope | ToolScope) -> None:
     """Every ledger above the scope records it: its own turn's directly, each one
     further up as nested work, under the tool call of that turn it ran in."""
     own = scope.holder()
-    holder, under = own, None
+    if own is None:
+        _backend.INSTALLED.unheld(scope)
+        return
+    holder: Holder | None = own
+    under = None
     while holder is not None:
         nested = holder is not own
         agent = own.agent if nested and isinstance(own, TurnScope) else None

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable
 
 from ostinato.messages import (
+    JSON,
     FileBlock,
     ImageBlock,
     Message,
@@ -96,8 +97,27 @@ def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
     return Usage(tokens_in, int(chars / CHARS_PER_TOKEN) + flat, source="estimate")
 
 
+# A tool's schema is the same object from turn to turn (the tool holds it, and each
+# turn's catalog hands it out): its size is kept by the object's id, with the object (so
+# the id is not reused while kept), and a tool made again with a new schema is measured
+# anew. Serialising every schema on every turn was a few per cent of a turn start.
+_TOOL_CHARS: dict[int, tuple[JSON, int]] = {}
+_TOOL_CHARS_MAX = 10_000
+
+
+def _schema_chars(parameters: JSON) -> int:
+    known = _TOOL_CHARS.get(id(parameters))
+    if known is not None and known[0] is parameters:
+        return known[1]
+    chars = len(json.dumps(parameters))
+    if len(_TOOL_CHARS) >= _TOOL_CHARS_MAX:
+        _TOOL_CHARS.clear()
+    _TOOL_CHARS[id(parameters)] = (parameters, chars)
+    return chars
+
+
 def estimate_tools(tools: Iterable[ToolDefinition]) -> int:
-    chars = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
+    chars = sum(len(t.name) + len(t.description) + _schema_chars(t.parameters) for t in tools)
     return int(chars / CHARS_PER_TOKEN)
 
 

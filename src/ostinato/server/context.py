@@ -69,7 +69,10 @@ class ServerContext:
         return self.choose_model(request) if self.choose_model is not None else None
 
 
-def _context(request: Request) -> ServerContext:
+async def _context(request: Request) -> ServerContext:
+    # async, though it never awaits: FastAPI runs a plain ``def`` dependency in a worker
+    # thread, a thread hand-off there and back on every request (the same for
+    # ``current_caller`` and ``request_owner``).
     context: ServerContext = request.app.state.ostinato
     return context
 

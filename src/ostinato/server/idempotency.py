@@ -231,7 +231,10 @@ class Claimed:
         try:
             await self._settle(turn_id=handle.turn.id, after_seq=after)
         finally:
-            handle.task.add_done_callback(lambda _: self._drop())
+            if handle.task.done():  # now, not a loop pass later: before its answer is out
+                self._drop()
+            else:
+                handle.task.add_done_callback(lambda _: self._drop())
 
     async def answered(self, status: int, body: Any) -> None:
         self._mine.outcome.set_result(Answered(status, body))

@@ -52,7 +52,7 @@ class SignInRequired(ClientError):
     code = "unauthorized"
 
 
-def current_caller(connection: HTTPConnection) -> Caller:
+async def current_caller(connection: HTTPConnection) -> Caller:
     """The caller the middleware resolved for this request (401 if none was: a route
     on a public path cannot act for anyone)."""
     found = connection.scope.get(SCOPE_KEY)

@@ -12,7 +12,7 @@ from fastapi import Depends
 from ostinato.server.auth import CurrentCaller
 
 
-def request_owner(caller: CurrentCaller) -> str:
+async def request_owner(caller: CurrentCaller) -> str:
     return caller.owner
 
 

@@ -317,15 +317,22 @@ async def turn_permit(context: ServerContext, owner: str, body: TurnRequest) -> 
 
 
 def release_when_done(permit: Permit, started: asyncio.Future[TurnHandle]) -> None:
-    """Give ``permit`` back when the turn ends (or fails to begin)."""
+    """Give ``permit`` back when the turn ends (or fails to begin). What has happened
+    already is acted on at once, not a loop pass later, so the permit is back before
+    this request's answer says the turn ended: the next request finds it free."""
 
     def begun(future: asyncio.Future[TurnHandle]) -> None:
         if future.cancelled() or future.exception() is not None:
             permit.release()
+        elif future.result().task.done():
+            permit.release()
         else:
             future.result().task.add_done_callback(lambda _: permit.release())
 
-    started.add_done_callback(begun)
+    if started.done():
+        begun(started)
+    else:
+        started.add_done_callback(begun)
 
 
 async def begin(

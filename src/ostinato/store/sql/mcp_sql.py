@@ -57,9 +57,11 @@ def apply_mcp_op(ex: Any, op: McpServerOp, now: datetime) -> Any:
             assert_never(op)
 
 
-_OWNED = sa.select(*(table.c[c] for c in _COLUMNS)).where(
-    table.c.owner == sa.bindparam("owner", type_=table.c.owner.type)
-)
+_OWNED = (
+    sa.select(*(table.c[c] for c in _COLUMNS))
+    .where(table.c.owner == sa.bindparam("owner", type_=table.c.owner.type))
+    .order_by(table.c.name)
+)  # built once: the SQLite store compiles a statement once per object
 
 
 class McpServerReads:
@@ -73,5 +75,5 @@ class McpServerReads:
     async def mcp_servers(self, owner: str) -> list[McpServerRecord]:
         if "\x00" in owner:
             return []
-        found = await self._fetch(_OWNED.order_by(table.c.name), {"owner": owner})
+        found = await self._fetch(_OWNED, {"owner": owner})
         return [McpServerRecord(o, n, u, s, r, self._decode_time(c)) for o, n, u, s, r, c in found]

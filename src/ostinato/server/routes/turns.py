@@ -324,10 +324,12 @@ def release_when_done(permit: Permit, started: asyncio.Future[TurnHandle]) -> No
     def begun(future: asyncio.Future[TurnHandle]) -> None:
         if future.cancelled() or future.exception() is not None:
             permit.release()
-        elif future.result().task.done():
+            return
+        task = future.result().task
+        if task.done():
             permit.release()
         else:
-            future.result().task.add_done_callback(lambda _: permit.release())
+            task.add_done_callback(lambda _: permit.release())
 
     if started.done():
         begun(started)

@@ -162,3 +162,16 @@ def test_calls_without_an_index_are_told_apart_by_id() -> None:
         builder.feed(event)
     uses = builder.finish().tool_uses
     assert [(u.id, u.input) for u in uses] == [("a", {"x": 1}), ("b", {})]
+
+
+async def test_the_body_sent_is_the_encoded_request_every_call(fake: FakeProvider) -> None:
+    """The body goes as bytes with the tools' parts kept from the first call: the second
+    call sends exactly what the first did, as JSON."""
+    model = chat_model(fake)
+    request = ModelRequest("sys", [user_text("Hi")], tools=[WEATHER], max_tokens=50)
+    for _ in range(2):
+        fake.script(Stream(fc.chunk_events("Ok.")))
+        await run(model, request)
+    expected = {**model.encode_request(request), "stream": True}  # type: ignore[attr-defined]
+    assert fake.requests == [expected, expected]
+    assert fake.headers[1]["content-type"] == "application/json"

@@ -21,7 +21,8 @@ limit cuts the last tool call short, that call gets no ``ToolCallEnd`` and is ne
 
 The SDK sends the request and reads the stream (its retries off, its SSE decoding, its
 errors, an ``error`` object in the stream raised as an ``APIError``), but through its
-generic ``post`` with the body as built here and each chunk kept as the JSON it came as:
+generic ``post`` with the body as built here, as bytes (``models.bodies``: each tool's part
+encoded once, not on every call), and each chunk kept as the JSON it came as:
 ``chat.completions.create`` would walk the whole body (every tool schema, every message)
 through its type transform on every call and build a pydantic object per chunk, which
 was most of a turn start's CPU and a large share of a streamed token's
@@ -59,8 +60,10 @@ from ostinato.models.base import (
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    ToolDefinition,
     Usage,
 )
+from ostinato.models.bodies import request_body
 from ostinato.models.failures import (
     Endpoint,
     classify_failure,
@@ -133,23 +136,14 @@ class OpenAIChatModel:
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         params = self.encode_request(request)
-        return with_retries(lambda: self._attempt(params), self._retry)
+        body = request_body({**params, "stream": True}, request.tools, tool_wire)
+        return with_retries(lambda: self._attempt(body), self._retry)
 
     def encode_request(self, request: ModelRequest) -> JSON:
         messages = encode_messages(request, self._rules)
         params: JSON = {"model": self.model, "messages": messages}
         if request.tools:
-            params["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in request.tools
-            ]
+            params["tools"] = [tool_wire(t) for t in request.tools]
             params["tool_choice"] = request.tool_choice
         if request.max_tokens is not None:
             params[self._max_tokens_field] = request.max_tokens
@@ -159,13 +153,13 @@ class OpenAIChatModel:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
+    def _attempt(self, body: bytes) -> AsyncGenerator[ModelEvent, None]:
         endpoint = self._endpoint
         return run_attempt(
             endpoint,
             lambda: self._client.post(
                 "/chat/completions",
-                body={**params, "stream": True},
+                content=body,
                 cast_to=object,
                 stream=True,
                 stream_cls=openai.AsyncStream[object],
@@ -173,6 +167,12 @@ class OpenAIChatModel:
             ChunkDecoder(endpoint),
             lambda exc: openai_failure(exc, endpoint) if isinstance(exc, openai.APIError) else None,
         )
+
+
+def tool_wire(tool: ToolDefinition) -> JSON:
+    """One tool as Chat Completions takes it."""
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return {"type": "function", "function": function}
 
 
 def openai_failure(exc: openai.APIError, endpoint: Endpoint) -> ModelError:

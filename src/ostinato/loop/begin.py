@@ -34,7 +34,8 @@ from ostinato.context.window import build as build_window
 from ostinato.errors import Conflict
 from ostinato.frames import MessageCommitted, TurnStarted
 from ostinato.loop.after import accounted
-from ostinato.loop.driver import TurnDriver, TurnResult
+from ostinato.loop.driver import Seeded, TurnDriver, TurnResult
+from ostinato.loop.record import start_op
 from ostinato.loop.setup import (
     card_answer,
     open_tool_use,
@@ -52,11 +53,13 @@ from ostinato.store.base import (
     HistoryWindow,
     QueuedInput,
     SetConversationState,
+    StartToolCall,
     StartTurn,
     Store,
     TakeQueued,
     Turn,
     WriteOp,
+    utcnow,
 )
 from ostinato.tools.mounting import Mount
 from ostinato.tools.registry import ToolCatalog, ToolRegistry
@@ -265,16 +268,8 @@ async def begin(
     skill = opening.route.skill
     registry, catalog = await _tools(parts, conversation, skill)
     model = model or parts.model_for(conversation, skill)
-    stored = await commit_rows(
-        parts.store,
-        parts.bus,
-        turn.run_id,
-        [*opening.ops, StartTurn(turn), SetConversationState(conversation.id, "running")],
-        started=turn,
-        route=opening.route,
-        client_message_id=opening.client_message_id,
-        background_run_id=opening.background_run_id,
-    )
+    seeding = seed_start(turn, opening.seeds, catalog)
+    stored = await _commit_start(parts, turn, opening, seeding)
     prior = build_window(window.rows, summary=window.summary, max_tokens=skill.agent.history_tokens)
     keeper = ContextKeeper(parts.compactor, reserve=skill.agent.max_tokens)
     keeper.known(len(prior.messages), prior.tokens)
@@ -296,7 +291,7 @@ async def begin(
         owner=conversation.owner,
         workdir=workdir_for(parts.data_dir, conversation.id) if parts.data_dir else None,
         carried=opening.carried,
-        seeds=opening.seeds,
+        seeded=Seeded(stored[-1], seeding.starts) if seeding else None,
         tool_extras={ATTACHMENTS: opening.files, RUNTIME: parts, ROUTE: opening.route},
         route=opening.route.record,
     )
@@ -309,7 +304,55 @@ async def begin(
     # after-turn work reads it as theirs.
     if parts.after_turn is not None and user is not None and not user.hidden:
         task.add_done_callback(lambda done: _after(parts, done, conversation, user, consent))
-    return Begun(turn, tuple(stored), task, lambda: driver.seq)
+    opened = stored[:-1] if seeding else stored  # the seed row is the driver's
+    return Begun(turn, tuple(opened), task, lambda: driver.seq)
+
+
+async def _commit_start(
+    parts: Parts, turn: Turn, opening: Opening, seeding: SeedStart | None
+) -> list[Message]:
+    """The turn's start in one write: the opening's rows and ops, the turn's row, the
+    conversation ``running``, and the seed calls; announced after it commits."""
+    return await commit_rows(
+        parts.store,
+        parts.bus,
+        turn.run_id,
+        [
+            *opening.ops,
+            StartTurn(turn),
+            SetConversationState(turn.conversation_id, "running"),
+            *(seeding.ops if seeding else ()),
+        ],
+        started=turn,
+        route=opening.route,
+        client_message_id=opening.client_message_id,
+        background_run_id=opening.background_run_id,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SeedStart:
+    """The turn-zero calls as written with the turn's start: their hidden row, then their
+    started records."""
+
+    row: AppendMessage
+    starts: tuple[StartToolCall, ...]
+
+    @property
+    def ops(self) -> tuple[WriteOp, ...]:
+        return (self.row, *self.starts)
+
+
+def seed_start(turn: Turn, seeds: Sequence[ToolUseBlock], catalog: ToolCatalog) -> SeedStart | None:
+    """The seed calls the turn's catalog offers, to be committed with the turn's start
+    (one write fewer before the first model call than committing them on their own)."""
+    offered = tuple(call for call in seeds if call.name in catalog.by_name)
+    if not offered:
+        return None
+    now = utcnow()
+    row = Message("assistant", offered, hidden=True, metadata={"seed": True})
+    starts = tuple(start_op(turn, call, now) for call in offered)
+    return SeedStart(AppendMessage(turn.conversation_id, row, turn.id), starts)
 
 
 def with_instructions(agent: AgentConfig, instructions: str | None) -> AgentConfig:

@@ -52,6 +52,15 @@ INTERRUPTED = "interrupted: the turn was cancelled before this tool call finishe
 FAILED = "not run: the turn failed before this tool call could run"
 
 
+@dataclass(frozen=True, slots=True)
+class Seeded:
+    """The turn-zero calls, committed with the turn's start (``loop.begin``): their
+    hidden row as stored and their started records. The driver runs them first."""
+
+    row: Message
+    starts: tuple[StartToolCall, ...]
+
+
 @dataclass(slots=True)
 class TurnResult:
     turn_id: str
@@ -82,20 +91,26 @@ class TurnDriver:
         owner: str | None = None,
         workdir: Path | None = None,
         carried: Sequence[tuple[ToolUseBlock, str]] = (),
-        seeds: Sequence[ToolUseBlock] = (),
+        seeded: Seeded | None = None,
         tool_extras: dict[str, Any] | None = None,
         route: dict[str, Any] | None = None,
     ) -> None:
         """``carried`` are tool calls of an earlier turn this one runs first (an approval
-        decided after a restart), each with the id of the turn that recorded it."""
+        decided after a restart), each with the id of the turn that recorded it;
+        ``seeded``, the turn-zero calls (their row is the last of ``history``)."""
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
+        self.seeds = tuple(seeded.row.tool_uses) if seeded is not None else ()
+        running = {call.id for call, _ in carried} | {call.id for call in self.seeds}
         repaired, self.tool_ids = repair(
-            [as_sent(placeholder(m)) for m in history], running={call.id for call, _ in carried}
+            [as_sent(placeholder(m)) for m in history], running=running
         )
         self.record = TurnRecord(
             store, bus, turn, repaired, history[-1].seq or 0 if history else 0, carried
         )
+        if seeded is not None:  # committed for this turn: its own row, still open
+            self.record.written.append(seeded.row)
+            self.record.opened(self.seeds, seeded.starts)
         # what the turn caused, as it happens: the metrics block and the timeline
         self.watch = observe.turn_scope(turn, owner=owner, agent=settings.name, model=model.name)
         self.tools = ToolRunner(
@@ -107,7 +122,6 @@ class TurnDriver:
             extras=tool_extras or {},
             heartbeat_interval=settings.heartbeat_interval,
         )
-        self.seeds = tuple(call for call in seeds if call.name in catalog.by_name)
         self.route = route  # recorded with the turn's metrics
         self.context = context
         self.prior_count = len(repaired) - turn_rows  # rows before this turn's own
@@ -386,13 +400,8 @@ class TurnDriver:
 
     async def _seed(self) -> None:
         """Turn-zero seeds: real tool calls (a memory recall, one read per attachment) run
-        before the first model call; the call and its results are hidden ``read`` rows
-        of the turn's working set."""
-        now = utcnow()
-        starts = [self.record.start_op(call, now) for call in self.seeds]
-        seed = Message("assistant", self.seeds, hidden=True, metadata={"seed": True})
-        await self.record.commit([seed], starts)
-        self.record.opened(self.seeds, starts)
+        before the first model call; the call (committed with the turn's start) and its
+        results are hidden ``read`` rows of the turn's working set."""
         for call in self.seeds:
             self.record.started(call, "read")
         runs = await self.tools.run(self.seeds, {})

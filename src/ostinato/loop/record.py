@@ -71,17 +71,7 @@ class TurnRecord:
 
     def start_op(self, call: ToolUseBlock, now: Any, waiting: bool = False) -> StartToolCall:
         """The op recording a call as it starts (``waiting`` for a person: a card)."""
-        return StartToolCall(
-            ToolCallRecord(
-                id=call.id,
-                conversation_id=self.turn.conversation_id,
-                turn_id=self.turn.id,
-                name=call.name,
-                input=call.input,
-                status="waiting" if waiting else "running",
-                started_at=now,
-            )
-        )
+        return start_op(self.turn, call, now, waiting)
 
     def opened(self, calls: Sequence[ToolUseBlock], starts: Sequence[StartToolCall]) -> None:
         """The calls are committed (as tool_use blocks) and these records started."""
@@ -204,3 +194,18 @@ class TurnRecord:
                 error=error,
             )
         )
+
+
+def start_op(turn: Turn, call: ToolUseBlock, now: Any, waiting: bool = False) -> StartToolCall:
+    """The op recording ``turn``'s call as it starts (``waiting`` for a person: a card)."""
+    return StartToolCall(
+        ToolCallRecord(
+            id=call.id,
+            conversation_id=turn.conversation_id,
+            turn_id=turn.id,
+            name=call.name,
+            input=call.input,
+            status="waiting" if waiting else "running",
+            started_at=now,
+        )
+    )

@@ -37,10 +37,12 @@ if TYPE_CHECKING:
     from ostinato.observe.scopes import CallScope, StepScope, ToolScope
 
 Entry = tuple[Any, str | None, str | None]  # (scope, sub-agent name, parent tool call id)
+# by model, by purpose, token sources, calls, the turn's own tool calls by name
+Tally = tuple[dict[str, dict[str, Any]], dict[str, int], frozenset[str], int, dict[str, int]]
 
 
 class TurnLedger:
-    __slots__ = ("after", "calls", "closed", "started", "steps", "tools")
+    __slots__ = ("_kept", "after", "calls", "closed", "started", "steps", "tools")
 
     def __init__(self, started: float) -> None:
         self.started = started
@@ -49,12 +51,12 @@ class TurnLedger:
         self.tools: list[Entry] = []
         self.after: list[Entry] = []  # calls made for the turn after it ended
         self.steps: list[StepScope] = []
+        self._kept: tuple[tuple[int, int, int], Tally] | None = None  # ``_tally``'s
 
     def add(self, scope: CallScope | ToolScope, agent: str | None, under: str | None) -> None:
-        if scope.kind == "model_call":
-            self.calls.append((scope, agent, under))
-        else:
-            self.tools.append((scope, agent, under))
+        """Record ``scope`` (``observe.scopes`` appends to ``calls`` and ``tools`` itself)."""
+        entries = self.calls if scope.kind == "model_call" else self.tools
+        entries.append((scope, agent, under))
 
     def close(self) -> None:
         if self.closed is None:
@@ -67,108 +69,144 @@ class TurnLedger:
     # --- the metrics block -----------------------------------------------------------
 
     def snapshot(self, model: str | None = None) -> dict[str, Any]:
-        calls = [scope for scope, _, _ in (*self.calls, *self.after)]
-        models: dict[str, dict[str, Any]] = {}
-        purposes: dict[str, int] = {}
-        sources: set[str] = set()
-        for call in calls:
-            purposes[call.purpose] = purposes.get(call.purpose, 0) + 1
-            _count(models.setdefault(call.model, _empty()), call)
-            if call.usage is not None:
-                sources.add(call.usage.source)
+        models, purposes, sources, count, tools = self._tally()
         unpriced = sorted(m for m, entry in models.items() if entry["cost_usd"] is None)
         tokens_in = sum(entry["tokens_in"] for entry in models.values())
         tokens_out = sum(entry["tokens_out"] for entry in models.values())
         end = self.closed if self.closed is not None else time.perf_counter()
-        tools: dict[str, int] = {}
-        for scope, agent, _ in self.tools:
-            if agent is None:
-                tools[scope.name] = tools.get(scope.name, 0) + 1
         return {
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
             "tokens_total": tokens_in + tokens_out,
             "tokens_source": _source(sources),
-            "model_calls": len(calls),
-            "model_calls_by_purpose": purposes,
+            "model_calls": count,
+            "model_calls_by_purpose": dict(purposes),
             "model": model,
             "models": {m: _rounded(entry) for m, entry in models.items()},
             "cost_usd": None if unpriced else round(sum(e["cost_usd"] for e in models.values()), 6),
             "unpriced": unpriced,
-            "tools": tools,
+            "tools": dict(tools),
             "response_time_s": round(end - self.started, 3),
         }
+
+    def _tally(self) -> Tally:
+        """The calls added up by model and purpose, and the turn's own tool calls by name;
+        kept until a call is added (a turn's block is asked for twice as it ends: its
+        final message's and its record's)."""
+        key = (len(self.calls), len(self.after), len(self.tools))
+        if self._kept is not None and self._kept[0] == key:
+            return self._kept[1]
+        models: dict[str, dict[str, Any]] = {}
+        purposes: dict[str, int] = {}
+        sources: set[str] = set()
+        for entries in (self.calls, self.after):
+            for call, _, _ in entries:
+                purposes[call.purpose] = purposes.get(call.purpose, 0) + 1
+                entry = models.get(call.model)
+                if entry is None:
+                    entry = models[call.model] = _empty()
+                _count(entry, call)
+                if call.usage is not None:
+                    sources.add(call.usage.source)
+        tools: dict[str, int] = {}
+        for scope, agent, _ in self.tools:
+            if agent is None:
+                tools[scope.name] = tools.get(scope.name, 0) + 1
+        tally = (models, purposes, frozenset(sources), len(self.calls) + len(self.after), tools)
+        self._kept = (key, tally)
+        return tally
 
     # --- the timeline ----------------------------------------------------------------
 
     def timeline(self) -> dict[str, Any]:
         """The steps (step 0 holds what came before the first model call of the turn:
-        routing, turn-zero reads, a carried approval's call), and ``after_turn``."""
+        routing, turn-zero reads, a carried approval's call), and ``after_turn``. Each
+        call's entry is made in one go (``_call``, ``_tool``): this runs once a turn,
+        with everything else of it, whether anything is installed or not."""
+        t0 = self.started
         starts = [step.started for step in self.steps]
-        slots: list[dict[str, list[dict[str, Any]]]] = [
-            {"model_calls": [], "tool_calls": []} for _ in range(len(self.steps) + 1)
-        ]
-        for scope, agent, under in self.calls:
-            slot = slots[bisect.bisect_right(starts, scope.started)]
-            slot["model_calls"].append(self._call(scope, agent, under))
-        for scope, agent, under in self.tools:
-            slot = slots[bisect.bisect_right(starts, scope.started)]
-            slot["tool_calls"].append(self._tool(scope, agent, under))
+        calls: list[list[dict[str, Any]]] = [[] for _ in range(len(starts) + 1)]
+        tools: list[list[dict[str, Any]]] = [[] for _ in range(len(starts) + 1)]
+        for scope, agent, under in sorted(self.calls, key=_started):
+            calls[bisect.bisect_right(starts, scope.started)].append(_call(scope, agent, under, t0))
+        for scope, agent, under in sorted(self.tools, key=_started):
+            tools[bisect.bisect_right(starts, scope.started)].append(_tool(scope, agent, under, t0))
         end = self.closed if self.closed is not None else time.perf_counter()
         steps = []
-        for index, slot in enumerate(slots):
-            if index == 0:
-                if not slot["model_calls"] and not slot["tool_calls"]:
-                    continue
-                begun, ended = self.started, starts[0] if starts else end
-            else:
-                step = self.steps[index - 1]
-                begun, ended = step.started, step.ended if step.ended is not None else end
-            steps.append({"index": index, **self._span(begun, ended), **_by_start(slot)})
+        if calls[0] or tools[0]:
+            ended = starts[0] if starts else end
+            steps.append(_step(0, 0.0, _us(ended - t0), calls[0], tools[0]))
+        for index, step in enumerate(self.steps, 1):
+            ended = step.ended if step.ended is not None else end
+            begun = _us(step.started - t0)
+            steps.append(_step(index, begun, _us(ended - step.started), calls[index], tools[index]))
         return {
-            "duration_s": round(end - self.started, 6),
+            "duration_s": _us(end - t0),
             "steps": steps,
-            "after_turn": [self._call(scope, a, u) for scope, a, u in self.after],
+            "after_turn": [_call(s, a, u, t0) for s, a, u in self.after],
         }
 
-    def _span(self, begun: float, ended: float | None) -> dict[str, float | None]:
-        return {
-            "start_s": round(begun - self.started, 6),
-            "duration_s": round(ended - begun, 6) if ended is not None else None,
-        }
 
-    def _call(self, scope: CallScope, agent: str | None, under: str | None) -> dict[str, Any]:
-        usage = scope.usage
-        ttft = scope.time_to_first_token
-        return {
-            "purpose": scope.purpose,
-            "model": scope.model,
-            **self._span(scope.started, scope.ended),
-            "time_to_first_token_s": round(ttft, 6) if ttft is not None else None,
-            "tokens_in": usage.input_tokens if usage else 0,
-            "tokens_out": usage.output_tokens if usage else 0,
-            "cache_read_tokens": usage.cache_read_tokens if usage else 0,
-            "cache_write_tokens": usage.cache_write_tokens if usage else 0,
-            "stop_reason": scope.stop_reason,
-            "error": scope.error,
-            "retries": list(scope.retries),
-            "agent": agent,
-            "under": under,
-        }
+def _started(entry: Entry) -> float:
+    started: float = entry[0].started
+    return started
 
-    def _tool(self, scope: ToolScope, agent: str | None, under: str | None) -> dict[str, Any]:
-        waited = scope.waited
-        return {
-            # a sub-agent's call is recorded under its parent call's id (``subagents``)
-            "id": f"{under}/{scope.call_id}" if under else scope.call_id,
-            "name": scope.name,
-            "status": scope.status or scope.error,
-            **self._span(scope.started, scope.ended),
-            "approval": scope.approval,
-            "approval_wait_s": round(waited, 6) if waited is not None else None,
-            "agent": agent,
-            "under": under,
-        }
+
+def _us(seconds: float) -> float:
+    """``round(seconds, 6)``, the quick way (to the microsecond: the timeline's unit)."""
+    return round(seconds * 1e6) / 1e6
+
+
+def _step(
+    index: int, start: float, duration: float, calls: list[Any], tools: list[Any]
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "start_s": start,
+        "duration_s": duration,
+        "model_calls": calls,
+        "tool_calls": tools,
+    }
+
+
+def _call(scope: CallScope, agent: str | None, under: str | None, t0: float) -> dict[str, Any]:
+    # times to the microsecond, rounded inline (``_us``: a call per value costs more here)
+    usage, started = scope.usage, scope.started
+    first, ended = scope.first, scope.ended
+    return {
+        "purpose": scope.purpose,
+        "model": scope.model,
+        "start_s": round((started - t0) * 1e6) / 1e6,
+        "duration_s": round((ended - started) * 1e6) / 1e6 if ended is not None else None,
+        "time_to_first_token_s": (
+            round((first - started) * 1e6) / 1e6 if first is not None else None
+        ),
+        "tokens_in": usage.input_tokens if usage else 0,
+        "tokens_out": usage.output_tokens if usage else 0,
+        "cache_read_tokens": usage.cache_read_tokens if usage else 0,
+        "cache_write_tokens": usage.cache_write_tokens if usage else 0,
+        "stop_reason": scope.stop_reason,
+        "error": scope.error,
+        "retries": list(scope.retries) if scope.retries else [],
+        "agent": agent,
+        "under": under,
+    }
+
+
+def _tool(scope: ToolScope, agent: str | None, under: str | None, t0: float) -> dict[str, Any]:
+    waited, started, ended = scope.waited, scope.started, scope.ended
+    return {
+        # a sub-agent's call is recorded under its parent call's id (``subagents``)
+        "id": f"{under}/{scope.call_id}" if under else scope.call_id,
+        "name": scope.name,
+        "status": scope.status or scope.error,
+        "start_s": round((started - t0) * 1e6) / 1e6,
+        "duration_s": round((ended - started) * 1e6) / 1e6 if ended is not None else None,
+        "approval": scope.approval,
+        "approval_wait_s": round(waited * 1e6) / 1e6 if waited is not None else None,
+        "agent": agent,
+        "under": under,
+    }
 
 
 def _empty() -> dict[str, Any]:
@@ -201,11 +239,7 @@ def _rounded(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "cost_usd": round(cost, 6) if cost is not None else None}
 
 
-def _by_start(slot: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    return {kind: sorted(entries, key=lambda e: e["start_s"]) for kind, entries in slot.items()}
-
-
-def _source(sources: set[str]) -> str:
+def _source(sources: frozenset[str]) -> str:
     if not sources:
         return "none"
     if len(sources) == 1:

@@ -20,8 +20,8 @@ in it, so it costs no context switch. A ``JobScope`` is background work outside 
 from __future__ import annotations
 
 import asyncio
-import time
 from contextvars import ContextVar, Token
+from time import perf_counter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +58,7 @@ class Scope:
 
     def __init__(self, parent: Scope | None) -> None:
         self.parent = parent
-        self.started = time.perf_counter()
+        self.started = perf_counter()
         self.ended: float | None = None
         self.error: str | None = None
         self.handle: Any = None
@@ -66,7 +66,7 @@ class Scope:
 
     @property
     def duration(self) -> float:
-        return (self.ended if self.ended is not None else time.perf_counter()) - self.started
+        return (self.ended if self.ended is not None else perf_counter()) - self.started
 
     def holder(self) -> Holder | None:
         """The nearest turn (or background work) this scope is part of."""
@@ -96,7 +96,7 @@ class Scope:
     def end(self) -> None:
         if self.ended is not None:
             return
-        self.ended = time.perf_counter()
+        self.ended = perf_counter()
         _backend.INSTALLED.ended(self)
 
 
@@ -227,7 +227,7 @@ class StepScope(Scope):
 
     def end(self) -> None:
         if self.ended is None:
-            self.ended = time.perf_counter()
+            self.ended = perf_counter()
 
 
 class CallScope(Scope):
@@ -253,7 +253,7 @@ class CallScope(Scope):
         self.model, self.purpose = model, purpose
         self.request: ModelRequest | None = request
         self.first: float | None = None
-        self.retries: list[str] = []
+        self.retries: tuple[str, ...] = ()  # each retried attempt's cause (rare: no list)
         self.usage: Usage | None = None
         self.stop_reason: StopReason | None = None
         self.reply: Message | None = None
@@ -265,15 +265,25 @@ class CallScope(Scope):
     def __enter__(self) -> CallScope:
         return self  # never current (nothing nests in it); the backend hears of it at its end
 
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and self.error is None:
+            self.error = error_name(exc)
+        self.end()
+
     def first_token(self) -> None:
         if self.first is None:
-            self.first = time.perf_counter()
+            self.first = perf_counter()
 
     def retried(self, error: str) -> None:
         """An attempt failed and is retried (``error`` is ``code: message``); the time
         to the first token counts from the call's start to the attempt that answers."""
         cause = error.split(":", 1)[0].strip() or "unknown"
-        self.retries.append(cause)
+        self.retries = (*self.retries, cause)
         self.first = None
         _backend.INSTALLED.retried(self, cause)
 
@@ -283,7 +293,7 @@ class CallScope(Scope):
     def end(self) -> None:
         if self.ended is not None:
             return
-        self.ended = time.perf_counter()
+        self.ended = perf_counter()
         _record(self)
         _backend.INSTALLED.ended(self)
         self.request = None  # the history is not kept past the call
@@ -313,7 +323,7 @@ class ToolScope(Scope):
     def end(self) -> None:
         if self.ended is not None:
             return
-        self.ended = time.perf_counter()
+        self.ended = perf_counter()
         _record(self)
         _backend.INSTALLED.ended(self)
         self.result = None
@@ -353,19 +363,25 @@ class ApprovalScope(OpScope):
 def _record(scope: CallScope | ToolScope) -> None:
     """Every ledger above the scope records it: its own turn's directly, each one
     further up as nested work, under the tool call of that turn it ran in."""
-    own = scope.holder()
+    own = scope.parent
+    while own is not None and not isinstance(own, Holder):
+        own = own.parent
     if own is None:
         _backend.INSTALLED.unheld(scope)
         return
-    holder: Holder | None = own
-    under = None
-    while holder is not None:
-        nested = holder is not own
-        agent = own.agent if nested and isinstance(own, TurnScope) else None
-        holder.ledger.add(scope, agent, under)
-        node, under = holder.parent, None
+    call = isinstance(scope, CallScope)
+    (own.ledger.calls if call else own.ledger.tools).append((scope, None, None))
+    if own.parent is None:
+        return  # nothing above it (a turn's own call, most of the time)
+    agent = own.agent if isinstance(own, TurnScope) else None
+    node: Scope | None = own.parent
+    while node is not None:
+        under = None
         while node is not None and not isinstance(node, Holder):
             if isinstance(node, ToolScope):
                 under = node.call_id
             node = node.parent
-        holder = node
+        if node is None:
+            return
+        (node.ledger.calls if call else node.ledger.tools).append((scope, agent, under))
+        node = node.parent

@@ -86,8 +86,9 @@ async def test_the_owner_sees_the_runs_and_another_owner_nothing(clients: Client
     refused = await bob.get(f"/v1/jobs/runs/{run.id}")
     assert refused.status_code == 404
     missing = await bob.get("/v1/jobs/runs/nope")
-    assert missing.json()["error"]["message"].replace("nope", run.id) == (
-        refused.json()["error"]["message"]
+    assert (
+        missing.json()["error"]["message"].replace("nope", run.id)
+        == (refused.json()["error"]["message"])
     )
     rows = await runtime.store.list_messages(cid)
     assert [r.role for r in rows] == ["user", "assistant"]  # the job wrote no chat row

@@ -125,3 +125,36 @@ async def test_a_model_call_in_a_job_is_in_its_trace_and_metrics_and_logs_name_i
     assert found[("ostinato_model_call_duration_seconds_count", (("model", "test:jobs"),))] == 1
     assert line["conversation_id"] == "c-1" and line["owner"] == "bob"
     assert "run_id" not in line
+
+
+async def test_a_scheduled_prompts_firing_is_one_trace_linked_to_both_stages(
+    spans: InMemorySpanExporter,
+) -> None:
+    """The firer's own use of ``observe.job``: a prompt's firing is a ``schedule`` trace
+    linked to stage one's turn (in the background conversation) and stage two's."""
+    from datetime import UTC, datetime, timedelta
+
+    from ostinato.background.firer import Firer
+    from ostinato.background.schedules import Schedules
+    from ostinato.config.background import BackgroundSection
+
+    now = [datetime.now(UTC)]
+    model = ScriptedModel([text_step("Plan: rest."), text_step("Your plan: rest.")])
+    rt = Runtime(MemoryStore(), model=model)
+    cid = (await rt.create_conversation(owner="ann")).id
+    schedules = Schedules(rt.store, BackgroundSection(), lambda: now[0])
+    made = await schedules.create("ann", cid, "in 1 minute", "Plan my day")
+    now[0] += timedelta(minutes=1)
+    await Firer(rt, schedules, "h1").tick()
+    running = rt.running(cid)
+    if running is not None:
+        await running.result()
+    await rt.settle()
+    finished = spans.get_finished_spans()
+    (fired,) = [s for s in finished if s.name == "schedule"]
+    assert fired.parent is None and attrs(fired)["ostinato.schedule.id"] == made.id
+    turns = [s for s in finished if s.name.startswith("invoke_agent")]
+    assert len(turns) == 2
+    linked = {link.context.trace_id for link in fired.links}
+    assert linked == {t.context.trace_id for t in turns}
+    await rt.close()

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, assert_never
 
+from ostinato import observe
 from ostinato.background import handoff, stage_one
 from ostinato.background.firing import (
     Advance,
@@ -151,7 +152,14 @@ class Firer:
 
     async def _fire_logged(self, schedule: Schedule, now: datetime) -> None:
         try:
-            await self.fire(schedule, now)
+            with observe.job(
+                "schedule",
+                conversation_id=schedule.conversation_id,
+                owner=schedule.owner,
+                id=schedule.id,
+                mode=schedule.mode,
+            ):  # a trace of its own; the turns it starts link to it (``observe.caused``)
+                await self.fire(schedule, now)
         except NotFound:  # its conversation is gone: nothing to deliver to, ever
             log.warning("schedules: %s's conversation is gone; dropped", schedule.id)
             await self.store.delete_schedule(schedule.owner, schedule.id)
@@ -207,12 +215,15 @@ class Firer:
         """Hand the result on, then await the turn that answers it (renewing the lease)."""
         hands = (await handoff.seen(self.runtime.store, schedule)).hands
         handle = await handoff.hand(self.runtime, schedule, hands)
+        if handle is not None:
+            observe.caused(handle.turn)
         self.kill("handed")
         return schedule if handle is None else await self._await(schedule, handle)
 
     async def _stage_one(self, schedule: Schedule, attempt: int) -> Schedule | None:
         """Begin an attempt, record it, and await its end (renewing the lease)."""
         handle = await stage_one.start(self.runtime, schedule, attempt)
+        observe.caused(handle.turn)
         try:
             self.started(schedule, handle)
             moved = await self._move(schedule, attempts=attempt, run_id=handle.run_id)

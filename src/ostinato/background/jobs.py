@@ -161,7 +161,7 @@ class JobRunner:
         now, budget = self.clock(), Budget(self.model, calls_left)
         context = Context(state.owner, now, self.store, budget, state.notes, self.capacity)
         error: str | None = None
-        with observe.background(f"job.{job.name}") as scope:
+        with observe.job(f"job.{job.name}", owner=state.owner) as scope:
             try:
                 outcome = await job.run(context)
             except (ModelError, ClientError) as exc:

@@ -54,8 +54,9 @@ from tests.e2e.loadkit import (
     bounded,
     call,
     conversations,
+    fake_model_process,
+    free_port,
     request,
-    serve_fake,
     sse_events,
 )
 
@@ -123,33 +124,12 @@ class ToolingModel(FakeModel):
         await writer.drain()
 
 
-def _fake_main(conn: Connection) -> None:
-    async def run() -> None:
-        server = await serve_fake(ToolingModel())
-        conn.send(server.sockets[0].getsockname()[1])
-        await asyncio.Event().wait()
-
-    asyncio.run(run())
-
-
-@contextlib.contextmanager
-def fake_model() -> Iterator[int]:
-    parent, child = multiprocessing.Pipe()
-    process = multiprocessing.Process(target=_fake_main, args=(child,), daemon=True)
-    process.start()
-    try:
-        yield int(parent.recv())
-    finally:
-        process.terminate()
-        process.join()
+def fake_model() -> contextlib.AbstractContextManager[int]:
+    return fake_model_process(ToolingModel)
 
 
 def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_port()
 
 
 @contextlib.contextmanager

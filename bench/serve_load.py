@@ -52,7 +52,8 @@ from tests.e2e.loadkit import (
     bounded,
     call,
     conversations,
-    serve_fake,
+    fake_model_process,
+    free_port,
     server_cpu,
 )
 
@@ -61,33 +62,12 @@ SERVE_ENV: dict[str, str] = {}  # --env
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
 
 
-def _fake_main(conn: Connection) -> None:
-    async def run() -> None:
-        server = await serve_fake(FakeModel())
-        conn.send(server.sockets[0].getsockname()[1])
-        await asyncio.Event().wait()
-
-    asyncio.run(run())
-
-
-@contextlib.contextmanager
-def fake_model() -> Iterator[int]:
-    parent, child = multiprocessing.Pipe()
-    process = multiprocessing.Process(target=_fake_main, args=(child,), daemon=True)
-    process.start()
-    try:
-        yield int(parent.recv())
-    finally:
-        process.terminate()
-        process.join()
+def fake_model() -> contextlib.AbstractContextManager[int]:
+    return fake_model_process(FakeModel)
 
 
 def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_port()
 
 
 @contextlib.contextmanager

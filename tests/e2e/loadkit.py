@@ -22,10 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 TURN_TIMEOUT = 120.0
@@ -160,6 +163,35 @@ async def serve_fake(model: FakeModel, port: int = 0) -> asyncio.Server:
 
 
 # --- the client ------------------------------------------------------------------------
+
+
+def _serve_in_child(conn: Connection, make: Callable[[], FakeModel]) -> None:
+    async def run() -> None:
+        server = await serve_fake(make())
+        conn.send(server.sockets[0].getsockname()[1])
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
+@contextlib.contextmanager
+def fake_model_process(make: Callable[[], FakeModel] = FakeModel) -> Iterator[int]:
+    """The fake model (``make()``) served in a process of its own, so that its work is
+    not the measured process's; yields its port."""
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.Process(target=_serve_in_child, args=(child, make), daemon=True)
+    process.start()
+    try:
+        yield int(parent.recv())
+    finally:
+        process.terminate()
+        process.join()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -26,7 +29,7 @@ from ostinato.store.base import (
     append,
     utcnow,
 )
-from ostinato.store.sql.migrate import upgrade
+from ostinato.store.sql.migrate import switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
 HEAD = "0014"
@@ -150,12 +153,41 @@ async def test_sqlite_at_0001_is_upgraded_at_open_and_reopens_as_is(tmp_path: Pa
 
 async def test_sqlite_stores_opening_an_empty_file_at_once(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
-    stores = await asyncio.gather(*(SQLiteStore.open(path) for _ in range(3)))
+    # (the journal-mode switch answered "database is locked" at once while another
+    # opener held a lock: one run in about twenty failed before switch_to_wal)
+    stores = await asyncio.gather(*(SQLiteStore.open(path) for _ in range(8)))
     for store in stores:
         await store.close()
     revision, tables, differences = _sqlite(path, _state)
     assert (revision, differences) == (HEAD, [])
     assert tables >= PEOPLE_TABLES
+
+
+def test_the_switch_to_wal_waits_out_another_connections_lock(tmp_path: Path) -> None:
+    # SQLite refuses a journal-mode change at once ("database is locked", no busy wait)
+    # while another connection holds a lock; switch_to_wal tries again until the
+    # lock goes or the busy timeout ends.
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE t (x INTEGER)")
+    holder.execute("INSERT INTO t VALUES (1)")
+    holder.execute("BEGIN")
+    holder.execute("SELECT * FROM t").fetchall()  # a shared lock until COMMIT
+    switcher = sqlite3.connect(path, isolation_level=None)
+    switcher.execute("PRAGMA busy_timeout = 5000")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            switcher.execute("PRAGMA journal_mode = WAL")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            switch_to_wal(switcher, 50)  # the lock outlasts a short timeout
+        release = threading.Timer(0.2, lambda: holder.execute("COMMIT"))
+        release.start()
+        assert switch_to_wal(switcher, 5000) == "wal"
+        release.join()
+        assert switch_to_wal(switcher, 5000) == "wal"  # already so: nothing to do
+    finally:
+        switcher.close()
+        holder.close()
 
 
 async def test_postgres_at_0001_is_upgraded_at_open_and_reopens_as_is(

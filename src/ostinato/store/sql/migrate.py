@@ -8,6 +8,8 @@ PostgreSQL by a transaction-scoped advisory lock.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -31,6 +33,31 @@ def upgrade(connection: sa.Connection, revision: str = "head") -> None:
     command.upgrade(config, revision)
 
 
+def switch_to_wal(connection: sqlite3.Connection, busy_timeout_ms: int) -> str:
+    """Put the file in WAL mode (it stays so); the mode it is in after.
+
+    SQLite answers a journal-mode change with "database is locked" at once, without
+    waiting on its busy timeout, while another connection holds a lock: several stores
+    opening one new file together (threads of one process, or servers starting side by
+    side) would fail. The change is tried again until the busy timeout, and a file that
+    another opener already switched needs nothing."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+            return str(mode[0]).lower() if mode else ""
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            try:
+                current = connection.execute("PRAGMA journal_mode").fetchone()
+            except sqlite3.OperationalError:
+                current = None
+            if current and str(current[0]).lower() == "wal":
+                return "wal"
+            time.sleep(0.01)
+
+
 def migrate_sqlite(path: str, busy_timeout_ms: int) -> None:
     """Create or upgrade the SQLite file at ``path`` and switch it to WAL (blocking)."""
     engine = sa.create_engine(sa.URL.create("sqlite", database=path), poolclass=sa.NullPool)
@@ -39,7 +66,7 @@ def migrate_sqlite(path: str, busy_timeout_ms: int) -> None:
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # let BEGIN below be the only transaction
         dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
-        dbapi_connection.execute("PRAGMA journal_mode = WAL")
+        switch_to_wal(dbapi_connection, busy_timeout_ms)
         dbapi_connection.execute("PRAGMA foreign_keys = ON")
 
     @sa.event.listens_for(engine, "begin")

@@ -26,7 +26,7 @@ from ostinato.store.base import WriteOp
 from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx
-from ostinato.store.sql.migrate import migrate_sqlite
+from ostinato.store.sql.migrate import migrate_sqlite, switch_to_wal
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.schedule_sql import SQLSchedules
@@ -164,8 +164,8 @@ class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
 
     def _connect_writer(self) -> sqlite3.Connection:
         conn = self._connect()
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        if mode is None or mode[0].lower() != "wal":
+        mode = switch_to_wal(conn, self._busy_timeout_ms)
+        if mode != "wal":
             conn.close()
             raise StoreError(f"could not switch {self.path} to WAL mode (got {mode})")
         return conn

@@ -42,6 +42,20 @@ def test_importing_the_server_defers_what_only_a_request_or_a_store_url_needs() 
     assert imported_after(used, deferred[:1]) == ["ostinato.store.memory"]
 
 
+def test_the_routes_are_defined_when_the_first_app_is_built() -> None:
+    """Declaring the routes (FastAPI builds each one's models) is most of the server's
+    import: ``import ostinato.server`` leaves it to ``create_app``."""
+    routes = ("ostinato.server.routes", "ostinato.server.routes.turns", "ostinato.server.ai_sdk")
+    routes += ("ostinato.server.openai_compat", "ostinato.server.page")
+    assert imported_after("import ostinato.server", routes) == []
+    built = (
+        "import ostinato.server\nfrom ostinato.runtime import Runtime\n"
+        "from ostinato.store import MemoryStore\nfrom ostinato.models.offline import OfflineModel\n"
+        "ostinato.server.create_app(Runtime(MemoryStore(), model=OfflineModel()))"
+    )
+    assert imported_after(built, routes) == sorted(routes)
+
+
 def test_one_section_of_the_configuration_loads_only_its_modules() -> None:
     """The server needs ``config.background`` (schedules): not the settings' layers, the
     tools' sources or the rest, which ``ostinato.config`` loads when a name is used."""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +21,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from ostinato.approvals import Approval, Ending, arguments_hash
 from ostinato.ids import new_id
 from ostinato.messages import user_text
-from ostinato.store import PostgresStore, SQLiteStore, Store
+from ostinato.store import PostgresStore, SQLiteStore, Store, is_postgres
 from ostinato.store.base import (
     AppendSummary,
     CreateApproval,
@@ -29,7 +32,7 @@ from ostinato.store.base import (
     append,
     utcnow,
 )
-from ostinato.store.sql.migrate import switch_to_wal, upgrade
+from ostinato.store.sql.migrate import HEAD_REVISION, SCRIPT_LOCATION, switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
 HEAD = "0014"
@@ -161,6 +164,47 @@ async def test_sqlite_stores_opening_an_empty_file_at_once(tmp_path: Path) -> No
     revision, tables, differences = _sqlite(path, _state)
     assert (revision, differences) == (HEAD, [])
     assert tables >= PEOPLE_TABLES
+
+
+def test_the_head_revision_named_in_code_is_alembics_head() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION == HEAD
+
+
+async def _open_and_close(path: Path) -> None:
+    await (await SQLiteStore.open(path)).close()
+
+
+def test_a_sqlite_file_at_head_opens_without_alembic_or_the_postgres_store(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "at-head.db"
+    asyncio.run(_open_and_close(path))
+    code = (
+        "import asyncio, json, sys\n"
+        "from ostinato.store import SQLiteStore\n"
+        "async def main():\n"
+        f"    store = await SQLiteStore.open({str(path)!r})\n"
+        "    await store.close()\n"
+        "asyncio.run(main())\n"
+        "print(json.dumps([m in sys.modules for m in ('alembic', 'ostinato.store.sql.postgres')]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, False]
+    assert _sqlite(path, _state)[0] == HEAD
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_is_postgres_tells_the_engines_apart(store: Store) -> None:
+    assert is_postgres(store) == isinstance(store, PostgresStore)
+    assert is_postgres(store) == (type(store).__name__ == "PostgresStore")
 
 
 def test_the_switch_to_wal_waits_out_another_connections_lock(tmp_path: Path) -> None:

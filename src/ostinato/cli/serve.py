@@ -167,7 +167,7 @@ async def fan_out(config: Config, store: Store, deployment: Deployment, hub: str
     ``hub`` for a worker of ``--workers`` (a SQLite or memory store alone: none);
     ``_Refused`` if its connection cannot be had."""
     from ostinato.fanout import Relay, Transport
-    from ostinato.store.sql.postgres import PostgresStore
+    from ostinato.store import is_postgres
 
     channel = config.server.fanout_channel
     transport: Transport
@@ -175,7 +175,7 @@ async def fan_out(config: Config, store: Store, deployment: Deployment, hub: str
         from ostinato.fanout_redis import RedisTransport
 
         transport = RedisTransport(config.server.redis_url, channel=channel)
-    elif isinstance(store, PostgresStore):
+    elif is_postgres(store):
         from ostinato.fanout_pg import PostgresTransport
 
         transport = PostgresTransport(store.engine.url, channel=channel)

@@ -20,7 +20,6 @@ from ostinato.identity.limits import Limiter
 from ostinato.identity.settings import AuthSettings
 from ostinato.messages import JSON
 from ostinato.runtime import Runtime
-from ostinato.server import ai_sdk, openai_compat, page
 from ostinato.server.apidocs import install_docs
 from ostinato.server.auth.authenticator import Authenticator
 from ostinato.server.auth.guard import StreamGuard
@@ -29,8 +28,6 @@ from ostinato.server.context import ModelChooser, ModelResolver, ServerContext
 from ostinato.server.errors import install_error_handlers, log
 from ostinato.server.idempotency import Idempotency
 from ostinato.server.limits import BodyLimit, BodyLimits
-from ostinato.server.routes import ROUTERS
-from ostinato.server.routes import metrics as metrics_route
 from ostinato.server.sse import PING_INTERVAL
 from ostinato.server.surfaces import Surfaces
 
@@ -114,6 +111,14 @@ def _fastapi(runtime: Runtime) -> FastAPI:
 
 
 def _include_routes(app: FastAPI) -> None:
+    # The route modules are imported when the first app is built, not with this module:
+    # defining their routes is most of the server's import (FastAPI builds each route's
+    # models as it is declared), and a process that imports the package without building
+    # an app (the CLI's other commands, a library user's tools) need not pay it.
+    from ostinato.server import ai_sdk, openai_compat, page
+    from ostinato.server.routes import ROUTERS
+    from ostinato.server.routes import metrics as metrics_route
+
     app.state.metrics = None  # what /metrics serves: set by ``serve`` (routes/metrics.py)
     for router in ROUTERS:
         app.include_router(router)

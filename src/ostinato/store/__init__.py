@@ -16,7 +16,8 @@ used: importing the package (as the server does, for ``Store``) loads none of th
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ostinato.store.base import Store
 from ostinato.store.sql.urls import describe_url, parse_url
@@ -52,6 +53,14 @@ async def open_store(url: str | None = None) -> Store:
     return await PostgresStore.open(target.url)
 
 
+def is_postgres(store: Store) -> TypeGuard[PostgresStore]:
+    """Whether ``store`` is a ``PostgresStore``, without importing that module when no
+    store of its kind was opened (it loads SQLAlchemy's asyncio layer and ORM, about a
+    tenth of a SQLite server's start)."""
+    module = sys.modules.get("ostinato.store.sql.postgres")
+    return module is not None and isinstance(store, module.PostgresStore)
+
+
 def __getattr__(name: str) -> Any:
     if name == "MemoryStore":
         from ostinato.store.memory import MemoryStore
@@ -64,4 +73,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["MemoryStore", "PostgresStore", "SQLiteStore", "Store", "describe_url", "open_store"]
+__all__ = [
+    "MemoryStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "Store",
+    "describe_url",
+    "is_postgres",
+    "open_store",
+]

@@ -295,3 +295,71 @@ def test_the_shutdown_grace_is_a_setting() -> None:
     for bad in ("-1", "soon", "inf", "nan"):
         with pytest.raises(ConfigError, match="shutdown_grace_s"):
             load_config(None, env={"OSTINATO_SERVER__SHUTDOWN_GRACE_S": bad})
+
+
+def test_the_collector_is_off_while_serve_starts_and_on_however_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    import ostinato.cli.serve as serve_module
+
+    seen: list[bool] = []
+
+    async def fake_serve(*args: object, **kwargs: object) -> int:
+        seen.append(gc.isenabled())
+        raise RuntimeError("start-up failed")
+
+    monkeypatch.setattr(serve_module, "serve", fake_serve)
+    with pytest.raises(RuntimeError):
+        main(["serve", "--port", "1"])
+    assert seen == [False] and gc.isenabled()
+
+
+WATCH_SERVE = """
+import gc, json, os, signal, sys, threading, time, urllib.request
+from ostinato.cli.main import main
+port = sys.argv[1]
+def watch():
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            break
+        except Exception:
+            time.sleep(0.05)
+    print(json.dumps([gc.isenabled(), gc.get_freeze_count()]), flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=watch, daemon=True).start()
+sys.exit(main(["serve", "--port", port, "--database-url", "memory://"]))
+"""
+
+
+def test_a_started_server_has_frozen_what_start_up_made_and_collects_again(
+    tmp_path: Path,
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OSTINATO_", "OPENAI_"))}
+    env.pop("ANTHROPIC_API_KEY", None)
+    env["OSTINATO_MODEL"] = "offline:ostinato"
+    done = subprocess.run(
+        [sys.executable, "-c", WATCH_SERVE, str(port)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert lines, done.stdout + done.stderr
+    enabled, frozen = json.loads(lines[-1])
+    assert enabled is True and frozen > 10_000
+    # SIGTERM ends it after the graceful shutdown: uvicorn raises the signal again on exit
+    assert done.returncode in (0, -15), done.stderr
+    assert "Application shutdown complete" in done.stderr

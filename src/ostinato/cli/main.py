@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -155,21 +156,36 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+def _serve(args: argparse.Namespace, argv: list[str]) -> int:
+    """``ostinato serve``, with the cyclic collector off while it starts.
+
+    What start-up makes (modules, routes, schemas, settings) lives as long as the
+    process, so the collector's passes over it while it is made free nothing. Serve,
+    ready to listen, collects once, freezes what is left and turns the collector back
+    on (``cli.serve.run``; a supervisor of ``--workers`` at once); it is on again here
+    however serve ends."""
+    gc.disable()
+    try:
+        from ostinato.cli.serve import serve
+
+        return asyncio.run(
+            serve(
+                args.config,
+                overrides=serve_overrides(args),
+                dangerously_public=args.dangerously_public,
+                worker_of=args.worker_of,
+                argv=argv,
+            )
+        )
+    finally:
+        gc.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":
-            from ostinato.cli.serve import serve
-
-            return asyncio.run(
-                serve(
-                    args.config,
-                    overrides=serve_overrides(args),
-                    dangerously_public=args.dangerously_public,
-                    worker_of=args.worker_of,
-                    argv=list(sys.argv[1:] if argv is None else argv),
-                )
-            )
+            return _serve(args, list(sys.argv[1:] if argv is None else argv))
         if args.command == "check-config":
             from ostinato.cli.check import check_config
 

@@ -240,6 +240,7 @@ async def serve(
     if role is None and config.server.workers > 1:
         from ostinato.cli.workers import supervise
 
+        gc.enable()  # off while the command started (cli.main); a supervisor runs long
         return await supervise(config, argv)
     try:
         observed = observe_setup.configure(config.observability)
@@ -346,6 +347,7 @@ async def run(
     background.start()
     gc.collect()  # what start-up made lives as long as the process: the collector's
     gc.freeze()  # full passes skip it from here on (docs/performance.md)
+    gc.enable()  # off while the command started (cli.main)
     try:
         await server.serve(sockets=[sock])
     finally:

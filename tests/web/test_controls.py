@@ -12,6 +12,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from typing import Any
 
@@ -165,6 +166,41 @@ def test_thinking_is_collapsed_and_images_are_shown(context: Any, site: Site) ->
     assert image.evaluate("img => img.complete && img.naturalWidth") == 3  # drawn
     page.reload()  # a stored row, not only a local preview
     expect(page.locator(".msg.user img.attachment-image")).to_be_visible()
+
+
+def test_a_first_message_waits_for_the_stream_so_a_quick_failure_is_seen(
+    context: Any, site: Site
+) -> None:
+    # The page sent a new conversation's first message as soon as it made the stream,
+    # before the stream was open: a turn that failed at once ended before it connected,
+    # and the live error notice (a frame, not a stored row) never reached the page.
+    page = context.new_page()
+
+    def slow_stream(route: Any) -> None:
+        time.sleep(1.5)  # the stream's request held back, as on a slow network
+        route.continue_()
+
+    page.route(re.compile(r"/events\?"), slow_stream)
+    page.goto(site.url + "/")
+    send(page, "/fail")
+    expect(page.get_by_role("alert").filter(has_text="the fake refuses")).to_be_visible()
+    expect(page.locator(".stop-failed")).to_contain_text("the fake refuses")
+    assert page.locator(".msg.user", has_text="/fail").count() == 1  # sent once
+
+
+def test_a_first_message_is_sent_even_when_the_stream_cannot_open(context: Any, site: Site) -> None:
+    page = context.new_page()
+    page.route(re.compile(r"/events\?"), lambda route: route.abort())
+    page.goto(site.url + "/")
+    send(page, "/say still here")
+    cid = conversation_id(page)
+    with Client(site.url) as client:  # stored, though the page never had a stream
+        deadline = time.monotonic() + 15
+        texts: list[str] = []
+        while time.monotonic() < deadline and "/say still here" not in texts:
+            texts = [message.text for message in client.messages(cid)]
+            time.sleep(0.2)
+    assert "/say still here" in texts
 
 
 def test_an_error_and_the_failed_and_budget_stop_reasons(context: Any, site: Site) -> None:

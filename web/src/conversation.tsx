@@ -11,6 +11,7 @@ import { AssistantRow, DraftRow, PendingRow, StopNote, UserRow } from "./message
 import type { JsonObject, Row, TurnRecord } from "./types";
 
 const PAGE = 60; // items rendered at first; more as the person scrolls up
+const FIRST_SEND_WAIT_MS = 3000; // at most, for the stream to open before the first send
 const PLAIN_ENDS = new Set(["end_turn", "paused"]);
 
 type Item =
@@ -111,7 +112,11 @@ export function ConversationView({ id, showLookups, firstMessage, onActivity }: 
       .then(() => {
         if (gone) return;
         live.start();
-        if (firstMessage) send(firstMessage.text, firstMessage.files);
+        // the new conversation's first message, once its stream is open (live.ts); sent
+        // even if the person has left the view meanwhile
+        if (firstMessage) {
+          live.openedWithin(FIRST_SEND_WAIT_MS).then(() => send(firstMessage.text, firstMessage.files));
+        }
       })
       .catch((e) => {
         chat.missing = e instanceof ApiError && e.status === 404;

@@ -15,8 +15,19 @@ export class Live {
   private timer: number | null = null;
   private failures = 0;
   private stopped = false;
+  private markOpen: () => void = () => undefined;
+  // Resolved when the stream first opens. What the server sends only live (an `error`
+  // frame, a retry notice, deltas) reaches the page only once it is open: a message
+  // sent before could start a turn that ends before the stream connects.
+  readonly opened: Promise<void> = new Promise((resolve) => (this.markOpen = resolve));
 
   constructor(private readonly chat: Chat) {}
+
+  // `opened`, or after `ms` if the stream cannot open (the message then goes anyway: the
+  // stored rows tell what happened once the stream is back).
+  openedWithin(ms: number): Promise<void> {
+    return Promise.race([this.opened, new Promise<void>((resolve) => window.setTimeout(resolve, ms))]);
+  }
 
   start(): void {
     this.stopped = false;
@@ -43,6 +54,7 @@ export class Live {
     for (const type of FRAME_TYPES) source.addEventListener(type, onFrame as EventListener);
     source.onopen = () => {
       this.failures = 0;
+      this.markOpen();
       chat.setConnected(true);
       // after the stream is open, so nothing decided or requested from now on is missed
       chat.refresh().catch(() => undefined);

@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import multiprocessing
 import os
 import statistics
 import subprocess
@@ -40,7 +39,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +54,11 @@ from tests.e2e.loadkit import (
     conversations,
     fake_model_process,
     free_port,
+    in_child,
+    pct,
     request,
     sse_events,
+    wait_healthy,
 )
 
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
@@ -128,10 +129,6 @@ def fake_model() -> contextlib.AbstractContextManager[int]:
     return fake_model_process(ToolingModel)
 
 
-def _free_port() -> int:
-    return free_port()
-
-
 @contextlib.contextmanager
 def serving(
     count: int, database: str, model_port: int, extra: dict[str, str]
@@ -145,32 +142,20 @@ def serving(
         started: list[tuple[int, subprocess.Popen[bytes], Path]] = []
         try:
             for i in range(count):
-                port, log = _free_port(), Path(tmp) / f"serve{i}.log"
+                port, log = free_port(), Path(tmp) / f"serve{i}.log"
                 argv = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
                 argv += ["--database-url", database, "--data-dir", f"{tmp}/d{i}"]
                 with log.open("wb") as sink:
                     process = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
                 started.append((port, process, log))
             for port, process, log in started:
-                _wait_healthy(port, process, log)
+                wait_healthy(port, process, log, 90)
             yield [port for port, _, _ in started]
         finally:
             for _, process, _ in started:
                 process.terminate()
             for _, process, _ in started:
                 process.wait(timeout=30)
-
-
-def _wait_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"ostinato serve exited:\n{log.read_text()}")
-        with contextlib.suppress(OSError):
-            if asyncio.run(call(port, "GET", "/healthz"))[0] == 200:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"no /healthz after 90 s:\n{log.read_text()}")
 
 
 # --- the client (its own process) -----------------------------------------------------
@@ -271,30 +256,12 @@ async def control(ports: list[int], rounds: int) -> dict[str, list[float]]:
     return {"cancel": cancels, "decision": decisions}
 
 
-def _client_main(conn: Connection, mode: str, ports: list[int], n: int) -> None:
-    if mode == "load":
-        conn.send(asyncio.run(load(ports, n)))
-    else:
-        conn.send(asyncio.run(control(ports, n)))
-
-
 def run_client(mode: str, ports: list[int], n: int) -> dict[str, Any]:
-    parent, child = multiprocessing.Pipe()
-    process = multiprocessing.Process(target=_client_main, args=(child, mode, ports, n))
-    process.start()
-    result: dict[str, Any] = parent.recv()
-    process.join()
+    result: dict[str, Any] = in_child(load if mode == "load" else control, ports, n)
     return result
 
 
 # --- figures --------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def ms(values: list[float]) -> str:

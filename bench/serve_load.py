@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import multiprocessing
 import os
 import statistics
 import subprocess
@@ -39,7 +38,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +52,10 @@ from tests.e2e.loadkit import (
     conversations,
     fake_model_process,
     free_port,
+    in_child,
+    pct,
     server_cpu,
+    wait_healthy,
 )
 
 PY_SPY = ""  # --py-spy
@@ -66,10 +67,6 @@ def fake_model() -> contextlib.AbstractContextManager[int]:
     return fake_model_process(FakeModel)
 
 
-def _free_port() -> int:
-    return free_port()
-
-
 @contextlib.contextmanager
 def serving(model_port: int, extra: list[str]) -> Iterator[tuple[int, psutil.Process]]:
     """``ostinato serve`` on a fresh SQLite database in its own process."""
@@ -77,30 +74,18 @@ def serving(model_port: int, extra: list[str]) -> Iterator[tuple[int, psutil.Pro
     env["OSTINATO_BASE_URL"] = f"http://127.0.0.1:{model_port}/v1"
     env.update(SERVE_ENV)
     with tempfile.TemporaryDirectory() as tmp:
-        port = _free_port()
+        port = free_port()
         argv = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
         argv += ["--database-url", f"sqlite:///{tmp}/load.db", "--data-dir", tmp, *extra]
         log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
         process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
         try:
-            _wait_healthy(port, process, Path(tmp) / "serve.log")
+            wait_healthy(port, process, Path(tmp) / "serve.log", 60)
             yield port, psutil.Process(process.pid)
         finally:
             process.terminate()
             process.wait(timeout=30)
             log.close()
-
-
-def _wait_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"ostinato serve exited:\n{log.read_text()}")
-        with contextlib.suppress(OSError):
-            if asyncio.run(call(port, "GET", "/healthz"))[0] == 200:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"no /healthz after 60 s:\n{log.read_text()}")
 
 
 # --- the client (its own process) -----------------------------------------------------
@@ -147,35 +132,17 @@ async def sequential(port: int, model_port: int, n: int, pids: list[int]) -> dic
     return {"failed": failed, "called": waits, "start_cpu": starts}
 
 
-def _client_main(
-    conn: Connection, mode: str, port: int, model_port: int, n: int, pids: list[int]
-) -> None:
-    if mode == "sequential":
-        conn.send(asyncio.run(sequential(port, model_port, n, pids)))
-    else:
-        conn.send(asyncio.run(concurrent(port, n)))
-
-
 def run_client(
     mode: str, port: int, model_port: int, n: int, pids: list[int] | None = None
 ) -> dict[str, Any]:
-    parent, child = multiprocessing.Pipe()
-    args = (child, mode, port, model_port, n, pids or [])
-    process = multiprocessing.Process(target=_client_main, args=args)
-    process.start()
-    result: dict[str, Any] = parent.recv()
-    process.join()
+    if mode == "sequential":
+        result: dict[str, Any] = in_child(sequential, port, model_port, n, pids or [])
+    else:
+        result = in_child(concurrent, port, n)
     return result
 
 
 # --- figures --------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def ms(value: float) -> str:

@@ -25,10 +25,12 @@ import json
 import multiprocessing
 import os
 import socket
+import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 TURN_TIMEOUT = 120.0
@@ -192,6 +194,45 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _run_and_send(
+    conn: Connection, work: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
+) -> None:
+    conn.send(asyncio.run(work(*args)))
+
+
+def in_child(work: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """``asyncio.run(work(*args))`` in a process of its own (a client whose CPU is not the
+    measuring process's); what it returned."""
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.Process(target=_run_and_send, args=(child, work, args))
+    process.start()
+    result = parent.recv()
+    process.join()
+    return result
+
+
+def wait_healthy(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Until ``ostinato serve`` on ``port`` answers ``/healthz``; ``SystemExit`` with its
+    log if it exits first or does not answer within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"ostinato serve exited:\n{log.read_text()}")
+        with contextlib.suppress(OSError):
+            if asyncio.run(call(port, "GET", "/healthz"))[0] == 200:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"no /healthz after {timeout:g} s:\n{log.read_text()}")
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank below; nan for none)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @dataclass

@@ -64,7 +64,8 @@ def switch_to_wal(connection: sqlite3.Connection, busy_timeout_ms: int) -> str:
 
 
 def migrate_sqlite(path: str, busy_timeout_ms: int) -> None:
-    """Create or upgrade the SQLite file at ``path`` and switch it to WAL (blocking)."""
+    """Create or upgrade the SQLite file at ``path`` and switch it to WAL (blocking). A
+    file already at head is left as it is (the store's writer then switches it)."""
     if sqlite_at_head(path, busy_timeout_ms):
         return
     engine = sa.create_engine(sa.URL.create("sqlite", database=path), poolclass=sa.NullPool)
@@ -88,7 +89,7 @@ def migrate_sqlite(path: str, busy_timeout_ms: int) -> None:
 
 
 def sqlite_at_head(path: str, busy_timeout_ms: int) -> bool:
-    """Whether the file at ``path`` is at ``HEAD_REVISION`` (and then in WAL mode).
+    """Whether the file at ``path`` is at ``HEAD_REVISION``.
 
     A new file, one at an older revision (or a newer one, which Alembic then refuses
     by name) or one whose version cannot be read is left to Alembic. An upgrade changes
@@ -103,9 +104,7 @@ def sqlite_at_head(path: str, busy_timeout_ms: int) -> bool:
             versions = connection.execute("SELECT version_num FROM alembic_version").fetchall()
         except sqlite3.OperationalError:  # no such table: a file nothing migrated yet
             return False
-        if versions != [(HEAD_REVISION,)]:
-            return False
-        return switch_to_wal(connection, busy_timeout_ms) == "wal"
+        return versions == [(HEAD_REVISION,)]
     finally:
         connection.close()
 

@@ -16,13 +16,17 @@ conversations there (a scratch database: conversations are written to it); ``--s
 picks which stores run.
 
 ``--observe`` measures what observation adds per step (K = 10, memory and SQLite stores):
-``off`` (nothing installed, the default), ``otel`` (the OpenTelemetry SDK making every
-span, batched to an exporter that drops them), ``metrics`` (Prometheus), ``both``. The
-modes take turns for ``--rounds`` rounds and each reports its median of the rounds'
-medians, so machine load drifting during the run hits them alike. ``--case`` runs one
-mode alone (on memory, or ``--store sqlite``): under callgrind, the instructions of two
-runs (N1 and N2 turns) differ by the cost of (N2 - N1) x 11 steps, whatever the
-machine's load (docs/observability.md, docs/performance.md). Both first run a few
+``off`` (everything off: nothing installed and timelines off), ``timeline`` (nothing
+installed, each turn's timeline kept: what ``ostinato serve`` does by default), ``otel``
+(the OpenTelemetry SDK making every span, batched to an exporter that drops them),
+``metrics`` (Prometheus), ``both``; the last three keep timelines too. The modes take
+turns for ``--rounds`` rounds and each reports its median of the rounds' medians, so
+machine load drifting during the run hits them alike. ``--case`` runs one mode alone (on
+memory, or ``--store sqlite``): under callgrind, the instructions of two runs (N1 and N2
+turns) differ by the cost of (N2 - N1) x 11 steps, whatever the machine's load
+(docs/observability.md, docs/performance.md). ``--case bare`` is the floor ``off`` is
+held against: model and tool calls observed by scopes that record nothing, and a fixed
+metrics block, as if the loop observed nothing at all. Both first run a few
 turns, then freeze what the process holds (``gc.collect``, ``gc.freeze``) as
 ``ostinato serve`` does once started, so the collector's full passes skip what start-up
 and the first turns made, as they do in the server, and do not land in one mode's
@@ -150,7 +154,53 @@ def backends(mode: str) -> list[observe.Backend]:
     return found
 
 
-MODES = ("off", "otel", "metrics", "both")
+MODES = ("off", "timeline", "otel", "metrics", "both")
+
+
+class _Unobserved:
+    """A model or tool call's scope that records nothing (``--case bare``)."""
+
+    first = 0.0
+
+    def __init__(self, *args: object) -> None:
+        pass
+
+    def __enter__(self) -> _Unobserved:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def first_token(self) -> None:
+        pass
+
+    def replied(self, reply: object) -> None:
+        pass
+
+    def ran(self, status: str, content: str) -> None:
+        pass
+
+    def failed(self, exc: BaseException) -> None:
+        pass
+
+
+def _unobserved() -> None:
+    """``--case bare``: the loop's observation replaced by nothing (timelines off too)."""
+    from ostinato.observe.ledger import TurnLedger
+
+    block = {"model_calls": 0, "tokens_in": 0, "tokens_out": 0, "tools": {}}
+    observe.model_call = _Unobserved  # type: ignore[assignment]
+    observe.tool_call = _Unobserved  # type: ignore[assignment]
+    TurnLedger.snapshot = lambda self, model=None: dict(block)  # type: ignore[method-assign]
+    observe.keep_timelines(False)
+
+
+def observing(mode: str) -> list[observe.Backend]:
+    """Set the process up for ``mode``: timelines kept or not, and its backends."""
+    observe.keep_timelines(mode != "off")
+    installed = backends(mode)
+    observe.install(installed)
+    return installed
 
 
 async def warmed(store: Store) -> None:
@@ -166,8 +216,7 @@ async def compare(directory: Path, turns: int, rounds: int) -> None:
     await warmed(await open_store("memory://"))
     for r in range(rounds):
         for mode in MODES:
-            installed = backends(mode)
-            observe.install(installed)
+            installed = observing(mode)
             for label in ("memory", "sqlite"):
                 url = "memory://" if label == "memory" else f"sqlite:///{directory}/o{r}{mode}.db"
                 store = await open_store(url)
@@ -177,6 +226,7 @@ async def compare(directory: Path, turns: int, rounds: int) -> None:
             observe.install(None)
             for backend in installed:
                 backend.shutdown()
+    observe.keep_timelines(True)
     print(f"observation overhead per step (µs, K={k}, median of {rounds} rounds' medians)")
     print(f"{'store':<8}" + "".join(f"{m:>16}" for m in MODES))
     for label in ("memory", "sqlite"):
@@ -198,7 +248,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of --observe")
     parser.add_argument(
         "--case",
-        choices=MODES,
+        choices=(*MODES, "bare"),
         help="run only --turns turns of K=10 in this mode "
         "(for valgrind --tool=callgrind: instructions do not drift with the machine's load)",
     )
@@ -208,8 +258,9 @@ async def main() -> None:
     args = parser.parse_args()
     directory = Path(args.sqlite_dir or tempfile.mkdtemp(prefix="ostinato-bench-"))
     if args.case:
-        installed = backends(args.case)
-        observe.install(installed)
+        if args.case == "bare":
+            _unobserved()
+        installed = [] if args.case == "bare" else observing(args.case)
         url = "memory://" if args.store == "memory" else f"sqlite:///{directory}/case.db"
         store = await open_store(url)
         await warmed(store)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ostinato import observe
 from ostinato.agents import AgentConfig
 from ostinato.approvals import ApprovalPolicy
 from ostinato.config import AgentSection, Config, ConfigError, ModelsSection, guidelines_for
@@ -132,6 +133,7 @@ async def build_runtime(
     prices.configure(
         {model: prices.Price(**p.model_dump()) for model, p in config.observability.prices.items()}
     )
+    observe.keep_timelines(config.observability.timeline)
     tiers = Tiers.for_default(default_id, config.models.tiers)
     models = Models(default_id, tiers, provider_settings(config.models))
     models._made[default_id] = default_model

@@ -55,7 +55,7 @@ async def test_counts_from_the_provider_say_so_and_name_the_model() -> None:
 
 
 def call(model: str, usage: Usage | None, purpose: str = "step") -> observe.CallScope:
-    scope = observe.CallScope(None, model, ModelRequest(system="", messages=()), purpose)
+    scope = observe.CallScope(model, ModelRequest(system="", messages=()), purpose)
     scope.usage = usage
     return scope
 
@@ -119,7 +119,20 @@ def models(**named: ScriptedModel) -> dict[str, ScriptedModel]:
     return named
 
 
-async def test_a_turn_counts_its_router_summary_subagent_and_extraction_calls() -> None:
+@pytest.mark.parametrize("timelines", [True, False], ids=["timelines", "no-timelines"])
+async def test_a_turn_counts_its_router_summary_subagent_and_extraction_calls(
+    timelines: bool,
+) -> None:
+    """With timelines off and nothing installed, the sub-agent's turn nests in the turn
+    itself rather than in the tool call: its calls are counted all the same."""
+    previous = observe.keep_timelines(timelines)
+    try:
+        await _counts_every_call(timelines)
+    finally:
+        observe.keep_timelines(previous)
+
+
+async def _counts_every_call(timelines: bool) -> None:
     m = models(
         lead=ScriptedModel(name="test:lead"),
         helper=ScriptedModel([text_step("It is 4.", usage=Usage(7, 3))], name="test:helper"),
@@ -179,7 +192,12 @@ async def test_a_turn_counts_its_router_summary_subagent_and_extraction_calls() 
     assert stored.metrics["model_calls"] == 6
     assert stored.metrics["model_calls_by_purpose"]["extraction"] == 1
     assert stored.metrics["route"]["skill"] == "lead"
+    for model in m.values():
+        model.assert_consumed()
     timeline = stored.timeline
+    if not timelines:
+        assert timeline is None
+        return
     assert timeline is not None
     steps = timeline["steps"]
     assert [s["index"] for s in steps] == [0, 1, 2]
@@ -199,5 +217,3 @@ async def test_a_turn_counts_its_router_summary_subagent_and_extraction_calls() 
     assert [c["purpose"] for c in timeline["after_turn"]] == ["extraction"]
     for step in steps:
         assert step["duration_s"] is not None and step["duration_s"] >= 0
-    for model in m.values():
-        model.assert_consumed()

@@ -64,7 +64,7 @@ function ToolLine({ call, total }: { call: ToolCallTiming; total: number }) {
 
 function Timeline({ turn }: { turn: TurnTimeline }) {
   if (turn.steps === null) {
-    return <p class="note">{turn.status === "running" ? "The timeline is written when the turn ends." : "This turn has no timeline (it was closed after a server stop)."}</p>;
+    return <p class="note">{turn.status === "running" ? "The timeline is written when the turn ends." : "This turn has no timeline (it was closed after a server stop, or ran while timelines were off)."}</p>;
   }
   const total = turn.duration_s ?? 0;
   return (

@@ -64,7 +64,7 @@ def turn_lines(number: int, turn: Turn) -> Iterator[str]:
     )
     yield head
     if timeline is None:
-        yield "  no timeline (the turn is running, or was closed after a crash)"
+        yield "  no timeline (the turn is running, closed after a crash, or timelines were off)"
         return
     for step in timeline["steps"]:
         yield f"  step {step['index']} +{_seconds(step['start_s'])} {_seconds(step['duration_s'])}"

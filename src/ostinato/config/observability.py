@@ -38,6 +38,13 @@ class ObservabilitySection(Section):
         "`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Off: spans carry "
         "names, models, counts and timings only.",
     )
+    timeline: bool = Field(
+        default=True,
+        description="Keep each turn's timeline (its steps, model calls and tool calls with "
+        "their times: `GET /v1/conversations/{id}/turns/{turn_id}`, `ostinato replay "
+        "--timeline`, the page's timeline). Off: turns store none, and with no traces and "
+        "no metrics a step does only what the metrics block needs.",
+    )
     metrics: bool = Field(
         default=False,
         description="Serve Prometheus metrics at `/metrics` (needs the `metrics` extra: "

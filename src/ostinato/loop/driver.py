@@ -159,7 +159,8 @@ class TurnDriver:
             while True:
                 match step:
                     case CallModel(tools_off=tools_off):
-                        self.watch.next_step()
+                        if self.watch.timed:  # something reads the turn's steps
+                            self.watch.next_step()
                         state, step = await self._model_step(state, tools_off)
                     case RunTools(calls=calls, broken=broken, awaiting=awaiting):
                         runnable = tuple(c for c in calls if c.id != awaiting)
@@ -308,7 +309,8 @@ class TurnDriver:
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
         self.shown = Shown()
-        with observe.model_call(self.model.name, request, purpose) as call:
+        call = observe.model_call(self.model.name, request, purpose)
+        try:  # not a ``with``: the two calls it would add are the observation's per step
             await stream_reply(
                 self.model,
                 request,
@@ -321,7 +323,10 @@ class TurnDriver:
                 call=call,
             )
             reply = unique_tool_ids(builder.finish(), self.tool_ids)
-            call.replied(reply)
+        except BaseException as exc:
+            call.failed(exc)
+            raise
+        call.replied(reply)
         return reply
 
     def metrics(self) -> dict[str, Any]:

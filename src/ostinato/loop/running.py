@@ -73,23 +73,26 @@ class ToolRunner:
             self._progress(call.id, call.name, text, False)
 
         self.heartbeat.start(call.id, call.name)
-        with observe.tool_call(call.id, call.name, call.input) as watch:
-            try:
-                run = await run_tool(
-                    call,
-                    self.catalog,
-                    self.record.turn,
-                    consent=self.consent,
-                    owner=self.owner,
-                    workdir=self.workdir,
-                    progress=progress,
-                    waiting=lambda now: self._waiting(call.id, now),
-                    seq=self.record.seq,
-                    extras=self.extras,
-                )
-            finally:
-                self.heartbeat.done(call.id)
-            watch.ran(run.status, run.content)
+        watch = observe.tool_call(call.id, call.name, call.input)  # current until it ends
+        try:  # not a ``with``: the two calls it would add are the observation's per step
+            run = await run_tool(
+                call,
+                self.catalog,
+                self.record.turn,
+                consent=self.consent,
+                owner=self.owner,
+                workdir=self.workdir,
+                progress=progress,
+                waiting=lambda now: self._waiting(call.id, now),
+                seq=self.record.seq,
+                extras=self.extras,
+            )
+        except BaseException as exc:
+            watch.failed(exc)
+            raise
+        finally:
+            self.heartbeat.done(call.id)
+        watch.ran(run.status, run.content)
         return run
 
     def _waiting(self, tool_use_id: str, now: bool) -> None:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ostinato.observe import backend as _backend
-from ostinato.observe.backend import Backend, Fanout, install, installed
+from ostinato.observe.backend import Backend, Fanout, install, installed, keep_timelines
 from ostinato.observe.ledger import TurnLedger
 from ostinato.observe.scopes import (
     CURRENT,
@@ -37,8 +37,6 @@ from ostinato.observe.scopes import (
 )
 
 if TYPE_CHECKING:
-    from ostinato.messages import JSON
-    from ostinato.models.base import ModelRequest
     from ostinato.store.base import Turn
 
 __all__ = [
@@ -64,6 +62,7 @@ __all__ = [
     "install",
     "installed",
     "job",
+    "keep_timelines",
     "model_call",
     "nearest_holder",
     "operation",
@@ -92,7 +91,8 @@ def turn_beginning(turn: Turn, *, owner: str | None) -> Iterator[TurnScope]:
     """A turn being begun by the runtime: current while its message is routed and its
     driver started (whose task inherits it). If it cannot begin, it ends as failed."""
     scope = TurnScope(None, turn, owner)
-    _backend.INSTALLED.started(scope)
+    if _backend.HEARING:
+        _backend.INSTALLED.started(scope)
     token = scope.attach()
     try:
         yield scope
@@ -111,21 +111,22 @@ def turn_scope(turn: Turn, *, owner: str | None, agent: str, model: str) -> Turn
     scope = TurnScope(found, turn, owner) if fresh else found
     assert isinstance(scope, TurnScope)
     scope.adopted, scope.agent, scope.model, scope.turn_kind = True, agent, model, turn.kind
-    if fresh:
+    if not _backend.HEARING:
+        pass
+    elif fresh:
         _backend.INSTALLED.started(scope)
     else:
         _backend.INSTALLED.described(scope)
     return scope
 
 
-def model_call(model: str, request: ModelRequest, purpose: str) -> CallScope:
-    """One model call (use it as a context manager around the call)."""
-    return CallScope(CURRENT.get(), model, request, purpose)
+# One model call, under the current scope: ``observe.model_call(model, request, purpose)``
+# (``CallScope``: it ends with ``replied`` or ``failed``, or as a context manager).
+model_call = CallScope
 
-
-def tool_call(call_id: str, name: str, arguments: JSON) -> ToolScope:
-    """One tool call (a context manager; it is current while the tool runs)."""
-    return ToolScope(CURRENT.get(), call_id, name, arguments)
+# One tool call, current until it ends: ``observe.tool_call(call_id, name, arguments)``
+# (``ToolScope``: it ends with ``ran`` or ``failed``, or as a context manager).
+tool_call = ToolScope
 
 
 def operation(name: str, **attributes: Any) -> OpScope:
@@ -167,13 +168,16 @@ def caused(turn: Turn) -> None:
 
 
 def queued(delta: int) -> None:
-    _backend.INSTALLED.queued(delta)
+    if _backend.HEARING:
+        _backend.INSTALLED.queued(delta)
 
 
 def streams(delta: int) -> None:
-    _backend.INSTALLED.streams(delta)
+    if _backend.HEARING:
+        _backend.INSTALLED.streams(delta)
 
 
 def store_write(seconds: float) -> None:
     """A store write committed in ``seconds`` (the SQL stores time each one)."""
-    _backend.INSTALLED.store_write(seconds)
+    if _backend.HEARING:
+        _backend.INSTALLED.store_write(seconds)

@@ -5,7 +5,14 @@ observation hook costs one method call that returns at once. OpenTelemetry trace
 (``observe.otel``) and Prometheus metrics (``observe.prometheus``) are backends; with
 both switched on, ``Fanout`` calls each in turn, each only with the kinds of scope it
 says it hears (``starts``, ``ends``). ``INSTALLED`` is read at every hook, so installing
-takes effect from the next piece of work.
+takes effect from the next piece of work; ``HEARING`` says whether anything but the no-op
+backend is installed, so a hook with nothing to tell skips even the no-op call.
+
+``TIMELINES`` says whether turns keep their timelines (``keep_timelines``; on by
+default). ``DETAILED`` is either of the two: a turn records its steps, and a tool call is
+made the current scope (so what runs in it nests under it), only when something will
+read them; with nothing installed and timelines off, the scopes do no more than the
+metrics block needs.
 """
 
 from __future__ import annotations
@@ -110,12 +117,15 @@ def _hears(kinds: frozenset[str] | None, kind: str) -> bool:
 
 NOOP = Backend()
 INSTALLED: Backend = NOOP
+HEARING = False  # INSTALLED is not NOOP
+TIMELINES = True  # turns keep their timelines
+DETAILED = True  # HEARING or TIMELINES
 
 
 def install(backend: Backend | Sequence[Backend] | None) -> Backend:
     """Install ``backend`` (several: a ``Fanout``; ``None`` or none: the no-op one);
     returns the one it replaced."""
-    global INSTALLED
+    global INSTALLED, HEARING, DETAILED
     previous = INSTALLED
     if backend is None:
         INSTALLED = NOOP
@@ -124,6 +134,17 @@ def install(backend: Backend | Sequence[Backend] | None) -> Backend:
     else:
         found = list(backend)
         INSTALLED = NOOP if not found else found[0] if len(found) == 1 else Fanout(found)
+    HEARING = INSTALLED is not NOOP
+    DETAILED = HEARING or TIMELINES
+    return previous
+
+
+def keep_timelines(on: bool) -> bool:
+    """Whether turns keep their timelines (``observability.timeline``), from the next
+    turn; returns what it was."""
+    global TIMELINES, DETAILED
+    previous, TIMELINES = TIMELINES, on
+    DETAILED = HEARING or TIMELINES
     return previous
 
 

@@ -22,7 +22,8 @@ The block (``snapshot``):
   from the turn's start (before routing) to its end.
 
 The timeline (``timeline``) lists the turn's steps, each with its model calls and tool
-calls, every one with its start offset from the turn's start and its duration.
+calls, every one with its start offset from the turn's start and its duration; a ledger
+made while timelines are off (``observe.keep_timelines``) has none.
 """
 
 from __future__ import annotations
@@ -37,21 +38,20 @@ if TYPE_CHECKING:
     from ostinato.observe.scopes import CallScope, StepScope, ToolScope
 
 Entry = tuple[Any, str | None, str | None]  # (scope, sub-agent name, parent tool call id)
-# by model, by purpose, token sources, calls, the turn's own tool calls by name
-Tally = tuple[dict[str, dict[str, Any]], dict[str, int], frozenset[str], int, dict[str, int]]
 
 
 class TurnLedger:
-    __slots__ = ("_kept", "after", "calls", "closed", "started", "steps", "tools")
+    __slots__ = ("_kept", "after", "calls", "closed", "started", "steps", "timed", "tools")
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, timed: bool = True) -> None:
         self.started = started
+        self.timed = timed  # it makes a timeline
         self.closed: float | None = None
         self.calls: list[Entry] = []
         self.tools: list[Entry] = []
         self.after: list[Entry] = []  # calls made for the turn after it ended
         self.steps: list[StepScope] = []
-        self._kept: tuple[tuple[int, int, int], Tally] | None = None  # ``_tally``'s
+        self._kept: tuple[tuple[int, int, int, str | None], dict[str, Any]] | None = None
 
     def add(self, scope: CallScope | ToolScope, agent: str | None, under: str | None) -> None:
         """Record ``scope`` (``observe.scopes`` appends to ``calls`` and ``tools`` itself)."""
@@ -69,60 +69,84 @@ class TurnLedger:
     # --- the metrics block -----------------------------------------------------------
 
     def snapshot(self, model: str | None = None) -> dict[str, Any]:
-        models, purposes, sources, count, tools = self._tally()
-        unpriced = sorted(m for m, entry in models.items() if entry["cost_usd"] is None)
-        tokens_in = sum(entry["tokens_in"] for entry in models.values())
-        tokens_out = sum(entry["tokens_out"] for entry in models.values())
+        """The block as of now (a copy: the caller may add to it). It is made once for
+        what has been counted: asked again with no call counted since (a turn's block
+        is asked for twice as it ends: its final message's and its record's), it is the
+        same block, its response time included."""
+        key = (len(self.calls), len(self.after), len(self.tools), model)
+        kept = self._kept
+        if kept is None or kept[0] != key:
+            kept = self._kept = (key, self._block(model))
+        return dict(kept[1])
+
+    def _block(self, model: str | None) -> dict[str, Any]:
+        """The calls added up by model and purpose in one pass (no call per entry: it
+        runs every turn), and the turn's own tool calls by name."""
+        sums: dict[str, list[int]] = {}  # by model: calls, the four counts, uncached input
+        purposes: dict[str, int] = {}
+        sources: set[str] = set()
+        for entries in (self.calls, self.after):
+            for call, _, _ in entries:
+                purposes[call.purpose] = purposes.get(call.purpose, 0) + 1
+                found = sums.get(call.model)
+                if found is None:
+                    found = sums[call.model] = [0, 0, 0, 0, 0, 0]
+                found[0] += 1
+                usage = call.usage
+                if usage is not None:
+                    cache_read, cache_write = usage.cache_read_tokens, usage.cache_write_tokens
+                    found[1] += usage.input_tokens
+                    found[2] += usage.output_tokens
+                    found[3] += cache_read
+                    found[4] += cache_write
+                    found[5] += max(0, usage.input_tokens - cache_read - cache_write)
+                    sources.add(usage.source)
+        models, tokens_in, tokens_out, cost, unpriced = {}, 0, 0, 0.0, []
+        for name, (calls, t_in, t_out, c_read, c_write, uncached) in sums.items():
+            priced = prices.tokens_cost(name, t_in, t_out, c_read, c_write, uncached)
+            if priced is None:
+                unpriced.append(name)  # never guessed: the block names the model instead
+            else:
+                cost += priced
+            models[name] = {
+                "calls": calls,
+                "tokens_in": t_in,
+                "tokens_out": t_out,
+                "cache_read_tokens": c_read,
+                "cache_write_tokens": c_write,
+                "cost_usd": round(priced, 6) if priced is not None else None,
+            }
+            tokens_in += t_in
+            tokens_out += t_out
+        tools: dict[str, int] = {}
+        for scope, agent, _ in self.tools:
+            if agent is None:
+                tools[scope.name] = tools.get(scope.name, 0) + 1
         end = self.closed if self.closed is not None else time.perf_counter()
         return {
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
             "tokens_total": tokens_in + tokens_out,
             "tokens_source": _source(sources),
-            "model_calls": count,
-            "model_calls_by_purpose": dict(purposes),
+            "model_calls": len(self.calls) + len(self.after),
+            "model_calls_by_purpose": purposes,
             "model": model,
-            "models": {m: _rounded(entry) for m, entry in models.items()},
-            "cost_usd": None if unpriced else round(sum(e["cost_usd"] for e in models.values()), 6),
-            "unpriced": unpriced,
-            "tools": dict(tools),
+            "models": models,
+            "cost_usd": None if unpriced else round(cost, 6),
+            "unpriced": sorted(unpriced),
+            "tools": tools,
             "response_time_s": round(end - self.started, 3),
         }
 
-    def _tally(self) -> Tally:
-        """The calls added up by model and purpose, and the turn's own tool calls by name;
-        kept until a call is added (a turn's block is asked for twice as it ends: its
-        final message's and its record's)."""
-        key = (len(self.calls), len(self.after), len(self.tools))
-        if self._kept is not None and self._kept[0] == key:
-            return self._kept[1]
-        models: dict[str, dict[str, Any]] = {}
-        purposes: dict[str, int] = {}
-        sources: set[str] = set()
-        for entries in (self.calls, self.after):
-            for call, _, _ in entries:
-                purposes[call.purpose] = purposes.get(call.purpose, 0) + 1
-                entry = models.get(call.model)
-                if entry is None:
-                    entry = models[call.model] = _empty()
-                _count(entry, call)
-                if call.usage is not None:
-                    sources.add(call.usage.source)
-        tools: dict[str, int] = {}
-        for scope, agent, _ in self.tools:
-            if agent is None:
-                tools[scope.name] = tools.get(scope.name, 0) + 1
-        tally = (models, purposes, frozenset(sources), len(self.calls) + len(self.after), tools)
-        self._kept = (key, tally)
-        return tally
-
     # --- the timeline ----------------------------------------------------------------
 
-    def timeline(self) -> dict[str, Any]:
+    def timeline(self) -> dict[str, Any] | None:
         """The steps (step 0 holds what came before the first model call of the turn:
-        routing, turn-zero reads, a carried approval's call), and ``after_turn``. Each
-        call's entry is made in one go (``_call``, ``_tool``): this runs once a turn,
-        with everything else of it, whether anything is installed or not."""
+        routing, turn-zero reads, a carried approval's call), and ``after_turn``; None
+        when timelines were off as the turn began. Each call's entry is made in one go
+        (``_call``, ``_tool``): this runs once a turn, with everything else of it."""
+        if not self.timed:
+            return None
         t0 = self.started
         starts = [step.started for step in self.steps]
         calls: list[list[dict[str, Any]]] = [[] for _ in range(len(starts) + 1)]
@@ -209,37 +233,7 @@ def _tool(scope: ToolScope, agent: str | None, under: str | None, t0: float) -> 
     }
 
 
-def _empty() -> dict[str, Any]:
-    return {
-        "calls": 0,
-        "tokens_in": 0,
-        "tokens_out": 0,
-        "cache_read_tokens": 0,
-        "cache_write_tokens": 0,
-        "cost_usd": 0.0,
-    }
-
-
-def _count(entry: dict[str, Any], call: CallScope) -> None:
-    entry["calls"] += 1
-    usage = call.usage
-    if usage is not None:
-        entry["tokens_in"] += usage.input_tokens
-        entry["tokens_out"] += usage.output_tokens
-        entry["cache_read_tokens"] += usage.cache_read_tokens
-        entry["cache_write_tokens"] += usage.cache_write_tokens
-    if prices.price_of(call.model) is None:
-        entry["cost_usd"] = None  # never guessed: the block names the model instead
-    elif entry["cost_usd"] is not None and usage is not None:
-        entry["cost_usd"] += prices.cost(call.model, usage) or 0.0
-
-
-def _rounded(entry: dict[str, Any]) -> dict[str, Any]:
-    cost = entry["cost_usd"]
-    return {**entry, "cost_usd": round(cost, 6) if cost is not None else None}
-
-
-def _source(sources: frozenset[str]) -> str:
+def _source(sources: set[str]) -> str:
     if not sources:
         return "none"
     if len(sources) == 1:

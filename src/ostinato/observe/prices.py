@@ -70,18 +70,40 @@ def price_of(model_id: str) -> Price | None:
 
 def cost(model_id: str, usage: Usage) -> float | None:
     """The call's estimated cost in US dollars; ``None`` when the model has no price."""
+    cached = usage.cache_read_tokens + usage.cache_write_tokens
+    return tokens_cost(
+        model_id,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        max(0, usage.input_tokens - cached),
+    )
+
+
+def tokens_cost(
+    model_id: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int,
+    cache_write_tokens: int,
+    uncached: int,
+) -> float | None:
+    """The estimated cost of calls to one model from their summed token counts (the
+    metrics block prices each model once per turn); ``uncached`` is the sum over the
+    calls of each one's input tokens less its cached ones, never below zero, which is
+    what is priced as input for every provider but Anthropic. ``None``: no price."""
     price = _table.get(model_id)
     if price is None:
         return None
-    cached = usage.cache_read_tokens + usage.cache_write_tokens
     anthropic = model_id.split(":", 1)[0] == "anthropic"
-    plain = usage.input_tokens if anthropic else max(0, usage.input_tokens - cached)
+    plain = input_tokens if anthropic else uncached
     read = price.cache_read if price.cache_read is not None else price.input
     write = price.cache_write if price.cache_write is not None else price.input
     total = (
         plain * price.input
-        + usage.output_tokens * price.output
-        + usage.cache_read_tokens * read
-        + usage.cache_write_tokens * write
+        + output_tokens * price.output
+        + cache_read_tokens * read
+        + cache_write_tokens * write
     )
     return total / MILLION

@@ -15,6 +15,13 @@ number and its times in the ledger) and a model call's start (it is told once, w
 call has ended, with its start time). A model call is never made current: nothing nests
 in it, so it costs no context switch. A ``JobScope`` is background work outside any turn
 (a schedule's firing): a trace of its own for a conversation.
+
+What nothing will read is not made (``backend.DETAILED``): with no backend installed and
+timelines off, a turn records no steps and a tool call is not made current (a sub-agent's
+calls then go on its parent turn's ledger directly, without the tool call's id, which only
+the timeline and the spans show), so a step costs the metrics block's two entries and
+little else. The scopes a step makes are built and closed in one call each, without the
+base class's methods (``CallScope``, ``ToolScope``): they run for every step.
 """
 
 from __future__ import annotations
@@ -76,7 +83,8 @@ class Scope:
         return node
 
     def __enter__(self) -> Any:
-        _backend.INSTALLED.started(self)
+        if _backend.HEARING:
+            _backend.INSTALLED.started(self)
         self._token = CURRENT.set(self)
         return self
 
@@ -97,7 +105,8 @@ class Scope:
         if self.ended is not None:
             return
         self.ended = perf_counter()
-        _backend.INSTALLED.ended(self)
+        if _backend.HEARING:
+            _backend.INSTALLED.ended(self)
 
 
 class Holder(Scope):
@@ -117,7 +126,7 @@ class Holder(Scope):
         super().__init__(parent)
         self.conversation_id, self.run_id, self.turn_id = conversation_id, run_id, turn_id
         self.owner = owner
-        self.ledger = TurnLedger(self.started)
+        self.ledger = TurnLedger(self.started, _backend.TIMELINES)
         self.tags: Any = None  # what a backend's objects for its work share, made once
 
 
@@ -125,7 +134,7 @@ class TurnScope(Holder):
     """A turn: begun by the runtime before it routes the message, adopted by the turn's
     driver (which names its agent and model), finished with the stop reason."""
 
-    __slots__ = ("adopted", "agent", "model", "step", "stop_reason", "turn_kind")
+    __slots__ = ("adopted", "agent", "model", "step", "stop_reason", "timed", "turn_kind")
     kind = "turn"
 
     def __init__(self, parent: Scope | None, turn: Any, owner: str | None) -> None:
@@ -136,6 +145,7 @@ class TurnScope(Holder):
         self.adopted = False
         self.stop_reason: str | None = None
         self.step: StepScope | None = None
+        self.timed = _backend.DETAILED  # its steps are recorded (something reads them)
 
     def attach(self) -> Token[Scope | None]:
         """Make the turn the current scope (``detach`` with the token undoes it)."""
@@ -145,11 +155,16 @@ class TurnScope(Holder):
         CURRENT.reset(token)
 
     def next_step(self) -> None:
-        """A step begins (a model call and the tool calls it asks for); the last ends."""
-        if self.step is not None:
-            self.step.end()
-        self.step = StepScope(self, len(self.ledger.steps) + 1)
-        self.ledger.steps.append(self.step)
+        """A step begins (a model call and the tool calls it asks for); the last ends.
+        Nothing is recorded when nothing will read it (``timed``)."""
+        if not self.timed:
+            return
+        steps = self.ledger.steps
+        now = perf_counter()
+        if self.step is not None and self.step.ended is None:
+            self.step.ended = now
+        self.step = StepScope(self, len(steps) + 1, now)
+        steps.append(self.step)
 
     def settle(self) -> None:
         """The turn is ending: its last step ends and its ledger stops the clock."""
@@ -221,9 +236,12 @@ class StepScope(Scope):
     __slots__ = ("index",)
     kind = "step"
 
-    def __init__(self, turn: TurnScope, index: int) -> None:
-        super().__init__(turn)
-        self.index = index
+    def __init__(self, turn: TurnScope, index: int, started: float) -> None:
+        self.parent, self.started, self.index = turn, started, index
+        self.ended: float | None = None
+        self.error: str | None = None
+        self.handle: Any = None
+        self._token = None
 
     def end(self) -> None:
         if self.ended is None:
@@ -231,8 +249,10 @@ class StepScope(Scope):
 
 
 class CallScope(Scope):
-    """One model call: its purpose (``step``, ``wrap_up``, ``router``, ``summary``,
-    ``extraction``), its model, when its first content came, what it answered."""
+    """One model call (``observe.model_call``), under the current scope: its purpose
+    (``step``, ``wrap_up``, ``router``, ``summary``, ``extraction``), its model, when its
+    first content came, what it answered. It ends with ``replied`` (or ``failed``); used
+    as a context manager, it also ends when the block does."""
 
     __slots__ = (
         "first",
@@ -246,10 +266,13 @@ class CallScope(Scope):
     )
     kind = "model_call"
 
-    def __init__(
-        self, parent: Scope | None, model: str, request: ModelRequest, purpose: str
-    ) -> None:
-        super().__init__(parent)
+    def __init__(self, model: str, request: ModelRequest | None, purpose: str) -> None:
+        # ``Scope.__init__``'s fields set here: one call less for every step
+        self.parent, self.started = CURRENT.get(), perf_counter()
+        self.ended: float | None = None
+        self.error: str | None = None
+        self.handle: Any = None
+        self._token = None
         self.model, self.purpose = model, purpose
         self.request: ModelRequest | None = request
         self.first: float | None = None
@@ -271,9 +294,10 @@ class CallScope(Scope):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is not None and self.error is None:
-            self.error = error_name(exc)
-        self.end()
+        if exc is not None:
+            self.failed(exc)
+        else:
+            self.end()
 
     def first_token(self) -> None:
         if self.first is None:
@@ -285,47 +309,106 @@ class CallScope(Scope):
         cause = error.split(":", 1)[0].strip() or "unknown"
         self.retries = (*self.retries, cause)
         self.first = None
-        _backend.INSTALLED.retried(self, cause)
+        if _backend.HEARING:
+            _backend.INSTALLED.retried(self, cause)
 
     def replied(self, reply: ModelReply) -> None:
+        """The call answered ``reply``: it ends."""
         self.usage, self.stop_reason, self.reply = reply.usage, reply.stop_reason, reply.message
+        self.end()
+
+    def failed(self, exc: BaseException) -> None:
+        """The call failed with ``exc`` (its name is the scope's ``error``): it ends."""
+        if self.error is None:
+            self.error = error_name(exc)
+        self.end()
 
     def end(self) -> None:
+        """Every ledger above records the call, then the backend hears of it."""
         if self.ended is not None:
             return
         self.ended = perf_counter()
-        _record(self)
-        _backend.INSTALLED.ended(self)
+        own = self.parent
+        if type(own) is TurnScope and own.parent is None:
+            own.ledger.calls.append((self, None, None))  # a turn's own call: nothing above
+        else:
+            _record(self)
+        if _backend.HEARING:
+            _backend.INSTALLED.ended(self)
         self.request = None  # the history is not kept past the call
         self.reply = None
 
 
 class ToolScope(Scope):
-    """One tool call: its id and name, how it ended, and any approval it waited for."""
+    """One tool call (``observe.tool_call``), under the current scope: its id and name,
+    how it ended, and any approval it waited for. It is the current scope from when it is
+    made until it ends with ``ran`` (or ``failed``), so what the tool does nests in it
+    (an approval's wait, a sub-agent's turn), when something reads that
+    (``backend.DETAILED``). Used as a context manager, it also ends when the block does."""
 
     __slots__ = ("approval", "arguments", "call_id", "name", "result", "status", "waited")
     kind = "tool_call"
 
-    def __init__(self, parent: Scope | None, call_id: str, name: str, arguments: JSON) -> None:
-        super().__init__(parent)
+    def __init__(self, call_id: str, name: str, arguments: JSON) -> None:
+        # ``Scope.__init__``'s fields set here, as ``CallScope`` does
+        self.parent, self.started = CURRENT.get(), perf_counter()
+        self.ended: float | None = None
+        self.error: str | None = None
+        self.handle: Any = None
         self.call_id, self.name, self.arguments = call_id, name, arguments
         self.status: str | None = None
         self.result: str | None = None
         self.approval: str | None = None  # the approval's ending
         self.waited: float | None = None  # seconds waiting for it
+        self._token: Token[Scope | None] | None = None
+        if _backend.DETAILED:
+            if _backend.HEARING:
+                _backend.INSTALLED.started(self)
+            self._token = CURRENT.set(self)
+
+    def __enter__(self) -> ToolScope:
+        return self  # current already (``__init__``)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self.failed(exc)
+        else:
+            self.end()
 
     def ran(self, status: str, content: str) -> None:
+        """The tool ran and answered ``content`` with ``status``: the call ends."""
         self.status = status
         if status not in ("ok", "waiting"):
             self.error = status
         self.result = content
+        self.end()
+
+    def failed(self, exc: BaseException) -> None:
+        """The call raised ``exc`` (its name is the scope's ``error``): it ends."""
+        if self.error is None:
+            self.error = error_name(exc)
+        self.end()
 
     def end(self) -> None:
+        """No longer current; every ledger above records it, then the backend hears."""
+        if self._token is not None:
+            CURRENT.reset(self._token)
+            self._token = None
         if self.ended is not None:
             return
         self.ended = perf_counter()
-        _record(self)
-        _backend.INSTALLED.ended(self)
+        own = self.parent
+        if type(own) is TurnScope and own.parent is None:
+            own.ledger.tools.append((self, None, None))  # a turn's own call: nothing above
+        else:
+            _record(self)
+        if _backend.HEARING:
+            _backend.INSTALLED.ended(self)
         self.result = None
 
 
@@ -367,7 +450,8 @@ def _record(scope: CallScope | ToolScope) -> None:
     while own is not None and not isinstance(own, Holder):
         own = own.parent
     if own is None:
-        _backend.INSTALLED.unheld(scope)
+        if _backend.HEARING:
+            _backend.INSTALLED.unheld(scope)
         return
     call = isinstance(scope, CallScope)
     (own.ledger.calls if call else own.ledger.tools).append((scope, None, None))

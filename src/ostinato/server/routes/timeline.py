@@ -3,8 +3,9 @@
 The timeline is what the turn's ledger recorded when it ended (``ostinato.observe.ledger``):
 its steps, each with its model calls and tool calls, every one with its start offset from
 the turn's start and its duration; then the calls made for the turn after it ended (fact
-extraction). A turn still running, or closed by recovery after a crash, has none yet
-(``steps`` is ``null``). The shape is in docs/api.md.
+extraction). A turn still running, closed by recovery after a crash, or run while
+timelines were off (``observability.timeline``), has none (``steps`` is ``null``). The
+shape is in docs/api.md.
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ class TurnTimeline(BaseModel):
     started_at: datetime
     finished_at: datetime | None
     duration_s: float | None = Field(description="As the turn measured itself.")
-    steps: list[StepTiming] | None = Field(description="null until the turn has ended.")
+    steps: list[StepTiming] | None = Field(
+        description="null until the turn has ended, and for a turn run with timelines off."
+    )
     after_turn: list[ModelCallTiming] = Field(
         description="Model calls made for the turn after it ended (fact extraction)."
     )

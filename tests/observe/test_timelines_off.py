@@ -1,0 +1,130 @@
+"""Timelines off (``observability.timeline = false``, ``observe.keep_timelines``): turns
+store no timeline, and with nothing installed either a turn records no steps and a tool
+call is not made current; the metrics block counts the same; an installed backend still
+gets its steps and nesting; the setting reaches the process from the deployment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ostinato import observe
+from ostinato.config import load_config
+from ostinato.deployment import build_runtime
+from ostinato.models.base import Usage
+from ostinato.models.scripted import ScriptedModel, text_step, tool_step
+from ostinato.observe import backend
+from ostinato.store.memory import MemoryStore
+from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
+from tests.loop.harness import Harness
+
+
+@pytest.fixture
+def timelines_off() -> Iterator[None]:
+    previous = observe.keep_timelines(False)
+    try:
+        yield
+    finally:
+        observe.keep_timelines(previous)
+
+
+seen: list[observe.Scope | None] = []
+
+
+async def where() -> str:
+    """Say which scope is current while the tool runs."""
+    seen.append(observe.current())
+    return "here"
+
+
+def harness() -> Harness:
+    seen.clear()
+    return Harness(
+        tool_step(("where", {}), usage=Usage(10, 2)),
+        text_step("done", usage=Usage(12, 3)),
+        tools=ToolRegistry([function_tool(where)]),
+    )
+
+
+class Steps(observe.Backend):
+    """Keeps each turn that ended, with its ledger."""
+
+    def __init__(self) -> None:
+        self.turns: list[observe.TurnScope] = []
+
+    def ended(self, scope: observe.Scope) -> None:
+        if isinstance(scope, observe.TurnScope):
+            self.turns.append(scope)
+
+
+async def test_with_nothing_installed_a_turn_keeps_no_timeline_and_counts_the_same(
+    timelines_off: None,
+) -> None:
+    assert not backend.DETAILED
+    h = harness()
+    cid = await h.conversation()
+    result = await h.runtime.run_turn(cid, "where?")
+    assert result.stop_reason == "end_turn"
+    metrics = result.metrics
+    assert metrics["model_calls"] == 2 and metrics["tools"] == {"where": 1}
+    assert (metrics["tokens_in"], metrics["tokens_out"]) == (22, 5)
+    assert metrics["models"][h.model.name]["calls"] == 2
+    [stored] = await h.store.list_turns(cid)
+    assert stored.timeline is None and stored.metrics["model_calls"] == 2
+    [current] = seen
+    assert isinstance(current, observe.TurnScope)  # the tool call was not made current
+    assert current.ledger.steps == [] and not current.timed
+
+
+async def test_with_timelines_on_the_tool_call_is_current_and_steps_are_kept() -> None:
+    assert backend.TIMELINES and backend.DETAILED
+    h = harness()
+    cid = await h.conversation()
+    await h.runtime.run_turn(cid, "where?")
+    [current] = seen
+    assert isinstance(current, observe.ToolScope) and current.name == "where"
+    [stored] = await h.store.list_turns(cid)
+    assert stored.timeline is not None
+    assert [s["index"] for s in stored.timeline["steps"]] == [1, 2]
+
+
+async def test_an_installed_backend_still_gets_steps_and_nesting(timelines_off: None) -> None:
+    steps = Steps()
+    previous = observe.install(steps)
+    try:
+        assert (backend.HEARING, backend.DETAILED) == (True, True)
+        h = harness()
+        cid = await h.conversation()
+        await h.runtime.run_turn(cid, "where?")
+    finally:
+        observe.install(previous)
+    assert backend.DETAILED is False  # uninstalled, timelines still off
+    [turn] = steps.turns
+    assert [step.index for step in turn.ledger.steps] == [1, 2]
+    [current] = seen
+    assert isinstance(current, observe.ToolScope)
+    [stored] = await h.store.list_turns(cid)
+    assert stored.timeline is None  # the backend reads the steps; the turn keeps no timeline
+
+
+async def test_the_setting_reaches_the_process_from_the_deployment(tmp_path: Path) -> None:
+    config, _ = load_config(None, env={"OSTINATO_OBSERVABILITY__TIMELINE": "false"})
+    assert config.observability.timeline is False
+    previous = backend.TIMELINES
+    try:
+        for setting, kept in ((config, False), (load_config(None, env={})[0], True)):
+            deployment = await build_runtime(
+                setting,
+                MemoryStore(),
+                default_model=ScriptedModel(),
+                default_id="scripted:default",
+                data_dir=tmp_path,
+                env={},
+            )
+            await deployment.aclose()
+            assert backend.TIMELINES is kept  # on by default
+    finally:
+        observe.keep_timelines(previous)

@@ -189,10 +189,10 @@ def _unobserved() -> None:
     from ostinato.observe.ledger import TurnLedger
 
     block = {"model_calls": 0, "tokens_in": 0, "tokens_out": 0, "tools": {}}
+    observe.keep_timelines(False)  # first: switching binds the call scopes afresh
     observe.model_call = _Unobserved  # type: ignore[assignment]
     observe.tool_call = _Unobserved  # type: ignore[assignment]
     TurnLedger.snapshot = lambda self, model=None: dict(block)  # type: ignore[method-assign]
-    observe.keep_timelines(False)
 
 
 def observing(mode: str) -> list[observe.Backend]:

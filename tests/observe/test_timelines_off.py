@@ -64,6 +64,7 @@ async def test_with_nothing_installed_a_turn_keeps_no_timeline_and_counts_the_sa
     timelines_off: None,
 ) -> None:
     assert not backend.DETAILED
+    assert (observe.model_call, observe.tool_call) == (observe.CountedCall, observe.CountedTool)
     h = harness()
     cid = await h.conversation()
     result = await h.runtime.run_turn(cid, "where?")
@@ -81,6 +82,7 @@ async def test_with_nothing_installed_a_turn_keeps_no_timeline_and_counts_the_sa
 
 async def test_with_timelines_on_the_tool_call_is_current_and_steps_are_kept() -> None:
     assert backend.TIMELINES and backend.DETAILED
+    assert (observe.model_call, observe.tool_call) == (observe.CallScope, observe.ToolScope)
     h = harness()
     cid = await h.conversation()
     await h.runtime.run_turn(cid, "where?")
@@ -96,12 +98,14 @@ async def test_an_installed_backend_still_gets_steps_and_nesting(timelines_off: 
     previous = observe.install(steps)
     try:
         assert (backend.HEARING, backend.DETAILED) == (True, True)
+        assert observe.tool_call is observe.ToolScope  # bound afresh by ``install``
         h = harness()
         cid = await h.conversation()
         await h.runtime.run_turn(cid, "where?")
     finally:
         observe.install(previous)
     assert backend.DETAILED is False  # uninstalled, timelines still off
+    assert observe.tool_call is observe.CountedTool
     [turn] = steps.turns
     assert [step.index for step in turn.ledger.steps] == [1, 2]
     [current] = seen
@@ -128,3 +132,33 @@ async def test_the_setting_reaches_the_process_from_the_deployment(tmp_path: Pat
             assert backend.TIMELINES is kept  # on by default
     finally:
         observe.keep_timelines(previous)
+
+
+def test_a_counted_call_is_recorded_once_however_it_ends(timelines_off: None) -> None:
+    class Turn:
+        conversation_id, run_id, id, kind = "c", "r", "t", "user"
+
+    turn = observe.TurnScope(None, Turn(), None)
+    token = turn.attach()
+    try:
+        with observe.model_call("a:b", None, "router") as call:
+            assert isinstance(call, observe.CountedCall) and call.first is not None
+            call.retried("rate_limited: slow down")  # nothing reads it: no error either
+            call.replied(ModelReplyLike(Usage(3, 1)))  # type: ignore[arg-type]
+        failing = observe.model_call("a:b", None, "step")
+        failing.failed(RuntimeError("down"))
+        failing.end()
+        with pytest.raises(ValueError), observe.tool_call("t1", "shell", {}):
+            raise ValueError("no")
+    finally:
+        turn.detach(token)
+    block = turn.ledger.snapshot("a:b")
+    assert block["model_calls"] == 2 and block["model_calls_by_purpose"] == {"router": 1, "step": 1}
+    assert (block["tokens_in"], block["tokens_out"]) == (3, 1)  # the failed call has none
+    assert block["tools"] == {"shell": 1}
+    assert turn.ledger.timeline() is None
+
+
+class ModelReplyLike:
+    def __init__(self, usage: Usage) -> None:
+        self.usage, self.stop_reason, self.message = usage, "end_turn", None

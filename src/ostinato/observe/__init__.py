@@ -4,8 +4,9 @@ The code that does the work calls only the functions below; they build **scopes*
 (``observe.scopes``: a turn, a step, a model call, a tool call, an operation, background
 work, a job), which every turn's ledger (``observe.ledger``: its metrics block and timeline)
 records, and which the installed **backend** (``observe.backend``) hears about. No backend
-is installed by default: a hook then costs a method call that does nothing, and no vendor
-library is imported. ``observe.setup`` installs OpenTelemetry traces (``observe.otel``)
+is installed by default: a hook then returns at once (``backend.HEARING``), and no vendor
+library is imported; with timelines off too (``keep_timelines``), the scopes make only
+what the metrics block needs. ``observe.setup`` installs OpenTelemetry traces (``observe.otel``)
 and Prometheus metrics (``observe.prometheus``) when the settings and the environment
 ask for them; ``observe.logs`` formats the logs (plain or JSON lines).
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ostinato.observe import backend as _backend
 from ostinato.observe.backend import Backend, Fanout, install, installed, keep_timelines
+from ostinato.observe.counted import CountedCall, CountedTool
 from ostinato.observe.ledger import TurnLedger
 from ostinato.observe.scopes import (
     CURRENT,
@@ -45,6 +47,8 @@ __all__ = [
     "Backend",
     "BackgroundScope",
     "CallScope",
+    "CountedCall",
+    "CountedTool",
     "Fanout",
     "Holder",
     "JobScope",
@@ -120,13 +124,23 @@ def turn_scope(turn: Turn, *, owner: str | None, agent: str, model: str) -> Turn
     return scope
 
 
-# One model call, under the current scope: ``observe.model_call(model, request, purpose)``
-# (``CallScope``: it ends with ``replied`` or ``failed``, or as a context manager).
-model_call = CallScope
+# One model call under the current scope, ``observe.model_call(model, request, purpose)``
+# (it ends with ``replied`` or ``failed``, or as a context manager), and one tool call,
+# ``observe.tool_call(call_id, name, arguments)`` (it ends with ``ran`` or ``failed``):
+# ``CallScope`` and ``ToolScope``, or, when only the metrics block reads calls, the
+# ``CountedCall`` and ``CountedTool`` that keep what it needs (``observe.counted``).
+model_call: type[CallScope] = CallScope
+tool_call: type[ToolScope] = ToolScope
 
-# One tool call, current until it ends: ``observe.tool_call(call_id, name, arguments)``
-# (``ToolScope``: it ends with ``ran`` or ``failed``, or as a context manager).
-tool_call = ToolScope
+
+def _bind() -> None:
+    global model_call, tool_call
+    detailed = _backend.DETAILED
+    model_call = CallScope if detailed else CountedCall
+    tool_call = ToolScope if detailed else CountedTool
+
+
+_backend.on_change(_bind)
 
 
 def operation(name: str, **attributes: Any) -> OpScope:

@@ -1,7 +1,7 @@
 """Backends: what is done with the observed work besides the turns' own ledgers.
 
-``Backend`` does nothing, and it is what is installed until ``install`` is called, so an
-observation hook costs one method call that returns at once. OpenTelemetry traces
+``Backend`` does nothing, and it is what is installed until ``install`` is called (the
+hooks then skip it). OpenTelemetry traces
 (``observe.otel``) and Prometheus metrics (``observe.prometheus``) are backends; with
 both switched on, ``Fanout`` calls each in turn, each only with the kinds of scope it
 says it hears (``starts``, ``ends``). ``INSTALLED`` is read at every hook, so installing
@@ -17,7 +17,7 @@ metrics block needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -120,12 +120,27 @@ INSTALLED: Backend = NOOP
 HEARING = False  # INSTALLED is not NOOP
 TIMELINES = True  # turns keep their timelines
 DETAILED = True  # HEARING or TIMELINES
+_watchers: list[Callable[[], None]] = []  # told when DETAILED may have changed
+
+
+def on_change(watcher: Callable[[], None]) -> None:
+    """Call ``watcher`` now and whenever a backend is installed or timelines are switched
+    (``observe`` binds its call scopes to what is wanted)."""
+    _watchers.append(watcher)
+    watcher()
+
+
+def _changed() -> None:
+    global DETAILED
+    DETAILED = HEARING or TIMELINES
+    for watcher in _watchers:
+        watcher()
 
 
 def install(backend: Backend | Sequence[Backend] | None) -> Backend:
     """Install ``backend`` (several: a ``Fanout``; ``None`` or none: the no-op one);
     returns the one it replaced."""
-    global INSTALLED, HEARING, DETAILED
+    global INSTALLED, HEARING
     previous = INSTALLED
     if backend is None:
         INSTALLED = NOOP
@@ -135,16 +150,16 @@ def install(backend: Backend | Sequence[Backend] | None) -> Backend:
         found = list(backend)
         INSTALLED = NOOP if not found else found[0] if len(found) == 1 else Fanout(found)
     HEARING = INSTALLED is not NOOP
-    DETAILED = HEARING or TIMELINES
+    _changed()
     return previous
 
 
 def keep_timelines(on: bool) -> bool:
     """Whether turns keep their timelines (``observability.timeline``), from the next
     turn; returns what it was."""
-    global TIMELINES, DETAILED
+    global TIMELINES
     previous, TIMELINES = TIMELINES, on
-    DETAILED = HEARING or TIMELINES
+    _changed()
     return previous
 
 

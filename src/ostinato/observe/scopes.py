@@ -332,7 +332,7 @@ class CallScope(Scope):
         if type(own) is TurnScope and own.parent is None:
             own.ledger.calls.append((self, None, None))  # a turn's own call: nothing above
         else:
-            _record(self)
+            record(self)
         if _backend.HEARING:
             _backend.INSTALLED.ended(self)
         self.request = None  # the history is not kept past the call
@@ -406,7 +406,7 @@ class ToolScope(Scope):
         if type(own) is TurnScope and own.parent is None:
             own.ledger.tools.append((self, None, None))  # a turn's own call: nothing above
         else:
-            _record(self)
+            record(self)
         if _backend.HEARING:
             _backend.INSTALLED.ended(self)
         self.result = None
@@ -443,7 +443,7 @@ class ApprovalScope(OpScope):
             self.parent.waited = self.duration
 
 
-def _record(scope: CallScope | ToolScope) -> None:
+def record(scope: CallScope | ToolScope) -> None:
     """Every ledger above the scope records it: its own turn's directly, each one
     further up as nested work, under the tool call of that turn it ran in."""
     own = scope.parent

@@ -1,0 +1,109 @@
+"""Calls as the metrics block counts them, when nothing else reads a call.
+
+With no backend installed and timelines off (``backend.DETAILED`` false), the metrics
+block is the only reader of a model or tool call: it needs a model call's model, purpose
+and token counts, and a tool call's name. ``observe.model_call`` and ``observe.tool_call``
+are then ``CountedCall`` and ``CountedTool``: scopes that set only those (no clock read,
+no time to first token, never the current scope) and are recorded as the full ones are,
+in every ledger above them. What they do not keep reads as nothing (class attributes in
+place of the slots they leave unset: a start and end of 0.0, no error, no retries), so a
+timeline made from a turn whose calls straddled the switch shows zeros, and breaks nothing.
+
+``observe`` binds the two names to these or to ``CallScope`` and ``ToolScope`` whenever
+a backend is installed or timelines are switched (``backend.on_change``): the loop looks
+them up at each call, so the choice costs a call nothing.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ostinato.observe import scopes
+from ostinato.observe.scopes import CURRENT, CallScope, ToolScope, TurnScope
+
+if TYPE_CHECKING:
+    from ostinato.messages import JSON
+    from ostinato.models.assembly import ModelReply
+    from ostinato.models.base import ModelRequest
+
+
+class CountedCall(CallScope):
+    """A model call counted for the block: its model, purpose and token counts."""
+
+    __slots__ = ("done",)
+    # read, never written, here (the full scope's slots that this one leaves unset)
+    started = ended = first = 0.0  # ``first`` set: the stream's first content is not timed
+    error = handle = request = reply = stop_reason = _token = None
+    retries: tuple[str, ...] = ()
+
+    def __init__(self, model: str, request: ModelRequest | None, purpose: str) -> None:
+        self.parent, self.model, self.purpose = CURRENT.get(), model, purpose
+        self.usage = None
+        self.done = False
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.end()
+
+    def retried(self, error: str) -> None:
+        """Nothing reads retries here."""
+
+    def replied(self, reply: ModelReply) -> None:
+        self.usage = reply.usage
+        self.end()
+
+    def failed(self, exc: BaseException) -> None:
+        self.end()  # counted, with no token counts
+
+    def end(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        own = self.parent
+        if type(own) is TurnScope and own.parent is None:
+            own.ledger.calls.append((self, None, None))  # a turn's own call: nothing above
+        else:
+            scopes.record(self)
+
+
+class CountedTool(ToolScope):
+    """A tool call counted for the block: its name (never the current scope)."""
+
+    __slots__ = ("done",)
+    started = ended = 0.0  # read, never written, here (as ``CountedCall``'s)
+    error = handle = status = result = approval = waited = _token = None
+    call_id = ""
+    arguments: Any = None
+
+    def __init__(self, call_id: str, name: str, arguments: JSON) -> None:
+        self.parent, self.name = CURRENT.get(), name
+        self.done = False
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.end()
+
+    def ran(self, status: str, content: str) -> None:
+        self.end()
+
+    def failed(self, exc: BaseException) -> None:
+        self.end()
+
+    def end(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        own = self.parent
+        if type(own) is TurnScope and own.parent is None:
+            own.ledger.tools.append((self, None, None))  # a turn's own call: nothing above
+        else:
+            scopes.record(self)

@@ -52,6 +52,10 @@ async def test_counts_from_the_provider_say_so_and_name_the_model() -> None:
     assert metrics["model"] == "scripted:model"
     assert metrics["models"]["scripted:model"]["calls"] == 1
     assert metrics["cost_usd"] is None and metrics["unpriced"] == ["scripted:model"]
+    rows = await h.messages(cid)
+    [turn] = await h.store.list_turns(cid)
+    # one block, made once: the final message, the record and the result carry the same
+    assert rows[-1].metadata["metrics"] == turn.metrics == metrics
 
 
 def call(model: str, usage: Usage | None, purpose: str = "step") -> observe.CallScope:

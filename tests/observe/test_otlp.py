@@ -64,18 +64,23 @@ def value(attribute: Any) -> Any:
     return getattr(attribute.value, kind)
 
 
+@pytest.mark.parametrize("timelines", [True, False], ids=["timelines", "no-timelines"])
 async def test_a_turn_is_exported_over_otlp_http(
-    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, timelines: bool
 ) -> None:
+    """The same spans whether turns keep their timelines or not (an installed backend
+    gets the full scopes either way)."""
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     monkeypatch.setenv("OTEL_SERVICE_NAME", "ostinato-test")
+    kept = observe.keep_timelines(timelines)
     installed = setup.configure(ObservabilitySection())
     try:
         assert installed.traces and installed.metrics is None
         ran = await run_scenario()
     finally:
         installed.close()  # flushes the batch
+        observe.keep_timelines(kept)
     assert observe.installed() is observe.backend.NOOP
     assert receiver.requests and all(path == "/v1/traces" for path, _ in receiver.requests)
     spans: dict[str, dict[str, Any]] = {}

@@ -162,3 +162,31 @@ def test_a_counted_call_is_recorded_once_however_it_ends(timelines_off: None) ->
 class ModelReplyLike:
     def __init__(self, usage: Usage) -> None:
         self.usage, self.stop_reason, self.message = usage, "end_turn", None
+
+
+def test_switched_off_during_a_turn_it_keeps_a_timeline_of_the_calls_before() -> None:
+    class Turn:
+        conversation_id, run_id, id, kind = "c", "r", "t", "user"
+
+    turn = observe.TurnScope(None, Turn(), None)  # begun with timelines on
+    token = turn.attach()
+    previous = backend.TIMELINES
+    try:
+        turn.next_step()
+        observe.model_call("a:b", None, "step").replied(ModelReplyLike(Usage(5, 1)))
+        observe.keep_timelines(False)  # from here calls are only counted
+        observe.tool_call("t1", "shell", {}).ran("ok", "done")
+        observe.model_call("a:b", None, "step").replied(ModelReplyLike(Usage(7, 2)))
+    finally:
+        turn.detach(token)
+        observe.keep_timelines(previous)
+    turn.settle()
+    block = turn.ledger.snapshot("a:b")
+    assert block["model_calls"] == 2 and block["tools"] == {"shell": 1}
+    assert (block["tokens_in"], block["tokens_out"]) == (12, 3)
+    timeline = turn.ledger.timeline()
+    assert timeline is not None
+    [step] = timeline["steps"]
+    [call] = step["model_calls"]  # the one made before the switch, with its times
+    assert call["tokens_in"] == 5 and call["start_s"] >= 0 and call["duration_s"] >= 0
+    assert step["tool_calls"] == []

@@ -6,8 +6,9 @@ and token counts, and a tool call's name. ``observe.model_call`` and ``observe.t
 are then ``CountedCall`` and ``CountedTool``: scopes that set only those (no clock read,
 no time to first token, never the current scope) and are recorded as the full ones are,
 in every ledger above them. What they do not keep reads as nothing (class attributes in
-place of the slots they leave unset: a start and end of 0.0, no error, no retries), so a
-timeline made from a turn whose calls straddled the switch shows zeros, and breaks nothing.
+place of the slots they leave unset: a start and end of 0.0, no error, no retries); a
+timeline made for a turn that began before timelines were switched off leaves them out
+(``TurnLedger.timeline``: a call with no start time), and its block counts them.
 
 ``observe`` binds the two names to these or to ``CallScope`` and ``ToolScope`` whenever
 a backend is installed or timelines are switched (``backend.on_change``): the loop looks

@@ -151,10 +151,16 @@ class TurnLedger:
         starts = [step.started for step in self.steps]
         calls: list[list[dict[str, Any]]] = [[] for _ in range(len(starts) + 1)]
         tools: list[list[dict[str, Any]]] = [[] for _ in range(len(starts) + 1)]
+        # a call with no start time was only counted (timelines were switched off after
+        # the turn began: ``observe.counted``): it is left out
         for scope, agent, under in sorted(self.calls, key=_started):
-            calls[bisect.bisect_right(starts, scope.started)].append(_call(scope, agent, under, t0))
+            if scope.started:
+                at = bisect.bisect_right(starts, scope.started)
+                calls[at].append(_call(scope, agent, under, t0))
         for scope, agent, under in sorted(self.tools, key=_started):
-            tools[bisect.bisect_right(starts, scope.started)].append(_tool(scope, agent, under, t0))
+            if scope.started:
+                at = bisect.bisect_right(starts, scope.started)
+                tools[at].append(_tool(scope, agent, under, t0))
         end = self.closed if self.closed is not None else time.perf_counter()
         steps = []
         if calls[0] or tools[0]:
@@ -167,7 +173,7 @@ class TurnLedger:
         return {
             "duration_s": _us(end - t0),
             "steps": steps,
-            "after_turn": [_call(s, a, u, t0) for s, a, u in self.after],
+            "after_turn": [_call(s, a, u, t0) for s, a, u in self.after if s.started],
         }
 
 

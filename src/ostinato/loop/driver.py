@@ -159,8 +159,7 @@ class TurnDriver:
             while True:
                 match step:
                     case CallModel(tools_off=tools_off):
-                        if self.watch.timed:  # something reads the turn's steps
-                            self.watch.next_step()
+                        self.watch.next_step()
                         state, step = await self._model_step(state, tools_off)
                     case RunTools(calls=calls, broken=broken, awaiting=awaiting):
                         runnable = tuple(c for c in calls if c.id != awaiting)

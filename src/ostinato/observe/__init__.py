@@ -115,12 +115,8 @@ def turn_scope(turn: Turn, *, owner: str | None, agent: str, model: str) -> Turn
     scope = TurnScope(found, turn, owner) if fresh else found
     assert isinstance(scope, TurnScope)
     scope.adopted, scope.agent, scope.model, scope.turn_kind = True, agent, model, turn.kind
-    if not _backend.HEARING:
-        pass
-    elif fresh:
-        _backend.INSTALLED.started(scope)
-    else:
-        _backend.INSTALLED.described(scope)
+    if _backend.HEARING:  # a backend hears of a new turn, or of what the found one is
+        (_backend.INSTALLED.started if fresh else _backend.INSTALLED.described)(scope)
     return scope
 
 

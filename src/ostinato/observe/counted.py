@@ -18,10 +18,10 @@ them up at each call, so the choice costs a call nothing.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ostinato.observe import scopes
-from ostinato.observe.scopes import CURRENT, CallScope, ToolScope, TurnScope
+from ostinato.observe.scopes import CURRENT, CallScope, ToolScope
 
 if TYPE_CHECKING:
     from ostinato.messages import JSON
@@ -29,7 +29,32 @@ if TYPE_CHECKING:
     from ostinato.models.base import ModelRequest
 
 
-class CountedCall(CallScope):
+class _Counted:
+    """How a counted call ends: once, recorded in every ledger above it, told to no
+    backend (none is installed while these are bound). ``done`` is each class's slot."""
+
+    __slots__ = ()
+    done: bool
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.end()
+
+    def failed(self, exc: BaseException) -> None:
+        self.end()  # counted, with no token counts
+
+    def end(self) -> None:
+        if self.done:
+            return
+        self.done = True  # type: ignore[misc]  # the slot is each subclass's (a layout of its own)
+        scopes.record(cast("CallScope | ToolScope", self))
+
+
+class CountedCall(_Counted, CallScope):
     """A model call counted for the block: its model, purpose and token counts."""
 
     __slots__ = ("done",)
@@ -43,14 +68,6 @@ class CountedCall(CallScope):
         self.usage = None
         self.done = False
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.end()
-
     def retried(self, error: str) -> None:
         """Nothing reads retries here."""
 
@@ -58,21 +75,8 @@ class CountedCall(CallScope):
         self.usage = reply.usage
         self.end()
 
-    def failed(self, exc: BaseException) -> None:
-        self.end()  # counted, with no token counts
 
-    def end(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        own = self.parent
-        if type(own) is TurnScope and own.parent is None:
-            own.ledger.calls.append((self, None, None))  # a turn's own call: nothing above
-        else:
-            scopes.record(self)
-
-
-class CountedTool(ToolScope):
+class CountedTool(_Counted, ToolScope):
     """A tool call counted for the block: its name (never the current scope)."""
 
     __slots__ = ("done",)
@@ -85,26 +89,5 @@ class CountedTool(ToolScope):
         self.parent, self.name = CURRENT.get(), name
         self.done = False
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.end()
-
     def ran(self, status: str, content: str) -> None:
         self.end()
-
-    def failed(self, exc: BaseException) -> None:
-        self.end()
-
-    def end(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        own = self.parent
-        if type(own) is TurnScope and own.parent is None:
-            own.ledger.tools.append((self, None, None))  # a turn's own call: nothing above
-        else:
-            scopes.record(self)

@@ -20,8 +20,10 @@ What nothing will read is not made (``backend.DETAILED``): with no backend insta
 timelines off, a turn records no steps and a tool call is not made current (a sub-agent's
 calls then go on its parent turn's ledger directly, without the tool call's id, which only
 the timeline and the spans show), so a step costs the metrics block's two entries and
-little else. The scopes a step makes are built and closed in one call each, without the
-base class's methods (``CallScope``, ``ToolScope``): they run for every step.
+little else (``observe.counted``). The scopes a step makes set their fields without the
+base class's ``__init__``, and each is ended by the one call that gives its answer
+(``CallScope.replied``, ``ToolScope.ran``): they run for every step. Every call's scope is
+recorded by ``record``, whose first case is the common one (a turn's own call).
 """
 
 from __future__ import annotations
@@ -328,11 +330,7 @@ class CallScope(Scope):
         if self.ended is not None:
             return
         self.ended = perf_counter()
-        own = self.parent
-        if type(own) is TurnScope and own.parent is None:
-            own.ledger.calls.append((self, None, None))  # a turn's own call: nothing above
-        else:
-            record(self)
+        record(self)
         if _backend.HEARING:
             _backend.INSTALLED.ended(self)
         self.request = None  # the history is not kept past the call
@@ -402,11 +400,7 @@ class ToolScope(Scope):
         if self.ended is not None:
             return
         self.ended = perf_counter()
-        own = self.parent
-        if type(own) is TurnScope and own.parent is None:
-            own.ledger.tools.append((self, None, None))  # a turn's own call: nothing above
-        else:
-            record(self)
+        record(self)
         if _backend.HEARING:
             _backend.INSTALLED.ended(self)
         self.result = None
@@ -447,13 +441,16 @@ def record(scope: CallScope | ToolScope) -> None:
     """Every ledger above the scope records it: its own turn's directly, each one
     further up as nested work, under the tool call of that turn it ran in."""
     own = scope.parent
+    call = scope.kind == "model_call"
+    if type(own) is TurnScope and own.parent is None:  # most calls: a turn's own, alone
+        (own.ledger.calls if call else own.ledger.tools).append((scope, None, None))
+        return
     while own is not None and not isinstance(own, Holder):
         own = own.parent
     if own is None:
         if _backend.HEARING:
             _backend.INSTALLED.unheld(scope)
         return
-    call = isinstance(scope, CallScope)
     (own.ledger.calls if call else own.ledger.tools).append((scope, None, None))
     if own.parent is None:
         return  # nothing above it (a turn's own call, most of the time)

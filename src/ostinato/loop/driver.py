@@ -159,7 +159,8 @@ class TurnDriver:
             while True:
                 match step:
                     case CallModel(tools_off=tools_off):
-                        self.watch.next_step()
+                        if self.watch.timed:  # next_step checks too; this saves a call a step
+                            self.watch.next_step()
                         state, step = await self._model_step(state, tools_off)
                     case RunTools(calls=calls, broken=broken, awaiting=awaiting):
                         runnable = tuple(c for c in calls if c.id != awaiting)

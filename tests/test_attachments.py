@@ -68,20 +68,21 @@ def test_caps_are_413() -> None:
         check_total(blocks)
 
 
-def test_extraction_of_each_kind() -> None:
-    def text(name: str, kind: str, data: bytes) -> str:
+async def test_extraction_of_each_kind() -> None:
+    async def text(name: str, kind: str, data: bytes) -> str:
         block = attachment_block(name, kind, data)
         assert isinstance(block, FileBlock)
-        return extract_text(block)
+        return await extract_text(block)
 
-    assert text("a.txt", "text/plain", "héllo".encode()) == "héllo"
-    assert json.loads(text("a.json", "application/json", b'{"a":[1,2]}')) == {"a": [1, 2]}
-    assert text("a.csv", "text/csv", b"name,qty\napple, 3\n") == "name | qty\napple | 3"
-    assert "Quarterly figures" in text("r.pdf", "application/pdf", tiny_pdf("Quarterly figures"))
+    assert await text("a.txt", "text/plain", "héllo".encode()) == "héllo"
+    assert json.loads(await text("a.json", "application/json", b'{"a":[1,2]}')) == {"a": [1, 2]}
+    assert await text("a.csv", "text/csv", b"name,qty\napple, 3\n") == "name | qty\napple | 3"
+    pdf = await text("r.pdf", "application/pdf", tiny_pdf("Quarterly figures"))
+    assert "Quarterly figures" in pdf
     from ostinato.errors import ToolError
 
     with pytest.raises(ToolError, match="PDF could not be read"):
-        text("bad.pdf", "application/pdf", b"%PDF-1.4 garbage")
+        await text("bad.pdf", "application/pdf", b"%PDF-1.4 garbage")
 
 
 def test_requests_carry_a_line_instead_of_the_file() -> None:

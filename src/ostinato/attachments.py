@@ -16,7 +16,9 @@ import csv
 import io
 import json
 import mimetypes
+from pathlib import Path
 
+from ostinato.bounded import in_process, off_loop
 from ostinato.errors import ClientError, InvalidRequest, ToolError
 from ostinato.messages import Block, FileBlock, ImageBlock, Message, TextBlock
 
@@ -24,6 +26,10 @@ MAX_FILE_BYTES = 10 * 2**20
 MAX_TOTAL_BYTES = 25 * 2**20
 MAX_FILES = 10
 MAX_TEXT_CHARS = 200_000  # of extracted text handed to the model
+PDF_SECONDS = 30.0  # reading one PDF (a child process, killed when they are spent)
+PDF_MEMORY = 512 * 2**20  # of address space for that process
+TEXT_SECONDS = 10.0  # reading any other file (JSON, CSV, text)
+_PDF_WORKER = str(Path(__file__).with_name("bounded") / "pdf_worker.py")
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 TEXT_TYPES = frozenset(
@@ -93,22 +99,35 @@ def files_of(message: Message) -> dict[str, FileBlock]:
     return out
 
 
-def extract_text(block: FileBlock) -> str:
-    """The text of a text, Markdown, JSON, CSV or PDF file."""
+async def extract_text(block: FileBlock) -> str:
+    """The text of a text, Markdown, JSON, CSV or PDF file. Reading it is work whose cost
+    the sender chooses, so none of it runs on the event loop: a PDF is read in a child
+    process killed after ``PDF_SECONDS`` (``ostinato.bounded.in_process``), the other
+    kinds in the bounded threads (``ostinato.bounded.off_loop``)."""
     try:
         data = base64.b64decode(block.data or "", validate=True)
     except binascii.Error:
         raise ToolError("the attachment's data is not valid base64") from None
-    if block.media_type == PDF:
-        text = _pdf_text(data)
-    else:
-        text = data.decode("utf-8", errors="replace")
-        if block.media_type == "application/json":
-            text = _json_text(text)
-        elif block.media_type == "text/csv":
-            text = _csv_text(text)
+    try:
+        if block.media_type == PDF:
+            text = await _pdf_text(data)
+        else:
+            text = await off_loop(
+                _plain_text, data, block.media_type, seconds=TEXT_SECONDS, what="the file"
+            )
+    except InvalidRequest as exc:  # over its budget
+        raise ToolError(exc.message) from None
     if len(text) > MAX_TEXT_CHARS:
         text = text[:MAX_TEXT_CHARS] + f"\n[… cut at {MAX_TEXT_CHARS} characters]"
+    return text
+
+
+def _plain_text(data: bytes, media_type: str) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if media_type == "application/json":
+        return _json_text(text)
+    if media_type == "text/csv":
+        return _csv_text(text)
     return text
 
 
@@ -137,17 +156,14 @@ def placeholder(message: Message) -> Message:
     )
 
 
-def _pdf_text(data: bytes) -> str:
-    try:
-        from pypdf import PdfReader
-        from pypdf.errors import PdfReadError
-    except ImportError:  # pragma: no cover - pypdf is a dependency
-        raise ToolError("PDF support is not installed (pypdf)") from None
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except (PdfReadError, ValueError, KeyError) as exc:
-        raise ToolError(f"the PDF could not be read: {exc}") from None
+async def _pdf_text(data: bytes) -> str:
+    answer = await in_process(
+        _PDF_WORKER, data, seconds=PDF_SECONDS, memory_bytes=PDF_MEMORY, what="the PDF"
+    )
+    if not isinstance(answer, dict) or "pages" not in answer:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        raise ToolError(f"the PDF could not be read: {error or 'no answer'}")
+    pages = [str(text) for text in answer["pages"]]
     return "\n\n".join(f"[page {i + 1}]\n{text}" for i, text in enumerate(pages))
 
 

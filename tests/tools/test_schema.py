@@ -66,5 +66,5 @@ def test_schema_validation_names_each_problem() -> None:
 
 
 def test_an_invalid_schema_is_a_source_error() -> None:
-    with pytest.raises(ToolSourceError, match="invalid JSON schema"):
+    with pytest.raises(ToolSourceError, match="not a valid JSON schema"):
         schema_validator({"type": "object", "properties": {"n": {"type": "integer-ish"}}})

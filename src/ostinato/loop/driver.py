@@ -38,7 +38,7 @@ from ostinato.loop.decision import (
 from ostinato.loop.history import as_sent, repair, unique_tool_ids
 from ostinato.loop.record import TurnRecord
 from ostinato.loop.running import ToolRunner
-from ostinato.loop.tools import Consent, ToolRun
+from ostinato.loop.tools import Consent, ToolRun, validated
 from ostinato.messages import Message, TextBlock, ToolUseBlock
 from ostinato.models.assembly import MessageBuilder, ModelReply
 from ostinato.models.base import Model, ModelRequest
@@ -289,7 +289,7 @@ class TurnDriver:
                 raise
             return state, await self._fixed_wrap_up(state.stopping or "budget_exhausted", exc)
         state, step = after_reply(state, reply)
-        step = self._unless_unfit(step)
+        step = await self._unless_unfit(step)
         await self._commit_reply(reply, step)
         return state, step
 
@@ -336,7 +336,7 @@ class TurnDriver:
             metrics["route"] = self.route
         return metrics
 
-    def _unless_unfit(self, step: NextStep) -> NextStep:
+    async def _unless_unfit(self, step: NextStep) -> NextStep:
         """A ``ui`` call whose arguments do not fit its tool's schema pauses nothing: it
         runs like any other call, so validation answers the model with an error result
         (invariant 5) instead of a card a person cannot answer."""
@@ -346,7 +346,7 @@ class TurnDriver:
         tool = self.catalog.by_name.get(call.name)
         try:
             if tool is not None:
-                tool.validate(call.input)
+                await validated(tool, call.input)
         except ToolError:
             return replace(step, awaiting=None)
         return step

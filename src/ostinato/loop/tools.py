@@ -12,7 +12,9 @@ from typing import Any, Protocol
 
 from ostinato import observe
 from ostinato.approvals import Ending, refusal
-from ostinato.errors import ToolError
+from ostinato.bounded import off_loop
+from ostinato.bounded.schemas import CHECK_SECONDS
+from ostinato.errors import InvalidRequest, ToolArgumentsInvalid, ToolError
 from ostinato.frames import ToolFinished
 from ostinato.identity.owners import is_anonymous
 from ostinato.messages import JSON, ToolUseBlock, tool_result_content
@@ -64,6 +66,20 @@ def _asks(consent: Consent, tool: Tool, arguments: JSON) -> bool:
     return consent.required(tool)
 
 
+async def validated(tool: Tool, arguments: JSON) -> JSON:
+    """``tool.validate(arguments)``; a check against a schema from outside
+    (``Tool.bounded_check``) runs off the event loop under its budget
+    (``ostinato.bounded``). ``ToolError`` when the arguments do not pass."""
+    if not tool.bounded_check:
+        return tool.validate(arguments)
+    try:
+        return await off_loop(
+            tool.validate, arguments, seconds=CHECK_SECONDS + 1, what="the arguments"
+        )
+    except InvalidRequest as exc:  # over its budget
+        raise ToolArgumentsInvalid(exc.message) from None
+
+
 async def run_tool(
     call: ToolUseBlock,
     catalog: ToolCatalog,
@@ -91,7 +107,7 @@ async def run_tool(
     if tool.account_only and is_anonymous(owner):  # it stays offered: the model can say so
         return failed(f"sign in to use {tool.name}")
     try:
-        arguments = tool.validate(call.input)
+        arguments = await validated(tool, call.input)
     except ToolError as exc:
         return failed(exc.message)
     if consent is not None and _asks(consent, tool, arguments):

@@ -71,6 +71,9 @@ class Tool:
     # Whether a call changes anything (None: every call may): a call that does not runs
     # without asking whatever the risk (``manage_tools`` listing, say).
     changes: Callable[[JSON], bool] | None = None
+    # Its ``validate`` checks against a schema from outside (a caller's, a model's, a
+    # remote server's: ``ostinato.bounded.schemas``): the loop runs it off the event loop.
+    bounded_check: bool = False
 
     @property
     def account_only(self) -> bool:

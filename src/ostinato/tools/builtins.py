@@ -72,7 +72,7 @@ async def read_attachment(name: str, context: ToolContext) -> str:
     if block is None:
         known = ", ".join(sorted(files)) or "none"
         raise ToolError(f"no attachment named {name!r} in this message; attached: {known}")
-    return extract_text(block)
+    return await extract_text(block)
 
 
 def builtin_tools() -> list[Tool]:

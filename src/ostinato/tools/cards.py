@@ -178,6 +178,7 @@ def _tool(name: str, description: str, schema: JSON, run: Any, category: Any) ->
         parameters=schema,
         run=run,
         validate=schema_validator(schema, where=name),
+        bounded_check=True,
         category=category,
         risk="safe",
     )

@@ -3,7 +3,8 @@
 OpenAPI operations and MCP tools arrive with names any string may be, and with raw JSON
 schemas rather than Python signatures. ``sanitize_name`` turns a name into one every
 provider accepts (``^[a-zA-Z0-9_-]{1,64}$``); ``schema_validator`` checks a call's
-arguments against its schema with ``jsonschema`` before the tool runs.
+arguments against its schema (compiled by ``ostinato.bounded.schemas``) before the tool
+runs.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ostinato.errors import ToolArgumentsInvalid
+from ostinato.errors import InvalidRequest, ToolArgumentsInvalid
 from ostinato.messages import JSON
 from ostinato.tools.base import Validator
 
@@ -78,19 +79,23 @@ def schema_validator(schema: JSON, *, where: str = "tool") -> Validator:
     """A ``Tool.validate`` that checks arguments against ``schema`` (its ``$schema``
     dialect, else draft 2020-12) and raises ``ToolArgumentsInvalid`` naming each problem.
 
-    A schema that is itself invalid is a ``ToolSourceError`` now, not at call time.
+    The schema is compiled as one from outside (``ostinato.bounded.schemas``: no
+    reference leaves it, patterns run in RE2, each check has a time and size budget);
+    give the tool ``bounded_check=True`` so the loop runs the check off the event loop.
+    A schema that is invalid or refused is a ``ToolSourceError`` now, not at call time.
     """
-    import jsonschema.validators  # loaded by the first schema, not by the server's import
+    from ostinato.bounded.schemas import compile_schema
 
-    cls: Any = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise ToolSourceError(f"{where}: invalid JSON schema: {exc.message}") from None
-    validator = cls(schema)
+        compiled = compile_schema(schema, where=where)
+    except InvalidRequest as exc:
+        raise ToolSourceError(exc.message) from None
 
     def validate(arguments: JSON) -> JSON:
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        try:
+            errors = compiled.errors(arguments)
+        except InvalidRequest as exc:
+            raise ToolArgumentsInvalid(exc.message) from None
         if errors:
             raise ToolArgumentsInvalid(explain(errors))
         return arguments

@@ -7,10 +7,13 @@ so both refuse the same things with the same sentences.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from ostinato.bounded import off_loop
+from ostinato.bounded.schemas import CHECK_SECONDS, compile_schema
 from ostinato.errors import InvalidRequest, ToolArgumentsInvalid
 from ostinato.messages import JSON
 from ostinato.store.base import Store
@@ -43,25 +46,16 @@ class Forged:
     result: Any
 
 
-def check_parameters(parameters: Any) -> JSON:
-    """The arguments' schema: a JSON schema of an object; ``InvalidRequest`` otherwise."""
-    import jsonschema  # loaded by the first forged tool, not by the server's import
-
-    if not isinstance(parameters, dict) or parameters.get("type") != "object":
-        raise InvalidRequest('parameters must be a JSON schema with "type": "object"')
-    try:
-        jsonschema.Draft202012Validator.check_schema(parameters)
-    except jsonschema.SchemaError as exc:
-        raise InvalidRequest(f"parameters is not a valid JSON schema: {exc.message}") from None
-    return parameters
-
-
 def _check(name: str, description: str, parameters: Any, code: str, example: Any) -> JSON:
-    """Everything but the trial run; returns the example arguments to try."""
+    """Everything but the trial run; returns the example arguments to try. Checking the
+    example against the schema is work whose cost the caller chooses: ``forge`` runs
+    this off the event loop, under a time budget."""
     check_name(name)
     if not description.strip() or len(description) > DESCRIPTION_LIMIT:
         raise InvalidRequest(f"a description of 1 to {DESCRIPTION_LIMIT:,} characters is needed")
-    schema = check_parameters(parameters)
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        raise InvalidRequest('parameters must be a JSON schema with "type": "object"')
+    schema = compile_schema(parameters, where="parameters")
     try:
         check_code_size(code)
     except SandboxError as exc:
@@ -69,9 +63,7 @@ def _check(name: str, description: str, parameters: Any, code: str, example: Any
     example = {} if example is None else example
     if not isinstance(example, dict):
         raise InvalidRequest("example must be an arguments object")
-    import jsonschema
-
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(example), key=str)
+    errors = schema.errors(example)
     if errors:
         raise InvalidRequest(f"example does not match parameters: {errors[0].message}")
     return example
@@ -92,7 +84,9 @@ async def forge(
     """Check, try once with ``example`` (``{}`` when none), store as the next version.
     ``InvalidRequest`` when any of it is wrong, the trial passes a limit, or the code
     throws on the example."""
-    arguments = _check(name, description, parameters, code, example)
+    arguments = await off_loop(
+        _check, name, description, parameters, code, example, seconds=2 * CHECK_SECONDS + 1
+    )
     try:
         result = await sandbox.run(code, arguments, network=uses_network(code))
     except SandboxError as exc:
@@ -115,14 +109,18 @@ async def remove(store: Store, owner: str, name: str) -> ForgedTool:
 def as_tool(forged: ForgedTool, sandbox: Sandbox) -> Tool:
     """A stored version as the ``my_<name>`` tool a turn offers: its arguments validated
     against its schema, its code run in the sandbox. The version is fixed: a turn that
-    mounted it keeps it, whatever is saved meanwhile."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(forged.parameters)
+    mounted it keeps it, whatever is saved meanwhile. Its schema is compiled when first
+    needed, by a check the loop runs off the event loop (``bounded_check``)."""
     network = uses_network(forged.code)
+    compiled = functools.cache(lambda: compile_schema(forged.parameters, where="parameters"))
 
     def validate(arguments: JSON) -> JSON:
-        errors = sorted(validator.iter_errors(arguments), key=str)
+        try:
+            errors = compiled().errors(arguments)
+        except InvalidRequest as exc:
+            raise ToolArgumentsInvalid(
+                f"invalid arguments for {forged.tool_name}: {exc.message}"
+            ) from None
         if errors:
             raise ToolArgumentsInvalid(
                 f"invalid arguments for {forged.tool_name}: {errors[0].message}"
@@ -138,6 +136,7 @@ def as_tool(forged: ForgedTool, sandbox: Sandbox) -> Tool:
         parameters=forged.parameters,
         run=run,
         validate=validate,
+        bounded_check=True,
         category="action",
         risk="network" if network else "safe",
         idempotent=not network,

@@ -8,6 +8,7 @@ from typing import Any
 
 import mcp_types as types
 
+from ostinato.bounded import off_loop
 from ostinato.errors import ToolError
 from ostinato.messages import JSON
 from ostinato.tools.base import Tool, ToolContext
@@ -22,6 +23,7 @@ from ostinato.tools.schema import (
 )
 
 log = logging.getLogger(__name__)
+_WRAP_SECONDS = 30.0  # compiling a whole listing's schemas (each a few ms at most)
 
 
 def result_value(result: types.CallToolResult, tool: str) -> Any:
@@ -83,6 +85,7 @@ def wrap_tool(
         # A remembered family grant covers every call of a read-only tool of this server.
         family=(lambda _arguments: config.name) if read_only else None,
         untrusted=True,  # what a server returns comes from outside the conversation
+        bounded_check=True,
     )
 
 
@@ -104,6 +107,17 @@ async def mcp_tools(
     if listing is None:
         listing = await clients.list_tools(config, owner)
         cache.put(key, listing)
+    tools, origins = await off_loop(
+        _wrap_all, listing, config, clients, owner, seconds=_WRAP_SECONDS, what="its tools"
+    )
+    unique_names(origins, source=f"MCP server {config.name!r}")
+    return tools
+
+
+def _wrap_all(
+    listing: list[types.Tool], config: McpServerConfig, clients: McpClients, owner: str | None
+) -> tuple[list[Tool], list[tuple[str, str]]]:
+    """Every tool of a listing (each schema compiled: work off the event loop)."""
     tools: list[Tool] = []
     origins: list[tuple[str, str]] = []
     for spec in listing:
@@ -114,5 +128,4 @@ async def mcp_tools(
             continue
         tools.append(tool)
         origins.append((tool.name, f"tool {spec.name!r}"))
-    unique_names(origins, source=f"MCP server {config.name!r}")
-    return tools
+    return tools, origins

@@ -217,6 +217,7 @@ def openapi_tools(
                 # A family grant covers every call of a read operation (one site).
                 family=_site_family(base) if read else None,
                 untrusted=True,  # an API's answers come from outside the conversation
+                bounded_check=True,
             )
         )
     return tools

@@ -314,6 +314,40 @@ async def test_cancel_mid_tool_interrupts_and_keeps_what_was_committed() -> None
     assert (await h.runtime.run_turn(cid, "next")).stop_reason == "end_turn"
 
 
+async def test_a_call_cut_short_keeps_its_time_and_what_it_had_done() -> None:
+    entered = asyncio.Event()
+
+    async def ticking(context: ToolContext) -> str:
+        """Prints as it goes."""
+        try:
+            entered.set()
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            assert context.cut_short is not None
+            context.cut_short("tick 1\ntick 2")
+            raise
+        return "never"
+
+    h = Harness(tool_step(("ticking", {})), tools=ToolRegistry([function_tool(ticking)]))
+    cid = await h.conversation()
+    handle = await h.runtime.start_turn(cid, "start")
+    await asyncio.wait_for(entered.wait(), 1)
+    await asyncio.sleep(0.05)
+    handle.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handle.task
+    (record,) = await h.store.list_tool_calls(cid)
+    assert record.status == "interrupted"
+    assert record.duration_s is not None and record.duration_s >= 0.05
+    assert record.result is not None and "tick 2" in record.result
+    rows = await h.messages(cid)
+    assert "tick 2" in rows[2].tool_results[0].text  # the model is told, and every surface
+    (finished,) = [f for f in h.bus.frames if isinstance(f, ToolFinished)]
+    assert finished.status == "interrupted"
+    assert finished.duration_s == round(record.duration_s, 6)
+    assert "tick 2" in finished.result
+
+
 async def test_turns_of_one_conversation_never_overlap() -> None:
     active = 0
     peak = 0

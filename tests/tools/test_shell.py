@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -122,6 +123,25 @@ async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> Non
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await until_dead(*pids)
+
+
+async def test_a_cancelled_command_tells_what_it_printed(tmp_path: Path) -> None:
+    told: list[str] = []
+    cut = ToolContext("conv", "turn", "run", "call", workdir=tmp_path, cut_short=told.append)
+    command = "for i in 1 2 3 4 5; do echo tick $i; echo $i > at; sleep 1; done"
+    task = asyncio.create_task(shell(cut, command, timeout=300))
+    at = tmp_path / "at"
+    for _ in range(1500):  # until tick 2 is printed, a second in
+        if at.exists() and at.read_text() == "2\n":
+            break
+        await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (text,) = told
+    so_far = json.loads(text)
+    assert so_far["output"].startswith("tick 1\ntick 2\n")
+    assert so_far["signal"] == "SIGTERM" and so_far["duration_s"] >= 1.0
 
 
 async def test_the_loops_deadline_cancels_it_too(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ export function ApprovalCard({ chat, approval }: { chat: Chat; approval: Approva
 
 interface Option { id: string; label: string; description?: string }
 
-function options(raw: Json | undefined): Option[] {
+export function options(raw: Json | undefined): Option[] {
   if (!Array.isArray(raw)) return [];
   return raw.map((o, i) =>
     typeof o === "object" && o !== null && !Array.isArray(o)

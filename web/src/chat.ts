@@ -176,11 +176,17 @@ export class Chat {
       (r) => r.tools.forEach((t) => this.categories.set(t.name, t.category)),
       () => undefined,
     );
+    // the calls' records come with the rows, so a call's line reads the same at once as
+    // it did live (its status and duration are the stored ones, not guessed from a result)
+    const calls = api.toolCalls(this.id).then(
+      (r) => this.setToolCalls(r.tool_calls),
+      () => undefined,
+    );
     const tail = await api.newestMessages(this.id, TAIL);
     this.addRows(tail.messages);
     if (tail.older && !tail.messages.length) await this.loadAll(); // all of it summarised
     else this.olderBefore = tail.older ? tail.messages[0].seq : null;
-    await tools;
+    await Promise.all([tools, calls]);
     this.loaded = true;
     this.changed();
   }

@@ -1,6 +1,7 @@
 // The composer: Enter sends, Shift+Enter adds a line; Stop (or Esc) cancels the running
-// turn; files by the picker or dropped on the page; it says why it is disabled.
-import { useRef, useState } from "preact/hooks";
+// turn; files by the picker or dropped on the page; it says why it is disabled. It takes
+// the keyboard focus whenever the person would type next (see `useFocusWhenFree`).
+import { useEffect, useRef, useState } from "preact/hooks";
 
 interface Props {
   running: boolean;
@@ -11,12 +12,33 @@ interface Props {
   onFiles: (files: File[]) => void;
   onSend: (text: string) => Promise<boolean>;
   onStop: () => void;
+  /** A change (a card answered, an approval decided) asks for the focus again. */
+  focusKey?: string;
+}
+
+/** Whether the focus is somewhere the person is busy: a card, or another text field. */
+function busyElsewhere(box: HTMLElement): boolean {
+  const active = document.activeElement as HTMLElement | null;
+  if (!active || active === document.body || active === box) return false;
+  return Boolean(active.closest(".card")) || /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
+}
+
+/** Focus the box when it appears, when it is enabled again, and when `key` changes,
+ * unless the person is busy in a card or another field. */
+function useFocusWhenFree(box: { current: HTMLTextAreaElement | null }, disabled: boolean, key: string) {
+  useEffect(() => {
+    const el = box.current;
+    if (disabled || !el || busyElsewhere(el)) return;
+    el.focus({ preventScroll: true });
+  }, [disabled, key]);
 }
 
 export function Composer(props: Props) {
   const [text, setText] = useState("");
   const picker = useRef<HTMLInputElement>(null);
+  const box = useRef<HTMLTextAreaElement>(null);
   const disabled = props.disabledReason !== null;
+  useFocusWhenFree(box, disabled, props.focusKey ?? "");
   const send = async () => {
     if (disabled || (!text.trim() && !props.files.length)) return;
     const sent = text;
@@ -67,6 +89,7 @@ export function Composer(props: Props) {
           }}
         />
         <textarea
+          ref={box}
           aria-label="Message"
           aria-describedby="composer-status"
           placeholder={disabled ? "" : "Message (Enter sends, Shift+Enter adds a line)"}

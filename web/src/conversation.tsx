@@ -61,11 +61,12 @@ function lastTurnId(chat: Chat): string | null {
 interface Props {
   id: string;
   showLookups: boolean;
-  firstMessage: { text: string; files: File[] } | null;
+  /** The new conversation's first message, if this view is the one to send it (once). */
+  takeFirstMessage: () => { text: string; files: File[] } | null;
   onActivity: () => void;
 }
 
-export function ConversationView({ id, showLookups, firstMessage, onActivity }: Props) {
+export function ConversationView({ id, showLookups, takeFirstMessage, onActivity }: Props) {
   const chat = useMemo(() => new Chat(id), [id]);
   const version = useChat(chat);
   const [limit, setLimit] = useState(PAGE);
@@ -106,14 +107,18 @@ export function ConversationView({ id, showLookups, firstMessage, onActivity }: 
 
   useEffect(() => {
     const live = new Live(chat);
+    const firstMessage = takeFirstMessage();
     let gone = false;
     chat
       .load()
       .then(() => {
-        if (gone) return;
-        live.start();
         // the new conversation's first message, once its stream is open (live.ts); sent
-        // even if the person has left the view meanwhile
+        // even if the person has left the view meanwhile (then at once: no stream here)
+        if (gone) {
+          if (firstMessage) send(firstMessage.text, firstMessage.files);
+          return;
+        }
+        live.start();
         if (firstMessage) {
           live.openedWithin(FIRST_SEND_WAIT_MS).then(() => send(firstMessage.text, firstMessage.files));
         }
@@ -289,6 +294,7 @@ export function ConversationView({ id, showLookups, firstMessage, onActivity }: 
         onFiles={setFiles}
         onSend={(t) => send(t)}
         onStop={stop}
+        focusKey={[card?.id ?? "", ...approvals.map((a) => a.id)].join(" ")}
       />
     </section>
   );

@@ -1,7 +1,7 @@
 // The chat page: a list of conversations (a navigation named "Conversations") and the
 // open one, at `/` (a new conversation) or `/c/<id>`. Served by `ostinato serve`.
 import { render } from "preact";
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api";
 import { ConversationView } from "./conversation";
 import { Composer } from "./composer";
@@ -62,14 +62,18 @@ function Account({ session }: { session: Session }) {
 
 function App({ session }: { session: Session }) {
   const [current, setCurrent] = useState<string | null>(route());
-  const [first, setFirst] = useState<{ id: string; text: string; files: File[] } | null>(null);
+  // a new conversation's first message, held until its view takes it: sent once, never
+  // again when the person comes back to the conversation
+  const first = useRef<{ id: string; text: string; files: File[] } | null>(null);
   const [listVersion, setListVersion] = useState(0);
   const [navOpen, setNavOpen] = useState(false);
+  const [visits, setVisits] = useState(0); // each navigation opens its view afresh
   const [showLookups, setShowLookups] = useState(localStorage.getItem("ostinato.showLookups") === "1");
 
   useEffect(() => {
     const onPop = () => {
       setCurrent(route());
+      setVisits((n) => n + 1);
       setNavOpen(false);
     };
     const onFocus = () => setListVersion((v) => v + 1);
@@ -102,8 +106,9 @@ function App({ session }: { session: Session }) {
       <main>
         {current === null ? (
           <NewConversation
+            key={visits}
             onCreated={(id, text, files) => {
-              setFirst({ id, text, files });
+              first.current = { id, text, files };
               refreshList();
               navigate(`/c/${encodeURIComponent(id)}`);
             }}
@@ -113,7 +118,12 @@ function App({ session }: { session: Session }) {
             key={current}
             id={current}
             showLookups={showLookups}
-            firstMessage={first && first.id === current ? first : null}
+            takeFirstMessage={() => {
+              const held = first.current;
+              if (!held || held.id !== current) return null;
+              first.current = null;
+              return held;
+            }}
             onActivity={refreshList}
           />
         )}

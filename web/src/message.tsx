@@ -4,13 +4,13 @@
 import { Component } from "preact";
 import { useState } from "preact/hooks";
 import type { Chat, PendingSend } from "./chat";
-import { Suggestions } from "./cards";
+import { Suggestions, options } from "./cards";
 import { useChat, resultText, seconds } from "./hooks";
 import { renderMarkdown } from "./markdown";
 import { Show } from "./show";
 import { Timeline } from "./timeline";
 import { TurnView } from "./turnview";
-import type { JsonObject, MediaBlock, Row, ToolUseBlock, TurnRecord } from "./types";
+import type { Json, JsonObject, MediaBlock, Row, ToolUseBlock, TurnRecord } from "./types";
 
 const CARD_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
 
@@ -99,17 +99,44 @@ function Metrics({ metrics, route, chatId, turnId }: MetricsProps) {
   );
 }
 
+/** What the person picked, in the words they saw: a `choose` answer's ids as the labels
+ * of those options, a form's answers as "question: answer" lines. */
+function answerShown(call: ToolUseBlock, value: Json): string | null {
+  if (typeof value === "string") return value;
+  if (Array.isArray(value)) return value.map((v) => (typeof v === "string" ? v : JSON.stringify(v))).join(", ");
+  if (!value || typeof value !== "object") return null;
+  if (call.name === "choose") {
+    const labels = new Map(options(call.input.options).map((o) => [o.id, o.label]));
+    const ids = "ids" in value && Array.isArray(value.ids) ? value.ids : "id" in value ? [value.id] : null;
+    return ids ? ids.map((id) => labels.get(String(id)) ?? String(id)).join(", ") : null;
+  }
+  if (call.name === "ask_form" && value.answers && typeof value.answers === "object" && !Array.isArray(value.answers)) {
+    const questions = Array.isArray(call.input.questions) ? (call.input.questions as JsonObject[]) : [];
+    return Object.entries(value.answers)
+      .map(([qid, answer]) => {
+        const question = questions.find((q, i) => String(q.id ?? i) === qid);
+        const picked = Array.isArray(answer) ? answer.map(String).join(", ") : String(answer);
+        return `${question?.question ?? qid}: ${picked}`;
+      })
+      .join("; ");
+  }
+  return null;
+}
+
 function answeredText(chat: Chat, call: ToolUseBlock): string {
   const result = chat.results.get(call.id);
   if (!result) return "Waiting for your answer";
   const text = resultText(result.content);
+  let value: Json;
   try {
-    const value = JSON.parse(text);
-    if (value && value.dismissed) return "Not answered (the conversation moved on)";
-    return `Answered: ${typeof value === "string" ? value : text}`;
+    value = JSON.parse(text) as Json;
   } catch {
     return `Answered: ${text}`;
   }
+  if (value && typeof value === "object" && !Array.isArray(value) && value.dismissed) {
+    return "Not answered (the conversation moved on)";
+  }
+  return `Answered: ${answerShown(call, value) ?? text}`;
 }
 
 interface AssistantProps {
@@ -156,20 +183,35 @@ function AssistantBody({ chat, row, showLookups, latest, route, onSend }: Assist
   );
 }
 
-/** Re-renders only when its row, the chat's version or the display options change. */
+/** Re-renders only when its row, the display options or what its calls' lines show
+ * change (live, or read again from the store). */
 export class AssistantRow extends Component<AssistantProps> {
+  private shownCalls = "";
   shouldComponentUpdate(next: AssistantProps): boolean {
     const p = this.props;
     return (
       next.row !== p.row ||
       next.showLookups !== p.showLookups ||
       next.latest !== p.latest ||
-      (next.version !== p.version && rowIsLive(next.chat, next.row, next.latest))
+      (next.version !== p.version &&
+        (rowIsLive(next.chat, next.row, next.latest) || callsShown(next.chat, next.row) !== this.shownCalls))
     );
   }
   render(props: AssistantProps) {
+    this.shownCalls = callsShown(props.chat, props.row);
     return <AssistantBody {...props} />;
   }
+}
+
+/** What the row's call lines show from the chat's call records: status and duration. */
+function callsShown(chat: Chat, row: Row): string {
+  let shown = "";
+  for (const b of row.blocks) {
+    if (b.type !== "tool_use") continue;
+    const live = chat.tools.get(b.id);
+    if (live) shown += `${b.id}:${live.status}:${live.duration_s};`;
+  }
+  return shown;
 }
 
 /** Whether live state (tool progress, results, approvals) can still change this row. */

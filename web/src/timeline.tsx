@@ -13,6 +13,9 @@ const STATUS_LABEL: Record<string, string> = {
   timeout: "timed out",
   interrupted: "interrupted",
   skipped: "skipped",
+  refused: "refused",
+  dismissed: "dismissed",
+  unknown: "outcome unknown",
 };
 
 function status(chat: Chat, call: ToolUseBlock, live: ToolLive | undefined): string {

@@ -4,6 +4,7 @@ always ends by answering them and recording a stop reason."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +48,8 @@ class TurnRecord:
         self.written: list[Message] = []
         self.open_calls: dict[str, ToolUseBlock] = {}  # committed tool_use without result
         self.unfinished: set[str] = set()  # tool-call records still marked running
+        self.begun: dict[str, float] = {}  # when each call started (monotonic)
+        self.so_far: dict[str, str] = {}  # what a call cut short had done (ToolContext)
         # the turn that recorded each call (a carried call's record is its earlier turn's)
         self.record_turn = {call.id: turn_id for call, turn_id in carried}
         for call, _ in carried:
@@ -80,6 +83,7 @@ class TurnRecord:
         self.unfinished.update(op.record.id for op in starts if op.record.status == "running")
 
     def started(self, call: ToolUseBlock, category: str) -> None:
+        self.begun[call.id] = time.monotonic()
         self.emit(
             ToolStarted(
                 run_id=self.turn.run_id,
@@ -91,14 +95,14 @@ class TurnRecord:
             )
         )
 
-    def finish_op(self, run: ToolRun) -> FinishToolCall:
+    def finish_op(self, run: ToolRun, now: Any = None) -> FinishToolCall:
         return FinishToolCall(
             self.record_turn.get(run.call.id, self.turn.id),
             run.call.id,
             run.status,
             run.content,
             run.error is not None,
-            utcnow(),
+            now or utcnow(),
             run.duration_s,
         )
 
@@ -137,21 +141,34 @@ class TurnRecord:
 
     async def answer(self, unanswered: dict[str, str], status: ToolCallStatus = "skipped") -> None:
         """Give every still-open tool call a synthetic result, so the history stays valid
-        for every provider, and close the tool-call records still marked running."""
-        pending = {i: why for i, why in unanswered.items() if i in self.open_calls}
+        for every provider, and close the tool-call records still marked running (with
+        the time they ran and what a call cut short had done so far)."""
+        pending = {i: self._so_far(i, why) for i, why in unanswered.items() if i in self.open_calls}
         if not pending:
             return
-        now = utcnow()
-        closes = [
-            FinishToolCall(self.record_turn.get(i, self.turn.id), i, status, why, True, now, 0.0)
+        now, clock = utcnow(), time.monotonic()
+        runs = [
+            ToolRun(self.open_calls[i], why, clock - self.begun.get(i, clock), why, status)
             for i, why in pending.items()
             if i in self.unfinished
         ]
+        closes = [self.finish_op(run, now) for run in runs]
         blocks = tuple(ToolResultBlock(i, why, is_error=True) for i, why in pending.items())
         await self.commit([Message(role="tool", blocks=blocks)], closes)
         for tool_use_id in pending:
             self.open_calls.pop(tool_use_id, None)
             self.unfinished.discard(tool_use_id)
+        for run in runs:
+            if run.call.id in self.begun:  # its start was announced: so is its end
+                self.emit(run.finished_frame(self.turn.run_id, self.seq))
+
+    def cut_short(self, tool_use_id: str, text: str) -> None:
+        """A call cut short had done this so far: its synthetic result will say so."""
+        self.so_far[tool_use_id] = text
+
+    def _so_far(self, tool_use_id: str, why: str) -> str:
+        done = self.so_far.get(tool_use_id)
+        return f"{why}; what it had done by then: {done}" if done else why
 
     async def answer_all(self, why: str, status: ToolCallStatus = "skipped") -> None:
         await self.answer(dict.fromkeys(self.open_calls, why), status)

@@ -86,6 +86,7 @@ class ToolRunner:
                 waiting=lambda now: self._waiting(call.id, now),
                 seq=self.record.seq,
                 extras=self.extras,
+                cut_short=lambda text: self.record.cut_short(call.id, text),
             )
         except BaseException as exc:
             watch.failed(exc)

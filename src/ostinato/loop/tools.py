@@ -92,9 +92,11 @@ async def run_tool(
     waiting: Callable[[bool], None] | None = None,
     seq: int = 0,
     extras: dict[str, Any] | None = None,
+    cut_short: Callable[[str], None] | None = None,
 ) -> ToolRun:
     """Run one call. ``waiting`` is told True when the call starts waiting for a person's
-    consent, and False when that wait ends."""
+    consent, and False when that wait ends; ``cut_short`` what the tool had done when it
+    was cancelled (``ToolContext.cut_short``)."""
     started = time.perf_counter()
 
     def failed(message: str, status: ToolCallStatus = "error") -> ToolRun:
@@ -123,6 +125,7 @@ async def run_tool(
         workdir=workdir,
         progress=progress,
         extras=extras if extras is not None else {},
+        cut_short=cut_short,
     )
     try:
         return await _execute(call, tool, arguments, context)

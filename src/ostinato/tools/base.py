@@ -24,7 +24,9 @@ class ToolContext:
     """What a running tool may know about the turn it runs in.
 
     ``workdir`` is the conversation's working directory (file and shell tools are jailed
-    to it); ``progress`` reports a line of progress to the surfaces watching.
+    to it); ``progress`` reports a line of progress to the surfaces watching; a tool
+    stopped before it ends (its turn cancelled) may tell ``cut_short`` what it had done
+    so far (a command's output), which its result then carries.
     """
 
     conversation_id: str
@@ -35,6 +37,7 @@ class ToolContext:
     workdir: Path | None = None
     progress: Callable[[str], None] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    cut_short: Callable[[str], None] | None = None
 
 
 Runner: TypeAlias = Callable[[JSON, ToolContext], Awaitable[Any]]

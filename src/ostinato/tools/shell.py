@@ -12,10 +12,11 @@ a remembered family grant covers is ``ostinato.tools.families``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,12 +78,25 @@ async def shell(
         else:  # no /proc: the path itself, checked just above
             where, keep = str(jail.root / relpath), ()
         result = await run_command(
-            command, cwd=where, env=shell_env(jail.root), deadline_s=timeout, pass_fds=keep
+            command,
+            cwd=where,
+            env=shell_env(jail.root),
+            deadline_s=timeout,
+            pass_fds=keep,
+            on_cancel=_tell_cut_short(context),
         )
     if result.timed_out:
         so_far = f"output so far:\n{result.output}" if result.output_bytes else "no output"
         raise ToolError(f"the command was killed after {timeout:g} s (its deadline); {so_far}")
     return result.as_dict()
+
+
+def _tell_cut_short(context: ToolContext) -> Callable[[CommandResult], None] | None:
+    """What a cancelled command had printed (and for how long it ran), for its result."""
+    tell = context.cut_short
+    if tell is None:
+        return None
+    return lambda result: tell(json.dumps(result.as_dict(), ensure_ascii=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +129,10 @@ async def run_command(
     deadline_s: float,
     cap: int = OUTPUT_CAP,
     pass_fds: tuple[int, ...] = (),
+    on_cancel: Callable[[CommandResult], None] | None = None,
 ) -> CommandResult:
-    """Run ``command`` with ``/bin/sh -c``; stop its process group however this ends."""
+    """Run ``command`` with ``/bin/sh -c``; stop its process group however this ends.
+    Cancelled, it still tells ``on_cancel`` what the command printed before it stopped."""
     loop = asyncio.get_running_loop()
     read_end, write_end = os.pipe()
     try:  # the reading side is ready before anything runs, so no await comes in between
@@ -127,7 +143,7 @@ async def run_command(
         os.close(write_end)
         raise
     started = time.monotonic()
-    timed_out = False
+    timed_out = cancelled = False
     try:
         try:
             process = await asyncio.create_subprocess_exec(
@@ -149,10 +165,25 @@ async def run_command(
                 await process.wait()
         except TimeoutError:
             timed_out = True
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
         finally:  # also on cancellation: nothing the command started outlives the call
             await _stop_group(process, capture)
+            if cancelled and on_cancel is not None:
+                on_cancel(_result(process, capture, cap, started, False))
     finally:
         transport.close()
+    return _result(process, capture, cap, started, timed_out)
+
+
+def _result(
+    process: asyncio.subprocess.Process,
+    capture: _Capture,
+    cap: int,
+    started: float,
+    timed_out: bool,
+) -> CommandResult:
     code = process.returncode
     return CommandResult(
         exit_code=code if code is not None and code >= 0 else None,

@@ -73,6 +73,7 @@ class ChatBody(BaseModel):
     messages: list[UIMessage] = Field(min_length=1)
     trigger: str = "submit-message"
     messageId: str | None = None
+    include_hidden: bool = False  # the turn's hidden lookups too (the transport's `body`)
 
 
 _BODY = {
@@ -95,6 +96,10 @@ _BODY = {
         },
         "trigger": {"type": "string"},
         "messageId": {"type": ["string", "null"]},
+        "include_hidden": {
+            "type": "boolean",
+            "description": "Stream the turn's hidden lookups (its memory recall) too.",
+        },
     },
 }
 
@@ -135,6 +140,7 @@ async def ai_sdk_chat(context: Context, caller: CurrentCaller, request: Request)
         context.surfaces.filters("ai_sdk"),
         _message_id(body, cid),
         {"conversationId": cid},
+        include_hidden=body.include_hidden,
     )
     response = FrameStream(_chunks(frames, stream), on_close=close, on_abandon=on_abandon)
     response.headers.update(HEADERS)

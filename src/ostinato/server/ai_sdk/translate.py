@@ -17,6 +17,9 @@ The chunks are the ``ai`` package's (v7, ``uiMessageChunkSchema``), each a JSON 
 - ``input.requested`` (a question card) -> ``data-ostinato-card`` with the card; the
   tool part stays waiting for ``addToolOutput``;
 - ``tool.progress`` -> a transient ``data-ostinato-progress``;
+- hidden rows stay hidden (the turn's memory recall and other lookups: a hidden
+  assistant row's calls, and ``read`` calls no shown row carries), with their results and
+  progress, unless the client asked for them (``include_hidden``);
 - ``turn.finished`` -> ``finish`` (``stop``; ``error`` after an ``error`` chunk when the
   turn failed; ``other`` when it was cancelled).
 """
@@ -38,6 +41,7 @@ from ostinato.frames import (
     ThinkingDeltaFrame,
     ToolFinished,
     ToolProgress,
+    ToolStarted,
     TurnFinished,
     TurnStarted,
 )
@@ -55,6 +59,7 @@ class UIStream:
         filters: Callable[[str | None], OutputFilters],
         message_id: str,
         metadata: JSON,
+        include_hidden: bool = False,
     ) -> None:
         self.for_agent = filters  # the ai_sdk filters of the agent a turn.started names
         self.filters = filters(None)
@@ -66,6 +71,9 @@ class UIStream:
         self.step = False
         self.streamed = False  # text.delta seen since the last assistant row
         self.done = False
+        self.include_hidden = include_hidden
+        self.shown_calls: set[str] = set()  # tool calls of rows the client was shown
+        self.hidden_calls: set[str] = set()  # and of hidden ones: their ends are too
 
     def start(self) -> list[JSON]:
         return [{"type": "start", "messageId": self.message_id, "messageMetadata": self.metadata}]
@@ -83,7 +91,10 @@ class UIStream:
             case TextDiscarded():  # the call is tried again: its parts end as they are
                 self.chain, self.streamed = self.filters.chain(), False
                 return self._close_parts()
+            case _ if self._hidden(frame):
+                return []
             case MessageCommitted(message=row) if row.role == "assistant":
+                self.shown_calls.update(call.id for call in row.tool_uses)
                 return self._row("" if self.streamed else row.text, row.tool_uses)
             case ToolFinished():
                 return [self._output(frame)]
@@ -98,6 +109,22 @@ class UIStream:
             ):
                 return [{"type": "error", "errorText": message}, *self._finish("error")]
         return []
+
+    def _hidden(self, frame: Frame) -> bool:
+        """Whether the frame tells of a hidden row or of a call in one (a lookup)."""
+        if self.include_hidden:
+            return False
+        match frame:
+            case MessageCommitted(message=row) if row.role == "assistant" and row.hidden:
+                self.hidden_calls.update(call.id for call in row.tool_uses)
+                return True
+            case ToolStarted(category="read", tool_use_id=call_id):
+                if call_id not in self.shown_calls:  # a lookup whose row was not shown
+                    self.hidden_calls.add(call_id)
+                return True
+            case ToolFinished() | ToolProgress():
+                return frame.tool_use_id in self.hidden_calls
+        return False
 
     def _waits(
         self, frame: ToolProgress | ApprovalRequested | ApprovalDecided | InputRequested

@@ -47,19 +47,24 @@ async def test_healthz_and_models(client: httpx.AsyncClient) -> None:
                 "id": "ostinato",
                 "object": "model",
                 "owned_by": "ostinato",
-                "ostinato": {"agent": "default", "default": True},
+                "ostinato": {"agent": "default", "default": True, "choosable": True},
             },
             {
                 "id": "default",
                 "object": "model",
                 "owned_by": "ostinato",
-                "ostinato": {"agent": "default", "persona": None, "description": ""},
+                "ostinato": {
+                    "agent": "default",
+                    "persona": None,
+                    "description": "",
+                    "choosable": True,
+                },
             },
             {
                 "id": "scripted:model",
                 "object": "model",
                 "owned_by": "scripted",
-                "ostinato": {"default": True},
+                "ostinato": {"default": True, "choosable": True},
             },
         ],
     }
@@ -155,8 +160,10 @@ async def test_models_lists_each_model_once_with_the_tiers_it_serves(runtime: Ru
         "default": True,
         "reason": "nothing else answers",
         "tiers": ["minuet", "forte"],
+        "choosable": True,
     }
-    assert second["ostinato"] == {"tiers": ["allegro"]} and second["owned_by"] == "openai-chat"
+    assert second["ostinato"] == {"tiers": ["allegro"], "choosable": True}
+    assert second["owned_by"] == "openai-chat"
 
 
 async def test_the_docs_page_loads_nothing_from_another_host(client: httpx.AsyncClient) -> None:

@@ -38,6 +38,7 @@ from ostinato.deployment import Deployment, build_runtime, provider_settings
 from ostinato.errors import InvalidRequest, ModelError
 from ostinato.identity.binding import allowed_hosts, refuse_bind
 from ostinato.leases import Lease
+from ostinato.models.allowed import ModelChoices
 from ostinato.models.base import Model
 from ostinato.models.choice import (
     DefaultModel,
@@ -71,6 +72,7 @@ class ModelSetup:
     model: Model
     allow_base_url: bool = False  # models.allow_caller_base_url
     settings: ProviderSettings = field(default_factory=ProviderSettings)
+    choices: ModelChoices | None = None  # what callers may choose (models.choosable)
 
     def choose(self, request: Request) -> Model | None:
         override = ModelOverride.from_headers(request.headers)
@@ -101,12 +103,20 @@ async def setup_model(config: Config, env: Mapping[str, str] | None = None) -> M
             tiers = Tiers.for_default(default.model_id, config.models.tiers)
             reason = f"models.default is the tier {configured!r}; {default.reason}"
             default = DefaultModel(tiers.resolve(configured), reason)
+    tiers = Tiers.for_default(default.model_id, config.models.tiers)
+    choices = ModelChoices.of(
+        config.models.choosable,
+        tiers,
+        default.model_id,
+        own_key_lifts=config.models.caller_key_chooses_any,
+    )
     return ModelSetup(
         default,
-        Tiers.for_default(default.model_id, config.models.tiers),
+        tiers,
         create_model(default.model_id, settings=settings),
         allow_base_url=config.models.allow_caller_base_url,
         settings=settings,
+        choices=choices,
     )
 
 
@@ -322,6 +332,7 @@ async def run(
         surfaces=surfaces_of(config.agents, config.default_agent().id),
         resolve_model=resolver(deployment),
         idempotency=Idempotency(window_s=config.requests.idempotency_window_s),
+        choices=setup.choices,
     )
     app.state.metrics = metrics_endpoint(config, observed)
     uvicorn_config = uvicorn.Config(

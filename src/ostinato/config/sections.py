@@ -177,6 +177,18 @@ class ModelsSection(Section):
         "the server then connects wherever a caller says.",
         json_schema_extra=short_env("OSTINATO_ALLOW_CALLER_BASE_URL"),
     )
+    choosable: Words | None = Field(
+        default=None,
+        description="What callers may choose as a model on the deployment's keys (the "
+        "`x-ostinato-model-id` header, a conversation's `model`, the chat-completions "
+        "`model`): tier names and `provider:model` ids; anything else is a 403 listing "
+        "these. Unset: the tier names, the ids they resolve to and the default model.",
+    )
+    caller_key_chooses_any: bool = Field(
+        default=False,
+        description="A request that brings its own key (`x-ostinato-model-api-key`) may "
+        "choose any model, not only the choosable ones.",
+    )
     thinking_budget: int | None = Field(
         default=None,
         ge=1,

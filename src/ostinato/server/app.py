@@ -19,6 +19,7 @@ import ostinato
 from ostinato.identity.limits import Limiter
 from ostinato.identity.settings import AuthSettings
 from ostinato.messages import JSON
+from ostinato.models.allowed import ModelChoices
 from ostinato.runtime import Runtime
 from ostinato.server.apidocs import install_docs
 from ostinato.server.auth.authenticator import Authenticator
@@ -52,21 +53,20 @@ def create_app(
     surfaces: Surfaces | None = None,
     resolve_model: ModelResolver | None = None,
     idempotency: Idempotency | None = None,
+    choices: ModelChoices | None = None,
 ) -> FastAPI:
     """The app serving ``runtime``.
 
     ``model_name`` is the runtime's default model and ``models`` the body of
     ``/v1/models`` (OpenAI's list shape; by default the default model alone);
     ``store_name`` is what ``/healthz`` reports; ``choose_model`` picks a model per request
-    (``None``: always the runtime's default); ``allowed_origins`` are the browser origins
-    that may open the WebSocket besides the server's own loopback ones (``*`` allows
-    any; ``serve`` passes the setting ``server.allowed_origins``); ``limits`` bound
-    request bodies by kind (``ostinato.server.limits``; ``None``: the defaults). The
-    allowed origins are also the ones CORS lets in (CORS is off without any). ``auth``
-    says who may call (``server.auth``; default: mode ``none``); ``hosts``, when given,
-    are the only ``Host`` names the server answers to. ``surfaces``: the agents'
-    settings on other protocols; ``resolve_model``: a tier or model id to a model;
-    ``idempotency``: how retried requests are recognised (``server.idempotency``).
+    (``None``: always the runtime's default), among ``choices`` (``None``: any);
+    ``allowed_origins`` are the browser origins that may open the WebSocket besides the
+    loopback ones (``*`` allows any), and the ones CORS lets in (none: CORS off);
+    ``limits`` bound request bodies by kind (``None``: the defaults). ``auth`` says who
+    may call (default: mode ``none``); ``hosts``, when given, are the only ``Host``
+    names the server answers to. ``surfaces``: the agents' settings on other protocols;
+    ``resolve_model``: a tier or id to a model; ``idempotency``: how retries are known.
     """
     limits = limits or BodyLimits()
     if not isinstance(auth, Authenticator):
@@ -90,6 +90,7 @@ def create_app(
         surfaces=surfaces or Surfaces(),
         resolve_model=resolve_model,
         idempotency=idempotency or Idempotency(),
+        choices=choices,
     )
     app.add_middleware(BodyLimit, limits=limits)
     install_error_handlers(app)

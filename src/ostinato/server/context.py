@@ -16,7 +16,9 @@ from fastapi import Depends, Request
 
 from ostinato.identity.limits import Limiter
 from ostinato.messages import JSON
+from ostinato.models.allowed import ModelChoices
 from ostinato.models.base import Model
+from ostinato.models.choice import HEADER_MODEL_API_KEY, HEADER_MODEL_BASE_URL, HEADER_MODEL_ID
 from ostinato.runtime import Runtime
 from ostinato.server.auth.authenticator import Authenticator
 from ostinato.server.auth.guard import StreamGuard, StreamTicket
@@ -49,6 +51,8 @@ class ServerContext:
     surfaces: Surfaces = field(kw_only=True, default_factory=Surfaces)  # per-agent settings
     resolve_model: ModelResolver | None = field(kw_only=True, default=None)
     idempotency: Idempotency = field(kw_only=True, default_factory=Idempotency)  # retries
+    # What callers may choose as a model (``models.choosable``); None: anything.
+    choices: ModelChoices | None = field(kw_only=True, default=None)
 
     @property
     def live(self) -> Live:
@@ -66,7 +70,22 @@ class ServerContext:
         await self.auth.aclose()
 
     def model_for(self, request: Request) -> Model | None:
-        return self.choose_model(request) if self.choose_model is not None else None
+        """The model the request's ``x-ostinato-model-*`` headers pick (``None``: the
+        default); ``ModelNotAllowed`` (403) for one callers may not choose."""
+        if self.choose_model is None:
+            return None
+        named, headers = request.headers.get(HEADER_MODEL_ID), request.headers
+        if named and self.choices is not None:
+            own_key = bool(headers.get(HEADER_MODEL_API_KEY))
+            self.choices.check(
+                named, own_key=own_key, own_server=bool(headers.get(HEADER_MODEL_BASE_URL))
+            )
+        return self.choose_model(request)
+
+    def check_model(self, name: str) -> None:
+        """``ModelNotAllowed`` (403) unless callers may choose ``name`` here."""
+        if self.choices is not None:
+            self.choices.check(name)
 
 
 async def _context(request: Request) -> ServerContext:

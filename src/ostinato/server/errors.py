@@ -96,7 +96,7 @@ def _sentence(kind: str, loc: list[str], msg: str, ctx: Any) -> str:
 
 async def _client_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ClientError)
-    response = error_response(exc.status, exc.code, exc.message)
+    response = error_response(exc.status, exc.code, exc.message, getattr(exc, "details", None))
     retry_after = getattr(exc, "retry_after", None)  # a limit (429) says when to retry
     if retry_after is not None:
         response.headers["retry-after"] = str(retry_after)

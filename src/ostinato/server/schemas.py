@@ -449,7 +449,9 @@ class ErrorDetail(BaseModel):
     code: str
     message: str
     details: list[dict[str, Any]] | None = Field(
-        default=None, description="On validation errors: each problem and where it is."
+        default=None,
+        description="On validation errors: each problem and where it is; on "
+        "`model_not_allowed`, `[{choosable: [...]}]`.",
     )
     limit_bytes: int | None = Field(
         default=None, description="On `too_large`: the limit the body was over."
@@ -466,6 +468,9 @@ class ErrorBody(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such conversation."},
     422: {"model": ErrorBody, "description": "The request is malformed."},
+}
+MODEL_NOT_ALLOWED: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorBody, "description": "A model callers may not choose here."}
 }
 CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "The request clashes with the current state."}

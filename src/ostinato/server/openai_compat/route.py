@@ -80,6 +80,7 @@ class Run:
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
         400: {"description": "A bad request, client-supplied tools, or a bad model header."},
+        403: {"description": "A model callers may not choose here (`model_not_allowed`)."},
         404: {"description": "An unknown model (agent) or conversation."},
         429: {"description": "Over a limit; see Retry-After."},
     },
@@ -174,6 +175,14 @@ def _target(context: ServerContext, request: Request, name: str) -> Target:
     if skill is not None:
         return Target(skill.id, chosen)
     if context.resolve_model is not None and name in _listed(context):
+        if chosen is None and context.choices is not None and not context.choices.allows(name):
+            raise CompletionError(
+                403,
+                f"callers may not choose the model {name!r} here; choose one of: "
+                f"{', '.join(context.choices.names)} (or an agent: {_agents(context)})",
+                code="model_not_allowed",
+                param="model",
+            )
         return Target(None, chosen or context.resolve_model(name))
     raise CompletionError(
         404,

@@ -26,6 +26,7 @@ from ostinato.server.idempotency import (
 from ostinato.server.schemas import (
     CONFLICT,
     ERROR_RESPONSES,
+    MODEL_NOT_ALLOWED,
     NO_NUL,
     ConversationOut,
     ConversationPage,
@@ -41,7 +42,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
     "",
     status_code=201,
     response_model=ConversationOut,
-    responses={422: ERROR_RESPONSES[422], **CONFLICT},
+    responses={422: ERROR_RESPONSES[422], **CONFLICT, **MODEL_NOT_ALLOWED},
 )
 async def create_conversation(
     context: Context,
@@ -54,6 +55,8 @@ async def create_conversation(
     `Idempotency-Key`, the same request sent again answers with the same conversation
     (and creates none); another request with that key is a 422."""
     body = body or CreateConversationRequest()
+    if isinstance(model := (body.metadata or {}).get("model"), str):
+        context.check_model(model)  # metadata.model is the conversation's model
     store = context.runtime.store
     claimed: Claimed | None = None
     key = request_key(request, None, "")
@@ -114,13 +117,18 @@ async def get_conversation(
     return ConversationOut.of(await owned(context.runtime, caller, conversation_id))
 
 
-@router.patch("/{conversation_id}", response_model=ConversationOut, responses=ERROR_RESPONSES)
+@router.patch(
+    "/{conversation_id}",
+    response_model=ConversationOut,
+    responses={**ERROR_RESPONSES, **MODEL_NOT_ALLOWED},
+)
 async def update_conversation(
     context: Context, caller: CurrentCaller, conversation_id: str, body: UpdateConversationRequest
 ) -> ConversationOut:
     """Change the title, metadata, persona or model; a field left out stays as it is,
     and `null` clears it. `model` (a tier or a `provider:model` id) is checked before
-    it is kept: one that cannot be used is a 422 saying why. `metadata` replaces the
+    it is kept: one callers may not choose is a 403 listing those they may (`GET
+    /v1/models`, `choosable`), one that cannot be used a 422 saying why. `metadata` replaces the
     metadata whole, except `model`, which only the `model` field sets."""
     runtime = context.runtime
     current = await owned(runtime, caller, conversation_id)
@@ -131,6 +139,7 @@ async def update_conversation(
     metadata.pop("model", None)
     model = body.model if "model" in fields else current.metadata.get("model")
     if "model" in fields and body.model is not None:
+        context.check_model(body.model)
         _check_model(runtime, body.model)
     if model is not None:
         metadata["model"] = model

@@ -46,7 +46,9 @@ class ModelOut(BaseModel):
         default_factory=dict,
         description="For an agent: `agent` (its skill id), `persona`, `description`. For a "
         "model: `default` and its `reason` for the default model; `tiers`: the tiers it "
-        "serves.",
+        "serves. For both: `choosable`, whether a caller may choose it (a model by its id "
+        "or one of its tiers: the `x-ostinato-model-id` header, a conversation's `model`, "
+        "the chat-completions `model`; an agent by `persona` or by name).",
     )
 
 
@@ -106,19 +108,37 @@ async def list_models(context: Context) -> ModelList:
     """The agents first (`ostinato`, the default agent, then each agent by id: what
     `/v1/chat/completions` takes as `model`), then the model that answers turns unless a
     request picks another, then the models the tiers resolve to; each model once, with the
-    tiers it serves."""
+    tiers it serves; then any other model callers may choose. `ostinato.choosable` says
+    whether a caller may choose each (the setting `models.choosable`); choosing another
+    model is a 403 listing the choosable ones."""
     listing = (
         ModelList.merged(context.models)
         if context.models is not None
         else ModelList.of_default(context.model_name)
     )
-    return ModelList(data=[*_agents(context), *listing.data])
+    return ModelList(data=[*_agents(context), *_choosable(context, listing.data)])
+
+
+def _choosable(context: ServerContext, models: list[ModelOut]) -> list[ModelOut]:
+    """Each model marked with whether callers may choose it, then the choosable ids the
+    listing does not hold yet (``models.choosable`` may name any)."""
+    choices = context.choices
+    for entry in models:
+        names = [entry.id, *entry.ostinato.get("tiers", [])]
+        entry.ostinato["choosable"] = choices is None or any(choices.allows(n) for n in names)
+    listed = {entry.id for entry in models}
+    extra = [n for n in (choices.names if choices else ()) if ":" in n and n not in listed]
+    return models + [
+        ModelOut(id=n, owned_by=n.split(":", 1)[0], ostinato={"choosable": True}) for n in extra
+    ]
 
 
 def _agents(context: ServerContext) -> list[ModelOut]:
     router = context.runtime.router
     default = ModelOut(
-        id="ostinato", owned_by="ostinato", ostinato={"agent": router.default.id, "default": True}
+        id="ostinato",
+        owned_by="ostinato",
+        ostinato={"agent": router.default.id, "default": True, "choosable": True},
     )
     return [default] + [
         ModelOut(
@@ -128,6 +148,7 @@ def _agents(context: ServerContext) -> list[ModelOut]:
                 "agent": skill.id,
                 "persona": skill.persona,
                 "description": skill.description,
+                "choosable": True,
             },
         )
         for skill in router.skills

@@ -48,6 +48,7 @@ from ostinato.server.retries import answer_retry
 from ostinato.server.schemas import (
     CONFLICT,
     ERROR_RESPONSES,
+    MODEL_NOT_ALLOWED,
     NO_NUL,
     NOT_BLANK,
     SSE_RESPONSE,
@@ -111,6 +112,7 @@ def wants_events(request: Request) -> bool:
         429: ERROR_RESPONSES[422] | {"description": "Over a limit; see Retry-After."},
         **ERROR_RESPONSES,
         **CONFLICT,
+        **MODEL_NOT_ALLOWED,
     },
     openapi_extra={
         "requestBody": {

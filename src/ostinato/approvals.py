@@ -26,6 +26,10 @@ from ostinato.messages import JSON, Message
 from ostinato.tools.base import Risk, Tool
 
 Remember: TypeAlias = Literal["none", "exact", "family"]
+# The "tool" of an approval that asks whether a turn may go past a soft spend limit
+# (``ostinato.spend``): no tool call; its arguments are the card, its family the limit
+# and period a grant then covers.
+SPEND = "spend"
 
 
 class Ending(StrEnum):

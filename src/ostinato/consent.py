@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ostinato.approvals import (
+    SPEND,
     Approval,
     ApprovalPolicy,
     Ending,
@@ -39,7 +40,7 @@ from ostinato.elsewhere import RECHECK_S
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import ApprovalDecided, ApprovalRequested
 from ostinato.ids import new_id
-from ostinato.messages import ToolUseBlock
+from ostinato.messages import JSON, ToolUseBlock
 from ostinato.store.base import (
     CreateApproval,
     CreateGrant,
@@ -76,9 +77,6 @@ class ConsentGate:
             mine = cid == turn.conversation_id or earlier.turn_id == turn.id  # ids are reused
             if earlier.tool_use_id == call.id and earlier.ending is not None and mine:
                 return earlier.ending
-        args_hash = arguments_hash(tool.name, call.input)
-        family = tool.family(call.input) if tool.family is not None else None
-        now = utcnow()
         approval = Approval(
             id=new_id(),
             conversation_id=cid,
@@ -86,12 +84,41 @@ class ConsentGate:
             tool_use_id=call.id,
             tool=tool.name,
             arguments=call.input,
-            arguments_hash=args_hash,
+            arguments_hash=arguments_hash(tool.name, call.input),
             risk=tool.risk,
-            family=family,
-            requested_at=now,
+            family=tool.family(call.input) if tool.family is not None else None,
+            requested_at=utcnow(),
         )
-        grant = await self._grant_for(owner, cid, tool.name, args_hash, family)
+        return await self._ask(turn, approval, owner, seq)
+
+    async def ask_spend(
+        self, turn: Turn, card: JSON, key: str, *, owner: str | None, seq: int
+    ) -> Ending:
+        """Ask whether a turn may go past a soft spend limit (``ostinato.spend``): an
+        approval of ``SPEND`` whose arguments are the card (its ``question`` and figures)
+        and whose family is the limit's ``key`` for the period, so a grant (made when the
+        person agrees) covers the rest of that period."""
+        cid, seq = self._where(turn, seq)
+        approval = Approval(
+            id=new_id(),
+            conversation_id=cid,
+            turn_id=turn.id,
+            tool_use_id=f"spend_{new_id()}",
+            tool=SPEND,
+            arguments=card,
+            arguments_hash=arguments_hash(SPEND, card),
+            risk=SPEND,
+            family=key,
+            requested_at=utcnow(),
+        )
+        return await self._ask(turn, approval, owner, seq)
+
+    async def _ask(self, turn: Turn, approval: Approval, owner: str | None, seq: int) -> Ending:
+        """A grant, nobody watching, or a person: how ``approval`` ends (written)."""
+        cid = approval.conversation_id
+        grant = await self._grant_for(
+            owner, cid, approval.tool, approval.arguments_hash, approval.family
+        )
         if grant is not None:
             return await self._record(approval, Ending.APPROVED, f"grant {grant.id}")
         if not await self.bus.watched(cid):  # here or on another server
@@ -106,11 +133,11 @@ class ConsentGate:
                     run_id=turn.run_id,
                     seq=seq,
                     approval_id=approval.id,
-                    tool_use_id=call.id,
-                    tool=tool.name,
-                    input=call.input,
-                    risk=tool.risk,
-                    family=family,
+                    tool_use_id=approval.tool_use_id,
+                    tool=approval.tool,
+                    input=approval.arguments,
+                    risk=approval.risk,
+                    family=approval.family,
                     expires_in_s=self.policy.timeout,
                 ),
             )
@@ -153,6 +180,8 @@ class ConsentGate:
                 "remember it as 'exact' or 'none'"
             )
         ending = Ending.APPROVED if approve else Ending.DECLINED
+        if approval.tool == SPEND and approve:  # agreed for the rest of the period
+            remember = "family"
         ops: list[WriteOp] = [
             DecideApproval(approval_id, ending, utcnow(), approver(ending, who), remember)
         ]
@@ -253,7 +282,9 @@ class ConsentGate:
             scope="family" if remember == "family" else "exact",
             key=key,
             created_at=now,
-            expires_at=now + timedelta(seconds=expires_in) if expires_in else None,
+            expires_at=_reset_of(approval)
+            if approval.tool == SPEND
+            else (now + timedelta(seconds=expires_in) if expires_in else None),
             approval_id=approval.id,
         )
 
@@ -295,6 +326,12 @@ class ConsentGate:
         )
 
 
+def _reset_of(approval: Approval) -> datetime | None:
+    """When the period of a spend approval's limit ends (its card says): its grant's end."""
+    resets = approval.arguments.get("resets_at")
+    return datetime.fromisoformat(resets) if isinstance(resets, str) else None
+
+
 class TurnConsent:
     """The consent gate for one turn: the skill's policy, and whether the turn's model
     has seen content from outside the conversation (``outside``: from the history it
@@ -322,3 +359,10 @@ class TurnConsent:
         if self.gate is None:
             return Ending.UNREACHABLE
         return await self.gate.ask(turn, call, tool, owner=owner, seq=seq)
+
+    async def ask_spend(
+        self, turn: Turn, card: JSON, key: str, *, owner: str | None, seq: int
+    ) -> Ending:
+        if self.gate is None:
+            return Ending.UNREACHABLE
+        return await self.gate.ask_spend(turn, card, key, owner=owner, seq=seq)

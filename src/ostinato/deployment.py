@@ -30,7 +30,9 @@ from ostinato.observe import prices
 from ostinato.runtime import Runtime
 from ostinato.skills import Router, Skill
 from ostinato.sources import mcp_clients, tool_sources
+from ostinato.spend.gate import SpendGate
 from ostinato.store.base import Store
+from ostinato.store.spend import SpendStore
 from ostinato.tools.fetch import Fetcher, FetchPolicy, parse_allow_hosts
 from ostinato.tools.forge.limits import Limits
 from ostinato.tools.forge.pool import Sandbox
@@ -172,9 +174,18 @@ async def build_runtime(
         ),
         memory=memory,
         sandbox=sandbox,
+        spend=spend_gate(config, store),
     )
     runtime.personal_mcp = personal
     return Deployment(runtime, models, mcp)
+
+
+def spend_gate(config: Config, store: Store) -> SpendGate | None:
+    """What checks and counts every model call: the ``[budgets]`` limits over the store's
+    spend (every store here keeps it)."""
+    if not isinstance(store, SpendStore):
+        return None
+    return SpendGate(store, config.budgets.budgets())
 
 
 def personal_mcp(

@@ -4,6 +4,7 @@
 
     OstinatoError
     ├── ClientError                 the caller's fault (HTTP 4xx)
+    │   ├── Forbidden               403: the caller may not use this route
     │   ├── NotFound                404: no such conversation, turn, ...
     │   ├── Conflict                409: the request clashes with the current state
     │   └── InvalidRequest          422: the input is malformed
@@ -16,6 +17,7 @@
     │   │   ├── ProviderUnavailable 5xx, connection reset
     │   │   └── StreamIdle          the provider sent nothing for the idle timeout
     │   ├── QuotaExhausted          credit or spend limit reached (not retried)
+    │   ├── SpendLimitReached       ours: a budget refused the call before it was made
     │   ├── AuthenticationFailed    bad key, no permission (not retried)
     │   └── ContextTooLong          the request is larger than the model's window
     ├── ToolError                   a tool's fault; becomes a tool_result the model sees
@@ -49,6 +51,11 @@ class ClientError(OstinatoError):
     code = "bad_request"
 
 
+class Forbidden(ClientError):
+    status = 403
+    code = "forbidden"
+
+
 class NotFound(ClientError):
     status = 404
     code = "not_found"
@@ -73,6 +80,14 @@ class ModelError(OstinatoError):
 
 class ModelTimeout(ModelError):
     code = "model_timeout"
+
+
+class SpendLimitReached(ModelError):
+    """A budget (``ostinato.spend``) refused a side call before it was made: no provider
+    was asked, and the call's caller handles it as it handles a failed call (the router
+    falls back to the default skill, compaction to dropping steps, a job stops)."""
+
+    code = "spend_limit"
 
 
 class StreamIncomplete(ModelError):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import ClassVar, Literal, TypeAlias
 
 from ostinato.messages import JSON, Message, message_to_json
+from ostinato.store.base import TurnStopReason
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,8 +207,14 @@ class ModelRetrying(_Frame):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnFinished(_Frame):
+    """A turn ended: ``stop_reason`` says how (docs/loop.md): ``end_turn``, ``paused``,
+    ``budget_exhausted`` (its model calls ran out), ``spend_limit`` (a spend budget
+    stopped it before a model call: its last row says which and when it resets),
+    ``cancelled``, ``failed``, ``crashed``, or ``interrupted`` (closed by recovery);
+    ``state`` is the conversation's after it."""
+
     turn_id: str
-    stop_reason: str
+    stop_reason: TurnStopReason
     state: str
     metrics: JSON = field(default_factory=dict)
     error: str | None = None

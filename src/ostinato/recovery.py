@@ -26,7 +26,10 @@ Tool-call records still marked running are closed to match, and the turn ends
 
 A sweep also finds the decisions a gone holder saved but did not act on (the approval is
 decided, its call still open in a paused conversation), and the queued messages a gone
-holder was to run; ``sweep`` has the workers (``turns.Workers.take_over``) run both.
+holder was to run; ``sweep`` has the workers (``turns.Workers.take_over``) run both. The
+spend a gone holder had reserved for calls under way is charged at its estimates
+(``charge_left_holds``): a call may have been made before the crash, and a budget must
+not forget it.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
+from ostinato.store.spend import SpendStore
 from ostinato.tools.registry import ToolRegistry
 from ostinato.turns import Workers
 
@@ -118,7 +122,21 @@ async def find(
         for item in await store.list_queued()
         if who.gone(item.holder) and await claim_queued(store, item.id, item.holder, holder)
     ]
+    await charge_left_holds(store, who)
     return Found(closed, decided, queued)
+
+
+async def charge_left_holds(store: Store, who: Holders) -> int:
+    """Charge the spend reservations of gone holders at their estimates (``store.spend``):
+    each call may have been made before its server died, so its budget keeps it; the
+    number charged."""
+    if not isinstance(store, SpendStore):
+        return 0
+    charged = 0
+    for hold in await store.spend_holds():
+        if who.gone(hold.holder) and await store.charge_hold(hold.id):
+            charged += 1
+    return charged
 
 
 async def recover(

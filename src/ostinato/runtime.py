@@ -23,16 +23,9 @@ from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, TurnFinished
 from ostinato.holds import Holds
 from ostinato.ids import new_id
+from ostinato.inputs import begin_input
 from ostinato.leases import Lease
-from ostinato.loop.begin import (
-    AfterTurn,
-    begin,
-    commit_rows,
-    open_with_approval,
-    open_with_card_answer,
-    open_with_message,
-    pending_approvals,
-)
+from ostinato.loop.begin import AfterTurn, commit_rows, pending_approvals
 from ostinato.loop.driver import TurnResult
 from ostinato.loop.setup import waiting_answers
 from ostinato.memory.facts import Memory
@@ -40,6 +33,8 @@ from ostinato.messages import JSON, Message
 from ostinato.models.base import Model
 from ostinato.recovery import sweep
 from ostinato.skills import Router, Skill
+from ostinato.spend.gate import SpendGate
+from ostinato.spend.seam import GATE
 from ostinato.store.base import (
     Conversation,
     CreateConversation,
@@ -97,6 +92,7 @@ class Runtime:
         after_turn: AfterTurn | None = None,
         memory: Memory | None = None,
         sandbox: Sandbox | None = None,
+        spend: SpendGate | None = None,
     ) -> None:
         """``model`` is the default model (or a function of the conversation).
         ``router`` picks a skill per turn (default: one skill made of ``agent``), and
@@ -105,7 +101,8 @@ class Runtime:
         switched off except the ``protected_tools``. ``compactor`` summarises long
         histories (give it a cheap-tier model; by default the turn's own model does).
         ``after_turn`` runs in the background after each turn that ends ``end_turn``
-        (e.g. ``FactExtractor``); it is finished or cancelled at ``close``."""
+        (e.g. ``FactExtractor``); it is finished or cancelled at ``close``. ``spend``
+        checks and counts every model call (``ostinato.spend``; None: none is)."""
         self.store = store
         self.bus = bus or LocalBus()
         self.tools = tools if tools is not None else default_registry()
@@ -133,7 +130,19 @@ class Runtime:
         self._workers = Workers(self._begin, lambda: self.admission)
         self.bus.on("cancel", self._cancel_here)
         self.lease: Lease | None = None  # this process's lease, if it takes one (``leases``)
+        self.spend = spend
         self._closed = False
+
+    @property
+    def spend(self) -> SpendGate | None:
+        """What checks every model call against the budgets and counts it."""
+        return self._spend
+
+    @spend.setter
+    def spend(self, gate: SpendGate | None) -> None:
+        self._spend = gate
+        if gate is not None:
+            gate.holder = lambda: self.holder  # a reservation names its server's lease
 
     def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model:
         """The turn's model: the conversation's own choice (``metadata.model``), else the
@@ -418,30 +427,12 @@ class Runtime:
         is part of it (``ostinato.observe``)."""
         conversation = await self.conversation(conversation_id)
         window = await self.store.window(conversation_id, limit=self.history_limit)
-        history = window.rows
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
-        with observe.turn_beginning(turn, owner=conversation.owner):
-            match submission.input:
-                case NewMessage(message=message, queued=queued, client_message_id=client_id):
-                    opening = await open_with_message(
-                        self,
-                        conversation,
-                        history,
-                        turn.id,
-                        message,
-                        queued=queued,
-                        client_message_id=client_id,
-                        skill=submission.input.skill,
-                        instructions=submission.input.instructions,
-                    )
-                case CardAnswer(tool_use_id=tool_use_id, result=result):
-                    opening = open_with_card_answer(
-                        self, conversation_id, history, turn.id, tool_use_id, result
-                    )
-                case ApprovalOutcome(approval=approval):
-                    opening = open_with_approval(self, history, approval)
-            begun = await begin(self, conversation, window, turn, opening, submission.model)
-        return TurnHandle(begun.turn, begun.rows, begun.task, begun.position)
+        paying = GATE.set(self.spend)  # the turn's calls, and work after it, are checked
+        try:
+            return await begin_input(self, conversation, window, turn, submission)
+        finally:
+            GATE.reset(paying)
 
     def keep(self, work: asyncio.Future[Any]) -> None:
         """Hold after-turn work until it ends; ``close`` finishes or cancels it."""

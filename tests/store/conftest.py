@@ -84,7 +84,8 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
                 "TRUNCATE conversations, turns, messages, tool_calls, approvals, grants,"
                 " queued_inputs, summaries, memories, memory_relations, tool_switches, api_keys,"
                 " limit_slots, limit_events, forged_tools, servers, request_keys, schedules,"
-                " conversation_holds, job_states, job_runs, memory_uses"
+                " conversation_holds, job_states, job_runs, memory_uses, spend_days, spend_holds,"
+                " usage_days"
             )
         )
     return store

@@ -35,7 +35,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import HEAD_REVISION, SCRIPT_LOCATION, switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0014"
+HEAD = "0015"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -56,6 +56,9 @@ PEOPLE_TABLES = {
     "job_states",
     "job_runs",
     "memory_uses",
+    "spend_days",
+    "spend_holds",
+    "usage_days",
 }
 T = TypeVar("T")
 

@@ -38,6 +38,8 @@ from ostinato.ids import new_id
 from ostinato.messages import JSON, Message, TextBlock
 from ostinato.models.assembly import complete
 from ostinato.models.base import Model, ModelRequest
+from ostinato.spend.gate import SpendGate
+from ostinato.spend.seam import GATE
 from ostinato.store.base import Store, WriteOp, utcnow
 from ostinato.store.jobs import ClaimJob, FinishJob, JobRun, JobState, JobTakenOver
 
@@ -108,8 +110,10 @@ class JobRunner:
         holder: str | None = None,
         capacity: int = 5_000,
         clock: Callable[[], datetime] = utcnow,
+        spend: SpendGate | None = None,
     ) -> None:
         self.store, self.jobs, self.settings = store, list(jobs), settings
+        self.spend = spend  # checks and counts the jobs' calls, charged to their owner
         self.model, self.capacity, self.clock = model, capacity, clock
         self.holder = holder or f"jobs_{new_id()}"
         self.lease = timedelta(seconds=settings.lease_seconds)
@@ -161,11 +165,15 @@ class JobRunner:
         now, budget = self.clock(), Budget(self.model, calls_left)
         context = Context(state.owner, now, self.store, budget, state.notes, self.capacity)
         error: str | None = None
-        with observe.job(f"job.{job.name}", owner=state.owner) as scope:
-            try:
-                outcome = await job.run(context)
-            except (ModelError, ClientError) as exc:
-                outcome, error = Outcome(), f"{type(exc).__name__}: {exc}"
+        paying = GATE.set(self.spend)  # its calls are checked and charged to the owner
+        try:
+            with observe.job(f"job.{job.name}", owner=state.owner) as scope:
+                try:
+                    outcome = await job.run(context)
+                except (ModelError, ClientError) as exc:
+                    outcome, error = Outcome(), f"{type(exc).__name__}: {exc}"
+        finally:
+            GATE.reset(paying)
         metrics = scope.ledger.snapshot()
         wanting = outcome.wanting or budget.refused
         settled = settle(state, active, now, calls=budget.calls, wanting=wanting)

@@ -37,7 +37,14 @@ class Background:
         )
         jobs = settings.jobs
         self.jobs = (
-            JobRunner(runtime.store, default_jobs(jobs), jobs, model=model, capacity=capacity)
+            JobRunner(
+                runtime.store,
+                default_jobs(jobs),
+                jobs,
+                model=model,
+                capacity=capacity,
+                spend=runtime.spend,
+            )
             if jobs.enabled
             else None
         )

@@ -10,6 +10,7 @@
     ostinato replay CONVERSATION_ID [--database-url URL] [--config FILE]
                     [--recorded-tools clock,recall] [--timeline]
     ostinato keys create --owner ann --name laptop [--expires-in 90d] | list | revoke ID
+    ostinato usage [--url URL] [--key KEY] [--since DAY] [--until DAY] [--all] [--json]
 
 A flag is the highest layer of the settings (``ostinato.config``): it wins over the
 environment and the file. Each command imports what it needs when it runs, so
@@ -27,6 +28,7 @@ from typing import Any
 
 from ostinato import __version__
 from ostinato.cli import keys as keys_command
+from ostinato.cli import usage as usage_command
 
 # identity.binding.DANGER_FLAG, spelt here so that building the parser (and so
 # ``--version``) imports nothing of the settings; tests/test_startup.py keeps them equal.
@@ -57,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
     _replay_parser(commands)
     keys_command.add_parser(commands, DATABASE_HELP, CONFIG_HELP)
+    usage_command.add_parser(commands)
     return parser
 
 
@@ -194,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(keys_command.run(args))
         if args.command == "chat":
             return _chat(args)
+        if args.command == "usage":
+            return usage_command.run(args)
         return _replay(args)
     except KeyboardInterrupt:
         print(file=sys.stderr)

@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ostinato.config.budgets import BudgetsSection, LimitEntry
     from ostinato.config.observability import ObservabilitySection, PriceEntry
     from ostinato.config.sections import (
         TIER_NAMES,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from ostinato.config.tools import McpSource, OpenApiSource, ToolsSection
 
 _MODULES = {
+    "budgets": ("BudgetsSection", "LimitEntry"),
     "observability": ("ObservabilitySection", "PriceEntry"),
     "sections": (
         "TIER_NAMES",
@@ -91,12 +93,14 @@ __all__ = [
     "AgentFilters",
     "AgentSection",
     "ApprovalsSection",
+    "BudgetsSection",
     "ClientSection",
     "CompletionsSettings",
     "Config",
     "ConfigError",
     "FilterSettings",
     "GuidelinesSection",
+    "LimitEntry",
     "Loaded",
     "McpSource",
     "MemorySection",

@@ -59,6 +59,7 @@ from pydantic_settings import (
 )
 
 from ostinato.config.background import BackgroundSection
+from ostinato.config.budgets import BudgetsSection
 from ostinato.config.observability import ObservabilitySection
 from ostinato.config.requests import RequestsSection
 from ostinato.config.sections import (
@@ -108,6 +109,7 @@ class Config(BaseSettings):
     observability: ObservabilitySection = Field(default_factory=ObservabilitySection)
     requests: RequestsSection = Field(default_factory=RequestsSection)
     background: BackgroundSection = Field(default_factory=BackgroundSection)
+    budgets: BudgetsSection = Field(default_factory=BudgetsSection)
 
     @classmethod
     def settings_customise_sources(

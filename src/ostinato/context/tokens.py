@@ -85,16 +85,21 @@ def estimate_messages(messages: Iterable[Message]) -> int:
     return sum(estimate_message(m) for m in messages)
 
 
-def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
-    """A call's token counts by estimate, for a provider that sent none: the request's
-    (uncalibrated) estimate in, the reply's out."""
-    tokens_in = (
+def estimate_input(request: ModelRequest) -> int:
+    """A request's input tokens by estimate (uncalibrated): its system prompt, its tool
+    definitions and its messages."""
+    return (
         int(len(request.system) / CHARS_PER_TOKEN)
         + estimate_tools(request.tools)
         + estimate_messages(request.messages)
     )
+
+
+def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
+    """A call's token counts by estimate, for a provider that sent none: the request's
+    (uncalibrated) estimate in, the reply's out."""
     chars, flat = _chars(reply)
-    return Usage(tokens_in, int(chars / CHARS_PER_TOKEN) + flat, source="estimate")
+    return Usage(estimate_input(request), int(chars / CHARS_PER_TOKEN) + flat, source="estimate")
 
 
 # A tool's schema is the same object from turn to turn (the tool holds it, and each

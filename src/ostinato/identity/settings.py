@@ -171,6 +171,27 @@ class AuthSettings(_Section):
         default=None, description="The identity provider, for mode `oidc` ([auth.oidc])."
     )
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    admins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Owners who may use the admin routes (`/v1/admin/...`: every owner's "
+        "usage, reloading the configuration; comma-separated). In mode `none` the local "
+        "owner may.",
+    )
+
+    @field_validator("admins", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def admin(self, owner: str, method: str) -> bool:
+        """Whether a caller (its owner, and how it was established) may use the admin
+        routes: the local owner of mode ``none``, or an owner ``admins`` names who signed
+        in with a key or a token (never an anonymous caller)."""
+        if method == "local":
+            return True
+        return method in ("key", "oidc") and owner in self.admins
 
     @field_validator("mode")
     @classmethod

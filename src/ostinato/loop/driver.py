@@ -38,11 +38,14 @@ from ostinato.loop.decision import (
 from ostinato.loop.history import as_sent, repair, unique_tool_ids
 from ostinato.loop.record import TurnRecord
 from ostinato.loop.running import ToolRunner
+from ostinato.loop.spending import SpendAsker, Stopped, TurnSpend
 from ostinato.loop.tools import Consent, ToolRun, validated
 from ostinato.messages import Message, TextBlock, ToolUseBlock
-from ostinato.models.assembly import MessageBuilder, ModelReply
+from ostinato.models.assembly import MessageBuilder, ModelReply, spent
 from ostinato.models.base import Model, ModelRequest
 from ostinato.redaction import redact
+from ostinato.spend.gate import SpendGate
+from ostinato.spend.seam import GATE
 from ostinato.store.base import StartToolCall, Store, Turn, TurnStopReason, utcnow
 from ostinato.tools.registry import ToolCatalog
 
@@ -113,6 +116,9 @@ class TurnDriver:
             self.record.opened(self.seeds, seeded.starts)
         # what the turn caused, as it happens: the metrics block and the timeline
         self.watch = observe.turn_scope(turn, owner=owner, agent=settings.name, model=model.name)
+        gate = GATE.get()  # budgets (``loop.spending``); None: not checked
+        asker = consent if isinstance(consent, SpendAsker) else None
+        self.spend = TurnSpend(gate, asker, turn, owner) if isinstance(gate, SpendGate) else None
         self.tools = ToolRunner(
             self.record,
             catalog,
@@ -284,6 +290,8 @@ class TurnDriver:
         fails still leaves the person a sentence: a fixed one, stored instead."""
         try:
             reply = await self._call_model(tools_off)
+        except Stopped as stop:  # a spend limit: the call was not made
+            return state, await self._spend_stop(stop)
         except ModelError as exc:
             if not state.wrapping_up:
                 raise
@@ -305,7 +313,16 @@ class TurnDriver:
         await self.record.commit([Message("assistant", (TextBlock(text),), metadata=metadata)])
         return Finish(reason, {})
 
+    async def _spend_stop(self, stop: Stopped) -> Finish:
+        """The turn ends ``spend_limit`` with a sentence saying why and when it resets."""
+        metadata = {"metrics": self.metrics(), "stop_reason": "spend_limit", "spend": stop.detail}
+        row = Message("assistant", (TextBlock(stop.sentence),), metadata=metadata)
+        await self.record.commit([row])
+        return Finish("spend_limit", {})
+
     async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
+        spend = self.spend
+        held = await spend.clear(self.model.name, request, self.seq) if spend else None
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
         self.shown = Shown()
@@ -325,8 +342,12 @@ class TurnDriver:
             reply = unique_tool_ids(builder.finish(), self.tool_ids)
         except BaseException as exc:
             call.failed(exc)
+            if spend is not None:  # charged all the same: the call was made
+                await asyncio.shield(spend.charge(held, spent(builder, None)))
             raise
         call.replied(reply)
+        if spend is not None:
+            await spend.charge(held, reply.usage)
         return reply
 
     def metrics(self) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from ostinato.models.base import (
     ToolCallStart,
     Usage,
 )
+from ostinato.spend.seam import GATE
 
 
 @dataclass(slots=True)
@@ -206,19 +207,34 @@ async def complete(
     without its final event; ``what`` names the call in those errors and is the call's
     purpose where it is observed (``ostinato.observe``)."""
     builder = MessageBuilder(request)
-    with observe.model_call(model.name, request, what) as call:
-        try:
-            async with asyncio.timeout(deadline), aclosing(model.stream(request)) as events:
-                async for event in events:
-                    builder.feed(event)
-                    if call.first is None and type(event) in CONTENT_EVENTS:
-                        call.first_token()
-                    elif type(event) is Retrying:
-                        call.retried(event.error)
-        except TimeoutError:
-            raise ModelTimeout(f"the {what} call passed its {deadline:g} s deadline") from None
-        if builder.stop_reason is None:
-            raise StreamIncomplete(f"the {what} call's stream ended without its final event")
-        reply = builder.finish()
-        call.replied(reply)
+    gate = GATE.get()  # the budgets: SpendLimitReached past a limit
+    settle = await gate.side_call(model.name, request) if gate is not None else None
+    reply: ModelReply | None = None
+    try:
+        with observe.model_call(model.name, request, what) as call:
+            try:
+                async with asyncio.timeout(deadline), aclosing(model.stream(request)) as events:
+                    async for event in events:
+                        builder.feed(event)
+                        if call.first is None and type(event) in CONTENT_EVENTS:
+                            call.first_token()
+                        elif type(event) is Retrying:
+                            call.retried(event.error)
+            except TimeoutError:
+                raise ModelTimeout(f"the {what} call passed its {deadline:g} s deadline") from None
+            if builder.stop_reason is None:
+                raise StreamIncomplete(f"the {what} call's stream ended without its final event")
+            reply = builder.finish()
+            call.replied(reply)
+    finally:
+        if settle is not None:  # charged whatever happened: the call was made
+            await asyncio.shield(settle(spent(builder, reply)))
     return reply
+
+
+def spent(builder: MessageBuilder, reply: ModelReply | None) -> Usage | None:
+    """What a call used, as far as is known: its reply's counts, else what the provider
+    had counted when it was cut short (None: nothing known)."""
+    if reply is not None:
+        return reply.usage
+    return builder.usage if builder.usage.source != "unknown" else None

@@ -31,7 +31,14 @@ from ostinato.store.relations import RelationOp, RelationReads
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
-    "end_turn", "paused", "budget_exhausted", "cancelled", "failed", "crashed", "interrupted"
+    "end_turn",
+    "paused",
+    "budget_exhausted",
+    "spend_limit",
+    "cancelled",
+    "failed",
+    "crashed",
+    "interrupted",
 ]
 # running: executing; waiting: a ui call waiting for a person; ok / error / timeout: how it
 # ran; refused: consent was not given; dismissed: the user moved on from a card;
@@ -55,6 +62,7 @@ STATE_AFTER: dict[str, ConversationState] = {
     "end_turn": "idle",
     "paused": "paused",
     "budget_exhausted": "idle",
+    "spend_limit": "idle",
     "cancelled": "idle",
     "failed": "failed",
     "crashed": "idle",

@@ -36,12 +36,16 @@ from ostinato.store.memory_writes import MemoryTables, apply
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import MemorySchedules
 from ostinato.store.search import overlap_score, search_terms
+from ostinato.store.spend import MemorySpend
 
 
-class MemoryStore(MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryJobReads, MemoryTables):
+class MemoryStore(
+    MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryJobReads, MemorySpend, MemoryTables
+):
     """The tables (``MemoryTables``), written by ``memory_writes`` and read here; its
     leases (``MemoryLeases``), idempotency keys (``MemoryRequestKeys``), schedules
-    (``MemorySchedules``) and background jobs' reads (``MemoryJobReads``)."""
+    (``MemorySchedules``), background jobs' reads (``MemoryJobReads``) and spend
+    (``MemorySpend``)."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         return apply(self, ops)

@@ -64,6 +64,7 @@ from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import Schedule
+from ostinato.store.spend import Hold, UsageRow
 
 Undo = list[Callable[[], None]]
 
@@ -100,6 +101,10 @@ class MemoryTables:
     _job_states: dict[tuple[str, str], JobState] = field(default_factory=dict)
     _job_runs: dict[str, JobRun] = field(default_factory=dict)
     _fact_uses: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    # ``store.spend``: budget accounts per day, holds of calls under way, usage per owner
+    _spend_days: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    _spend_holds: dict[str, Hold] = field(default_factory=dict)
+    _usage_days: dict[tuple[str, str, str, str], UsageRow] = field(default_factory=dict)
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:

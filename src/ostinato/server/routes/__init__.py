@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ostinato.server.routes import (
+    admin,
     approvals,
     caller,
     conversations,
@@ -21,6 +22,7 @@ from ostinato.server.routes import (
     tools,
     triggers,
     turns,
+    usage,
     websocket,
 )
 
@@ -44,4 +46,6 @@ ROUTERS = (
     schedules.router,
     triggers.router,
     jobs.router,
+    usage.router,
+    admin.router,
 )

@@ -40,6 +40,7 @@ from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, time_from_postgres, utc_time
 from ostinato.store.sql.schedule_sql import SQLSchedules
 from ostinato.store.sql.speculate import plan
+from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.statements import WriteName, write_statements
 
 POOL_SIZE, MAX_OVERFLOW = 10, 20
@@ -89,7 +90,7 @@ class _LeaseTx:
         return self._connection.execute(stmt, params).all()
 
 
-class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
+class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLReads):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)

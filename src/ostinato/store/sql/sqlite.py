@@ -30,6 +30,7 @@ from ostinato.store.sql.migrate import migrate_sqlite, switch_to_wal
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.schedule_sql import SQLSchedules
+from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.sqlite_sql import CompiledCache
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
 
@@ -53,7 +54,7 @@ class _LeaseTx:
         return self._conn.execute(sql.text, sql.defaults | params).fetchall()
 
 
-class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLReads):
+class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLReads):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
-
-_ID = sa.String()
-_TIME = sa.DateTime(timezone=True)
+from ostinato.store.sql.meta import ID as _ID
+from ostinato.store.sql.meta import TIME as _TIME
+from ostinato.store.sql.meta import metadata as metadata
+from ostinato.store.sql.spend_tables import spend_days as spend_days
+from ostinato.store.sql.spend_tables import spend_holds as spend_holds
+from ostinato.store.sql.spend_tables import usage_days as usage_days
 
 conversations = sa.Table(
     "conversations",

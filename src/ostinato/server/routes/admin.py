@@ -1,0 +1,103 @@
+"""``/v1/admin/...``: what only an operator may do: every owner's usage
+(``GET /v1/admin/usage``). An admin is the local owner of mode ``none``, or an owner
+``auth.admins`` names who signed in with a key or a token; anyone else gets 403."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from ostinato.errors import Forbidden
+from ostinato.server.auth import Caller, CurrentCaller
+from ostinato.server.context import Context
+from ostinato.server.routes.usage import (
+    ERRORS,
+    BudgetOut,
+    CountOut,
+    ModelOut,
+    Since,
+    Until,
+    days,
+    standings,
+)
+from ostinato.server.schemas import ErrorBody
+from ostinato.spend import report
+from ostinato.spend.limits import Budgets
+from ostinato.spend.rule import Account, Limit
+from ostinato.store.spend import SpendStore, UsageRow
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"])
+ADMIN_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    403: {"model": ErrorBody, "description": "The caller is not an admin (`auth.admins`)."},
+}
+
+
+async def admin_caller(context: Context, caller: CurrentCaller) -> Caller:
+    if not context.auth.settings.admin(caller.owner, caller.method):
+        raise Forbidden("only an admin may use this route (see auth.admins)")
+    return caller
+
+
+Admin = Annotated[Caller, Depends(admin_caller)]
+
+
+class OwnerOut(CountOut):
+    owner: str = Field(description='The owner ("" for calls of no owner).')
+    budget: BudgetOut | None = Field(description="Their own budget, if one is set.")
+
+
+class AdminUsageOut(BaseModel):
+    currency: str
+    since: date
+    until: date
+    total: CountOut
+    owners: list[OwnerOut]
+    models: list[ModelOut]
+    pools: list[BudgetOut] = Field(
+        description="The budgets shared by anonymous callers and by the deployment, if set."
+    )
+
+
+@router.get("/usage", response_model=AdminUsageOut, responses=ADMIN_ERRORS)
+async def all_usage(
+    context: Context, admin: Admin, since: Since = None, until: Until = None
+) -> AdminUsageOut:
+    """Every owner's usage from `since` to `until` (UTC days, both included), each with
+    their budget as it stands now, and the shared budgets."""
+    first, last = days(since, until)
+    store, gate = context.runtime.store, context.runtime.spend
+    budgets = gate.budgets if gate is not None else Budgets()
+    rows: list[UsageRow] = []
+    if isinstance(store, SpendStore):
+        rows = await store.usage_rows(None, first.isoformat(), last.isoformat())
+    owners = []
+    for owner, count in report.by(rows, _owner).items():
+        own = Account("owner", owner, budgets.own_limit(owner or None))
+        found = await standings(context, [own])
+        owners.append(
+            OwnerOut(owner=owner, budget=found[0] if found else None, **CountOut.fields_of(count))
+        )
+    pools = [
+        Account("anonymous", "", budgets.anonymous or Limit()),
+        Account("deployment", "", budgets.deployment or Limit()),
+    ]
+    return AdminUsageOut(
+        currency=budgets.currency,
+        since=first,
+        until=last,
+        total=CountOut(**CountOut.fields_of(report.total(rows))),
+        owners=owners,
+        models=[
+            ModelOut(model=m, **CountOut.fields_of(c))
+            for m, c in report.by(rows, lambda r: r.model).items()
+        ],
+        pools=await standings(context, pools),
+    )
+
+
+def _owner(row: UsageRow) -> str:
+    return row.owner

@@ -1,0 +1,174 @@
+"""The spend gate: a model call checked against the budgets before it is made, and its
+cost charged after. Effects only: the verdict is ``spend.rule``'s, the standing and the
+reservation are the store's (``store.spend``).
+
+Every model call goes through here, where it is made: a turn's own step
+(``loop.spending``) and every side call (``models.assembly.complete``: routing,
+compaction summaries, fact extraction, background jobs). The gate of the turn or job
+under way is found in a context variable (``spend.seam.GATE``, set by the runtime as a
+turn begins and by the job runner); the owner and agent the call is charged to are
+those of the turn or job it is part of (``ostinato.observe``'s scope under way: a
+sub-agent's calls are its own turn's, whose owner is the person's). With no gate, a
+call is neither checked nor counted.
+
+``clear`` estimates the call's cost (its input tokens by estimate, its output at its
+``max_tokens``, or ``Budgets.output_tokens``) and, when any limit is set, reserves it in
+the store (one transaction that reads the standing and decides); with no limit at all
+nothing is reserved and the call is only counted. ``charge`` settles the reservation at
+the call's actual cost and counts it in its owner's usage. A side call never asks a
+person: only a turn's own step can wait for the soft-limit card.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from ostinato import observe
+from ostinato.context.tokens import estimate_input
+from ostinato.errors import SpendLimitReached
+from ostinato.ids import new_id
+from ostinato.models.base import ModelRequest, Usage
+from ostinato.observe import prices
+from ostinato.spend import words
+from ostinato.spend.limits import Budgets
+from ostinato.spend.rule import Allow, Refuse, Standing, Verdict, day_of, decide
+from ostinato.spend.seam import Settle
+from ostinato.store.base import utcnow
+from ostinato.store.spend import Charge, Hold, SpendStore
+
+log = logging.getLogger("ostinato.spend")
+NO_USAGE = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class Payer:
+    """Whom a call is charged to: the owner who caused it, and the agent it ran under
+    (``""`` for a call outside any agent's turn: routing, a job)."""
+
+    owner: str | None
+    agent: str
+
+
+def payer() -> Payer:
+    """The payer of a call made now: the owner and agent of the turn (or job) under way."""
+    holder = observe.nearest_holder()
+    if holder is None:
+        return Payer(None, "")
+    agent = getattr(holder, "agent", None)
+    link = getattr(holder, "link", None)  # work after a turn: the turn's agent
+    if agent is None and link is not None:
+        agent = getattr(link, "agent", None)
+    return Payer(holder.owner, agent or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A call cleared to go: what it is charged to, and its reservation (None when no
+    limit applies: it is only counted)."""
+
+    payer: Payer
+    model: str
+    day: str
+    accounts: tuple[tuple[str, str], ...]
+    hold: Hold | None
+
+
+@dataclass(frozen=True, slots=True)
+class Clearance:
+    verdict: Verdict
+    held: Held | None  # set when the verdict is ``Allow``
+
+
+class SpendGate:
+    """Checks and charges model calls for one store; ``budgets`` may be replaced (a
+    configuration reload): the next call is checked against the new limits."""
+
+    def __init__(
+        self,
+        store: SpendStore,
+        budgets: Budgets,
+        *,
+        holder: Callable[[], str | None] = lambda: None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store, self.budgets = store, budgets
+        self.holder, self.clock = holder, clock
+
+    def estimate(self, model: str, request: ModelRequest) -> float | None:
+        """The call's cost at most (its output at its max), None when it has no price."""
+        tokens_in = estimate_input(request)
+        tokens_out = request.max_tokens or self.budgets.output_tokens
+        return prices.tokens_cost(model, tokens_in, tokens_out, 0, 0, tokens_in)
+
+    async def clear(
+        self,
+        model: str,
+        request: ModelRequest,
+        *,
+        ask: bool,
+        consented: frozenset[str] = frozenset(),
+        who: Payer | None = None,
+    ) -> Clearance:
+        """Whether the call may go: ``Allow`` with its reservation, ``Ask`` (past a soft
+        limit, only when ``ask``) or ``Refuse``. ``consented``: the soft limits the owner
+        agreed to pass (``rule.consent_key``)."""
+        budgets, now = self.budgets, self.clock()
+        who = who or payer()
+        accounts = budgets.accounts(who.owner)
+        keys = tuple((a.pool, a.owner) for a in accounts)
+        day = day_of(now)
+        if not budgets.any:  # nothing to check: only counted
+            return Clearance(Allow(), Held(who, model, day, keys, None))
+        estimate = self.estimate(model, request)
+        hold = Hold(
+            new_id(), who.owner or "", day, estimate or 0.0, keys, model, now, who.agent,
+            self.holder(),
+        )  # fmt: skip
+
+        def rule(standings: list[Standing]) -> Verdict:
+            return decide(
+                standings, estimate, consented=consented, unpriced=budgets.unpriced, ask=ask
+            )
+
+        verdict = await self.store.reserve_spend(hold, accounts, now, rule)  # type: ignore[arg-type]
+        held = Held(who, model, day, keys, hold) if isinstance(verdict, Allow) else None
+        return Clearance(verdict, held)
+
+    async def charge(self, held: Held, usage: Usage | None) -> None:
+        """Settle a call that was made (or cut short) at what it cost."""
+        cost = prices.cost(held.model, usage or NO_USAGE)
+        usage = usage or NO_USAGE
+        charge = Charge(
+            owner=held.payer.owner or "",
+            day=held.hold.day if held.hold is not None else held.day,
+            model=held.model,
+            agent=held.payer.agent,
+            accounts=held.accounts,  # type: ignore[arg-type]
+            cost=cost,
+            tokens_in=usage.input_tokens,
+            tokens_out=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+        await self.store.settle_spend(held.hold.id if held.hold is not None else None, charge)
+
+    async def side_call(self, model: str, request: ModelRequest) -> Settle | None:
+        """``seam.SideCalls``: clear a call that never asks (``SpendLimitReached`` when a
+        budget refuses it); what charges it once it has ended."""
+        clearance = await self.clear(model, request, ask=False)
+        verdict, held = clearance.verdict, clearance.held
+        if isinstance(verdict, Refuse):
+            sentence = words.stopped(verdict, self.clock(), self.budgets.currency)
+            raise SpendLimitReached(sentence)
+        assert held is not None
+
+        async def settle(usage: Usage | None) -> None:
+            try:
+                await self.charge(held, usage)
+            except Exception:  # the call was made: failing to count it must not fail it
+                log.exception("could not charge a model call to %r", held.payer.owner)
+
+        return settle

@@ -1,0 +1,208 @@
+"""Spend in the store: what each budget account has spent and reserved per UTC day, the
+reservations of calls under way, and each owner's usage by day, model and agent.
+
+Three tables, each with an ``owner`` column (``""`` for the shared pools, and for
+calls of no owner), so an owner's rows are found, and erased, by it:
+
+- ``spend_days``: per account (``pool``, ``owner``) and day, the cost settled
+  (``spent_usd``) and the estimates of calls under way (``reserved_usd``);
+- ``spend_holds``: one row per call under way: what it reserved, on which accounts,
+  for which model and agent, and the lease of the server making it (``holder``);
+- ``usage_days``: per owner, day, model and agent: calls, tokens and cost (the priced
+  calls' sum, and how many calls had no price).
+
+``reserve_spend`` is one transaction: it locks the accounts' rows for the day (so
+reservations of one account on every server take turns), reads each account's
+standing over its period, asks ``decide`` (``spend.rule``), and writes the hold only
+when the verdict is ``Allow``. ``settle_spend`` replaces a hold by the call's actual
+cost. A hold whose server died is charged at its estimate by ``charge_holds`` (recovery),
+never forgotten: the call may have been made. Like leases, these are written apart
+from ``Store.write``, each method one small transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from ostinato.spend.rule import Account, Allow, Pool, Standing, Verdict, start
+
+AccountKey = tuple[Pool, str]  # (pool, owner)
+Decide = Callable[[Sequence[Standing]], Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A call under way: its estimate, reserved on ``accounts`` on ``day``."""
+
+    id: str
+    owner: str
+    day: str
+    amount: float
+    accounts: tuple[AccountKey, ...]
+    model: str
+    created_at: datetime
+    agent: str = ""
+    holder: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One call's cost as it ended, charged to ``accounts`` and to ``owner``'s usage.
+    ``cost`` is ``None`` when its model has no price."""
+
+    owner: str
+    day: str
+    model: str
+    agent: str
+    accounts: tuple[AccountKey, ...]
+    cost: float | None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    owner: str
+    day: str
+    model: str
+    agent: str
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0  # the priced calls' cost
+    unpriced_calls: int = 0  # calls whose model had no price: their cost is unknown
+
+    def plus(self, charge: Charge) -> UsageRow:
+        return dataclasses.replace(
+            self,
+            calls=self.calls + 1,
+            tokens_in=self.tokens_in + charge.tokens_in,
+            tokens_out=self.tokens_out + charge.tokens_out,
+            cache_read_tokens=self.cache_read_tokens + charge.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + charge.cache_write_tokens,
+            cost_usd=self.cost_usd + (charge.cost or 0.0),
+            unpriced_calls=self.unpriced_calls + (charge.cost is None),
+        )
+
+
+def charge_of(hold: Hold) -> Charge:
+    """A hold charged at its estimate (its server died: the call may have been made)."""
+    return Charge(hold.owner, hold.day, hold.model, hold.agent, hold.accounts, hold.amount)
+
+
+@runtime_checkable
+class SpendStore(Protocol):
+    """What budgets and usage need from a store (every store here has it)."""
+
+    async def reserve_spend(
+        self, hold: Hold, accounts: Sequence[Account], now: datetime, decide: Decide
+    ) -> Verdict:
+        """In one transaction: the standing of each of ``accounts`` at ``now`` (over
+        its period), ``decide`` on them, and ``hold`` reserved on every one of them when
+        the verdict is ``Allow``. Returns the verdict."""
+        ...
+
+    async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
+        """Drop the call's hold (if it had one) and charge its cost to its accounts and
+        its owner's usage. A hold that is gone already was charged at its estimate by
+        recovery: nothing more is charged."""
+        ...
+
+    async def spend_standings(
+        self, accounts: Sequence[Account], now: datetime
+    ) -> list[Standing]: ...
+
+    async def spend_holds(self) -> list[Hold]:
+        """Every hold, oldest first."""
+        ...
+
+    async def charge_hold(self, hold_id: str) -> bool:
+        """Charge a hold at its estimate and drop it; False if it is gone already."""
+        ...
+
+    async def usage_rows(self, owner: str | None, since: str, until: str) -> list[UsageRow]:
+        """Usage from day ``since`` to ``until`` (ISO dates, both included) of ``owner``,
+        or of every owner (None), by day, owner, model and agent."""
+        ...
+
+
+# --- the in-memory store's ----------------------------------------------------------------
+
+
+class MemorySpend:
+    """``SpendStore`` for ``MemoryStore`` (one process: each method runs whole)."""
+
+    _spend_days: dict[tuple[str, str, str], list[float]]  # (pool, owner, day) -> spent, held
+    _spend_holds: dict[str, Hold]
+    _usage_days: dict[tuple[str, str, str, str], UsageRow]  # (owner, day, model, agent)
+
+    def _standing(self, account: Account, now: datetime) -> Standing:
+        since = start(account.limit.period, now)
+        spent = reserved = 0.0
+        for (pool, owner, day), (got, held) in self._spend_days.items():
+            if pool == account.pool and owner == account.owner and day >= since:
+                spent, reserved = spent + got, reserved + held
+        return Standing(account, spent, reserved, since)
+
+    def _add(self, key: AccountKey, day: str, spent: float, held: float) -> None:
+        row = self._spend_days.setdefault((key[0], key[1], day), [0.0, 0.0])
+        row[0] += spent
+        row[1] += held
+
+    async def reserve_spend(
+        self, hold: Hold, accounts: Sequence[Account], now: datetime, decide: Decide
+    ) -> Verdict:
+        verdict = decide([self._standing(account, now) for account in accounts])
+        if isinstance(verdict, Allow):
+            for key in hold.accounts:
+                self._add(key, hold.day, 0.0, hold.amount)
+            self._spend_holds[hold.id] = hold
+        return verdict
+
+    async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
+        if hold_id is not None:
+            hold = self._spend_holds.pop(hold_id, None)
+            if hold is None:
+                return  # recovery charged it at its estimate
+            for key in hold.accounts:
+                self._add(key, hold.day, 0.0, -hold.amount)
+        for key in charge.accounts:
+            self._add(key, charge.day, charge.cost or 0.0, 0.0)
+        self._count(charge)
+
+    def _count(self, charge: Charge) -> None:
+        key = (charge.owner, charge.day, charge.model, charge.agent)
+        row = self._usage_days.get(key) or UsageRow(*key)
+        self._usage_days[key] = row.plus(charge)
+
+    async def spend_standings(self, accounts: Sequence[Account], now: datetime) -> list[Standing]:
+        return [self._standing(account, now) for account in accounts]
+
+    async def spend_holds(self) -> list[Hold]:
+        return sorted(self._spend_holds.values(), key=lambda h: (h.created_at, h.id))
+
+    async def charge_hold(self, hold_id: str) -> bool:
+        hold = self._spend_holds.pop(hold_id, None)
+        if hold is None:
+            return False
+        charge = charge_of(hold)
+        for key in hold.accounts:
+            self._add(key, hold.day, hold.amount, -hold.amount)
+        self._count(charge)
+        return True
+
+    async def usage_rows(self, owner: str | None, since: str, until: str) -> list[UsageRow]:
+        found = [
+            row
+            for (who, day, _, _), row in self._usage_days.items()
+            if (owner is None or who == owner) and since <= day <= until
+        ]
+        return sorted(found, key=lambda r: (r.day, r.owner, r.model, r.agent))

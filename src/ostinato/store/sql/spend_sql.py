@@ -1,0 +1,226 @@
+"""``SpendStore`` for both SQL engines (``store.spend``): budget accounts per day, the
+holds of calls under way, and usage per owner.
+
+Each method is one transaction of its own, apart from the store's write path, as the
+leases' are (``sql.leases``: PostgreSQL on a pooled connection, SQLite under ``BEGIN
+IMMEDIATE``). A reservation first adds nothing to each account's row for the day (an
+upsert), which on PostgreSQL locks that row until the transaction ends: reservations of
+one account on every server take turns, and each reads the standing the one before it
+left (READ COMMITTED reads anew at each statement). Rows are locked in one order, so two
+reservations never wait on each other crosswise. SQLite has one writer.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import cache
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ostinato.spend.rule import Account, Allow, Standing, Verdict, start
+from ostinato.store.spend import AccountKey, Charge, Decide, Hold, UsageRow, charge_of
+from ostinato.store.sql.leases import LeaseTx
+from ostinato.store.sql.rows import Row, TimeDecoder
+from ostinato.store.sql.tables import spend_days, spend_holds, usage_days
+
+T = TypeVar("T")
+_USAGE_COUNTS = (
+    "calls",
+    "tokens_in",
+    "tokens_out",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "unpriced_calls",
+)
+
+
+def _p(table: sa.Table, name: str, param: str | None = None) -> sa.BindParameter[Any]:
+    return sa.bindparam(param or name, type_=table.c[name].type)
+
+
+@cache
+def statements(dialect: str) -> dict[str, sa.Executable]:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    d, h, u = spend_days, spend_holds, usage_days
+    add = insert(d).values({c.name: _p(d, c.name) for c in d.columns})
+    add = add.on_conflict_do_update(
+        index_elements=["pool", "owner", "day"],
+        set_={
+            "spent_usd": d.c.spent_usd + add.excluded.spent_usd,
+            "reserved_usd": d.c.reserved_usd + add.excluded.reserved_usd,
+        },
+    )
+    count = insert(u).values({c.name: _p(u, c.name) for c in u.columns})
+    count = count.on_conflict_do_update(
+        index_elements=["owner", "day", "model", "agent"],
+        set_={name: u.c[name] + count.excluded[name] for name in _USAGE_COUNTS},
+    )
+    standing = sa.select(
+        sa.func.coalesce(sa.func.sum(d.c.spent_usd), 0.0),
+        sa.func.coalesce(sa.func.sum(d.c.reserved_usd), 0.0),
+    ).where(
+        d.c.pool == _p(d, "pool"),
+        d.c.owner == _p(d, "owner"),
+        d.c.day >= _p(d, "day", "since"),
+    )
+    hold_id = h.c.id == _p(h, "id", "b_id")
+    return {
+        "add": add,
+        "count": count,
+        "standing": standing,
+        "insert_hold": sa.insert(h).values({c.name: _p(h, c.name) for c in h.columns}),
+        "take_hold": sa.delete(h).where(hold_id).returning(*h.columns),
+    }
+
+
+_HOLDS = sa.select(spend_holds).order_by(spend_holds.c.created_at, spend_holds.c.id)
+
+
+@cache
+def _usage_of(by_owner: bool) -> sa.Select[Any]:
+    u = usage_days
+    stmt = (
+        sa.select(u)
+        .where(u.c.day >= _p(u, "day", "since"), u.c.day <= _p(u, "day", "until"))
+        .order_by(u.c.day, u.c.owner, u.c.model, u.c.agent)
+    )
+    return stmt.where(u.c.owner == _p(u, "owner")) if by_owner else stmt
+
+
+def _hold(row: Row, decode: TimeDecoder) -> Hold:
+    values = dict(zip((c.name for c in spend_holds.columns), row, strict=True))
+    accounts = tuple((pool, owner) for pool, owner in json.loads(values["accounts"]))
+    return Hold(
+        id=values["id"],
+        owner=values["owner"],
+        day=values["day"],
+        amount=values["amount_usd"],
+        accounts=accounts,
+        model=values["model"],
+        created_at=decode(values["created_at"]),
+        agent=values["agent"],
+        holder=values["holder"],
+    )
+
+
+class SQLSpend:
+    """The spend methods of ``SQLiteStore`` and ``PostgresStore``."""
+
+    _dialect: str
+    _decode_time: TimeDecoder
+
+    @abstractmethod
+    async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
+        """Run ``work`` in a write transaction of its own; what it returns."""
+
+    @abstractmethod
+    def _bind_time(self, value: datetime) -> Any: ...
+
+    @abstractmethod
+    async def _fetch(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]: ...
+
+    @property
+    def _spend(self) -> dict[str, sa.Executable]:
+        return statements(self._dialect)
+
+    def _standing(self, tx: LeaseTx, account: Account, now: datetime) -> Standing:
+        since = start(account.limit.period, now)
+        params = {"pool": account.pool, "owner": account.owner, "since": since}
+        ((spent, reserved),) = tx.rows(self._spend["standing"], params)
+        return Standing(account, round(spent, 9), max(0.0, round(reserved, 9)), since)
+
+    def _add(self, tx: LeaseTx, key: AccountKey, day: str, spent: float, held: float) -> None:
+        params = {"pool": key[0], "owner": key[1], "day": day}
+        tx.execute(self._spend["add"], params | {"spent_usd": spent, "reserved_usd": held})
+
+    def _count(self, tx: LeaseTx, charge: Charge) -> None:
+        row = UsageRow(charge.owner, charge.day, charge.model, charge.agent).plus(charge)
+        params = {c.name: getattr(row, c.name) for c in usage_days.columns}
+        tx.execute(self._spend["count"], params)
+
+    def _charge(self, tx: LeaseTx, charge: Charge) -> None:
+        for key in sorted(charge.accounts):
+            self._add(tx, key, charge.day, charge.cost or 0.0, 0.0)
+        self._count(tx, charge)
+
+    async def reserve_spend(
+        self, hold: Hold, accounts: Sequence[Account], now: datetime, decide: Decide
+    ) -> Verdict:
+        def work(tx: LeaseTx) -> Verdict:
+            for key in sorted(hold.accounts):  # locks the day's rows, in one order
+                self._add(tx, key, hold.day, 0.0, 0.0)
+            verdict = decide([self._standing(tx, account, now) for account in accounts])
+            if isinstance(verdict, Allow):
+                for key in sorted(hold.accounts):
+                    self._add(tx, key, hold.day, 0.0, hold.amount)
+                tx.execute(self._spend["insert_hold"], self._hold_params(hold))
+            return verdict
+
+        return await self._lease_write(work)
+
+    def _hold_params(self, hold: Hold) -> dict[str, Any]:
+        return {
+            "id": hold.id,
+            "owner": hold.owner,
+            "day": hold.day,
+            "amount_usd": hold.amount,
+            "accounts": json.dumps([list(key) for key in hold.accounts]),
+            "model": hold.model,
+            "agent": hold.agent,
+            "holder": hold.holder,
+            "created_at": self._bind_time(hold.created_at),
+        }
+
+    def _take(self, tx: LeaseTx, hold_id: str) -> Hold | None:
+        found = tx.rows(self._spend["take_hold"], {"b_id": hold_id})
+        return _hold(found[0], self._decode_time) if found else None
+
+    async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
+        def work(tx: LeaseTx) -> None:
+            if hold_id is not None:
+                hold = self._take(tx, hold_id)
+                if hold is None:
+                    return  # recovery charged it at its estimate
+                for key in sorted(hold.accounts):
+                    self._add(tx, key, hold.day, 0.0, -hold.amount)
+            self._charge(tx, charge)
+
+        await self._lease_write(work)
+
+    async def charge_hold(self, hold_id: str) -> bool:
+        def work(tx: LeaseTx) -> bool:
+            hold = self._take(tx, hold_id)
+            if hold is None:
+                return False
+            for key in sorted(hold.accounts):
+                self._add(tx, key, hold.day, 0.0, -hold.amount)
+            self._charge(tx, charge_of(hold))
+            return True
+
+        return await self._lease_write(work)
+
+    async def spend_standings(self, accounts: Sequence[Account], now: datetime) -> list[Standing]:
+        found = []
+        for account in accounts:
+            since = start(account.limit.period, now)
+            params = {"pool": account.pool, "owner": account.owner, "since": since}
+            ((spent, reserved),) = await self._fetch(self._spend["standing"], params)
+            found.append(Standing(account, round(spent, 9), max(0.0, round(reserved, 9)), since))
+        return found
+
+    async def spend_holds(self) -> list[Hold]:
+        return [_hold(row, self._decode_time) for row in await self._fetch(_HOLDS, {})]
+
+    async def usage_rows(self, owner: str | None, since: str, until: str) -> list[UsageRow]:
+        if "\x00" in (owner or ""):
+            return []
+        params = {"owner": owner, "since": since, "until": until}
+        found = await self._fetch(_usage_of(owner is not None), params)
+        names = [c.name for c in usage_days.columns]
+        return [UsageRow(**dict(zip(names, row, strict=True))) for row in found]

@@ -1,0 +1,169 @@
+"""A turn's own calls against the budgets (``loop.spending``): past the hard limit no call
+is made and the turn ends ``spend_limit`` with a sentence saying when the budget resets;
+past the soft limit the person is asked first, as an approval any surface answers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ostinato.approvals import SPEND, Ending
+from ostinato.frames import ApprovalRequested, Frame, TurnFinished
+from ostinato.models.scripted import text_step, tool_step
+from ostinato.observe import prices
+from ostinato.spend.gate import SpendGate
+from ostinato.spend.limits import Budgets
+from ostinato.spend.rule import Limit
+from ostinato.store.base import utcnow
+from ostinato.store.spend import Charge
+from ostinato.tools.functions import function_tool
+from ostinato.tools.registry import ToolRegistry
+from tests.loop.harness import Harness
+
+MODEL = "scripted:model"
+# $10 a million tokens: a call of ~50 tokens in and at most 100 out is under $0.0015
+PRICE = prices.Price(input=10.0, output=10.0)
+
+
+@pytest.fixture(autouse=True)
+def priced() -> Iterator[None]:
+    prices.configure({MODEL: PRICE})
+    yield
+    prices.configure({})
+
+
+def harness(
+    budgets: Budgets, *steps: object, timeout: float = 5.0, tools: ToolRegistry | None = None
+) -> Harness:
+    tools = tools or ToolRegistry([])
+    h = Harness(*steps, tools=tools, max_tokens=100)  # type: ignore[arg-type]
+    h.runtime.spend = SpendGate(h.store, budgets)
+    h.runtime.consent.policy = type(h.runtime.consent.policy)(timeout=timeout)
+    return h
+
+
+async def spent_before(h: Harness, amount: float, owner: str = "") -> None:
+    """What was spent today before the test's turns."""
+    day = utcnow().date().isoformat()
+    keys = (("owner", owner), ("deployment", ""))
+    await h.store.settle_spend(None, Charge(owner, day, MODEL, "default", keys, amount))  # type: ignore[arg-type]
+
+
+async def requested(frames: AsyncIterator[Frame]) -> ApprovalRequested:
+    async for frame in frames:
+        if isinstance(frame, ApprovalRequested):
+            return frame
+    raise AssertionError("no approval.requested frame")
+
+
+async def test_past_the_hard_limit_no_call_is_made_and_the_turn_says_when_it_resets() -> None:
+    h = harness(Budgets(default=Limit(hard=0.05)))  # the model has no step: a call fails
+    await spent_before(h, 0.0495)
+    cid = await h.conversation()
+    result = await h.runtime.run_turn(cid, "hello")
+    assert result.stop_reason == "spend_limit"
+    h.model.assert_consumed()
+    assert not h.model.requests  # no call was made
+    last = (await h.messages(cid))[-1]
+    assert last.role == "assistant" and last.metadata["stop_reason"] == "spend_limit"
+    assert "today's limit of $0.05" in last.text and "It resets at" in last.text
+    assert last.metadata["spend"]["account"] == "owner"
+    assert (await h.store.get_conversation(cid)).state == "idle"  # type: ignore[union-attr]
+    finished = [f for f in h.bus.frames if isinstance(f, TurnFinished)]
+    assert finished[-1].stop_reason == "spend_limit"
+
+
+async def test_every_call_is_counted_for_its_owner_by_model_and_agent() -> None:
+    h = harness(Budgets(), tool_step(("nothing", {})), text_step("done"))
+    cid = await h.conversation()
+    await h.runtime.run_turn(cid, "hello")
+    day = utcnow().date().isoformat()
+    (row,) = await h.store.usage_rows("", day, day)  # the harness' conversations have no owner
+    assert (row.model, row.agent, row.calls, row.unpriced_calls) == (MODEL, "default", 2, 0)
+    assert row.cost_usd > 0 and row.tokens_in > 0
+    assert await h.store.spend_holds() == []  # no limit: nothing was reserved
+
+
+async def test_a_model_with_no_price_is_counted_at_no_known_cost() -> None:
+    prices.configure({})
+    h = harness(Budgets(default=Limit(hard=0.05)), text_step("done"))
+    cid = await h.conversation()
+    assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    day = utcnow().date().isoformat()
+    (row,) = await h.store.usage_rows("", day, day)
+    assert (row.calls, row.unpriced_calls, row.cost_usd) == (1, 1, 0.0)
+
+
+async def test_past_the_soft_limit_the_person_is_asked_and_agreeing_goes_on() -> None:
+    h = harness(Budgets(default=Limit(soft=0.01, hard=1.0)), text_step("one"), text_step("two"))
+    await spent_before(h, 0.0099)
+    cid = await h.conversation()
+    watcher = h.bus.subscribe(cid)
+    task = asyncio.ensure_future(h.runtime.run_turn(cid, "hello"))
+    frame = await asyncio.wait_for(requested(watcher), 2)
+    assert frame.tool == SPEND and frame.risk == SPEND
+    assert frame.input["question"].startswith("This will take you past $0.01 of today's $1.00")
+    assert not h.model.requests  # the call waits for the answer
+    await h.runtime.decide(cid, frame.approval_id, approve=True)
+    assert (await asyncio.wait_for(task, 5)).stop_reason == "end_turn"
+    (grant,) = await h.runtime.list_grants(cid)
+    assert grant.tool == SPEND and grant.scope == "family"
+    tomorrow = datetime.combine(utcnow().date() + timedelta(days=1), datetime.min.time(), UTC)
+    assert grant.expires_at == tomorrow  # agreed for the rest of the day
+    # the next turn is past the soft limit too: the grant answers, nobody is asked
+    assert (await h.runtime.run_turn(cid, "again")).stop_reason == "end_turn"
+    endings = [a.ending for a in await h.store.list_approvals(cid)]
+    assert endings == [Ending.APPROVED, Ending.APPROVED]
+    h.model.assert_consumed()
+
+
+async def test_not_agreeing_to_pass_the_soft_limit_ends_the_turn() -> None:
+    h = harness(Budgets(default=Limit(soft=0.01)))
+    await spent_before(h, 0.0099)
+    cid = await h.conversation()
+    watcher = h.bus.subscribe(cid)
+    task = asyncio.ensure_future(h.runtime.run_turn(cid, "hello"))
+    frame = await asyncio.wait_for(requested(watcher), 2)
+    await h.runtime.decide(cid, frame.approval_id, approve=False)
+    result = await asyncio.wait_for(task, 5)
+    assert result.stop_reason == "spend_limit" and not h.model.requests
+    last = (await h.messages(cid))[-1]
+    assert "so as not to go past today's soft limit of $0.01" in last.text
+    assert last.metadata["spend"]["ending"] == "DECLINED"
+    assert await h.runtime.list_grants(cid) == []
+
+
+async def test_with_nobody_watching_the_soft_limit_stops_the_turn() -> None:
+    h = harness(Budgets(default=Limit(soft=0.01)))
+    await spent_before(h, 0.0099)
+    cid = await h.conversation()
+    result = await h.runtime.run_turn(cid, "hello")
+    assert result.stop_reason == "spend_limit"
+    (approval,) = await h.store.list_approvals(cid)
+    assert approval.tool == SPEND and approval.ending is Ending.UNREACHABLE
+
+
+async def test_each_step_is_checked_so_a_turn_stops_between_steps() -> None:
+    """The first step goes; a tool lowers the limit (as a reload would); the next step is
+    not made, and the history stays valid."""
+    gates: list[SpendGate] = []
+
+    async def tighten() -> str:
+        """Lower the budget."""
+        gates[0].budgets = Budgets(default=Limit(hard=0.000001))
+        return "lowered"
+
+    tools = ToolRegistry([function_tool(tighten)])
+    h = harness(Budgets(), tool_step(("tighten", {})), tools=tools)
+    assert h.runtime.spend is not None
+    gates.append(h.runtime.spend)
+    cid = await h.conversation()
+    result = await h.runtime.run_turn(cid, "hello")
+    assert result.stop_reason == "spend_limit"
+    assert len(h.model.requests) == 1
+    rows = await h.messages(cid)  # the call was answered before the turn stopped
+    assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
+    assert rows[-1].metadata["stop_reason"] == "spend_limit"

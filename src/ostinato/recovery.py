@@ -16,6 +16,8 @@ answered, in one tool message:
 - a question card (the call its assistant row is ``awaiting``) keeps waiting too, and the
   turn ends ``paused``: the card was committed, maybe shown, before the crash came in the
   moment before the turn was recorded paused; it is answered as any card;
+- a spend card (an approval of ``SPEND``: no call behind it, only the model call that
+  waited for it) ends ``UNANSWERED``; the person sends their message again;
 - a call that never started gets "interrupted: not run";
 - an idempotent call that started gets "interrupted";
 - a non-idempotent call that started is reported as "outcome unknown" and is never run
@@ -38,13 +40,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ostinato import observe
-from ostinato.approvals import Approval, Ending
+from ostinato.approvals import SPEND, Approval, Ending, approver
 from ostinato.elsewhere import announce_closed
 from ostinato.leases import Holders, claim_queued, claim_turn, holders
 from ostinato.loop.setup import open_tool_use, open_tool_uses
 from ostinato.messages import Message, ToolResultBlock
 from ostinato.store.base import (
     AppendMessage,
+    DecideApproval,
     FinishToolCall,
     FinishTurn,
     QueuedInput,
@@ -160,9 +163,8 @@ async def _close_turn(store: Store, tools: ToolRegistry, turn: Turn) -> None:
     messages = await store.list_messages(turn.conversation_id)
     open_uses = [use for use, _ in open_tool_uses(messages)]
     records = {r.id: r for r in await store.list_tool_calls(turn.conversation_id)}
-    pending = {
-        a.tool_use_id for a in await store.list_approvals(turn.conversation_id, pending_only=True)
-    }
+    waiting = await store.list_approvals(turn.conversation_id, pending_only=True)
+    pending = {a.tool_use_id for a in waiting}
     # a question card is a row: once committed, it waits for its answer like a pending
     # approval, even if the crash came before the turn was recorded paused
     pending |= {
@@ -170,7 +172,11 @@ async def _close_turn(store: Store, tools: ToolRegistry, turn: Turn) -> None:
         for m in messages
         if m.role == "assistant" and (card := m.metadata.get("awaiting"))
     }
-    ops: list[WriteOp] = []
+    ops: list[WriteOp] = [  # a spend card does not outlive its turn: nobody answered it
+        DecideApproval(a.id, Ending.UNANSWERED, utcnow(), approver(Ending.UNANSWERED, None))
+        for a in waiting
+        if a.tool == SPEND and a.turn_id == turn.id
+    ]
     blocks: list[ToolResultBlock] = []
     for use in open_uses:
         record = records.get(use.id)

@@ -5,6 +5,8 @@ past the soft limit the person is asked first, as an approval any surface answer
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -12,12 +14,14 @@ import pytest
 
 from ostinato.approvals import SPEND, Ending
 from ostinato.frames import ApprovalRequested, Frame, TurnFinished
+from ostinato.ids import new_id
 from ostinato.models.scripted import text_step, tool_step
 from ostinato.observe import prices
+from ostinato.recovery import recover
 from ostinato.spend.gate import SpendGate
 from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Limit
-from ostinato.store.base import utcnow
+from ostinato.store.base import CreateApproval, StartTurn, utcnow
 from ostinato.store.spend import Charge
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
@@ -167,3 +171,28 @@ async def test_each_step_is_checked_so_a_turn_stops_between_steps() -> None:
     rows = await h.messages(cid)  # the call was answered before the turn stopped
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
     assert rows[-1].metadata["stop_reason"] == "spend_limit"
+
+
+async def test_a_spend_card_left_by_a_crash_ends_unanswered() -> None:
+    """The server stopped while the card waited: recovery closes the turn and the card."""
+    h = harness(Budgets(default=Limit(soft=0.01)))
+    await spent_before(h, 0.0099)
+    cid = await h.conversation()
+    watcher = h.bus.subscribe(cid)
+    handle = await h.runtime.start_turn(cid, "hello")
+    frame = await asyncio.wait_for(requested(watcher), 2)
+    handle.task.cancel()  # as if the process stopped here: the turn stays running
+    with contextlib.suppress(asyncio.CancelledError):
+        await handle.task
+    turn = await h.store.get_turn(handle.turn.id)
+    assert turn is not None
+    await h.store.write(StartTurn(dataclasses.replace(turn, status="running", id=new_id())))
+    approval = await h.store.get_approval(frame.approval_id)
+    assert approval is not None
+    left = dataclasses.replace(approval, id=new_id(), status="pending", ending=None)
+    running = next(t for t in await h.store.list_turns(cid) if t.status == "running")
+    await h.store.write(CreateApproval(dataclasses.replace(left, turn_id=running.id)))
+    assert await recover(h.store, h.runtime.tools) == [running.id]
+    closed = await h.store.get_approval(left.id)
+    assert closed is not None and closed.ending is Ending.UNANSWERED
+    assert (await h.store.get_turn(running.id)).stop_reason == "interrupted"  # type: ignore[union-attr]

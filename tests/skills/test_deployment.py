@@ -103,3 +103,14 @@ def test_check_config_says_ok_or_where_it_is_wrong(
     assert "2 problem(s)" in out  # a schema error does not hide the others
     assert "server.prot: unknown setting" in out
     assert "agents[0].tier: unknown tier 'turbo'" in out
+
+
+def test_check_config_takes_the_file_as_serve_does_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nprot = 1\n")
+    assert main(["check-config", "--config", str(bad)]) == 1  # not the defaults: the file
+    assert "server.prot: unknown setting" in capsys.readouterr().out
+    assert main(["check-config", "--config", str(config_file(tmp_path))]) == 0
+    assert main(["check-config", str(bad), "--config", str(config_file(tmp_path))]) == 2

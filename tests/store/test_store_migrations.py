@@ -205,6 +205,29 @@ def test_a_sqlite_file_at_head_opens_without_alembic_or_the_postgres_store(
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
+@pytest.mark.parametrize("root", ["INFO", "DEBUG"])
+def test_migrating_logs_alembic_s_steps_only_at_debug(tmp_path: Path, root: str) -> None:
+    """A first start logs at INFO (``ostinato serve``): no screen of Alembic lines before
+    its banner; at DEBUG they are all there."""
+    code = (
+        "import asyncio, logging\n"
+        f"logging.basicConfig(level=logging.{root})\n"
+        "from ostinato.store import SQLiteStore\n"
+        "async def main():\n"
+        f"    store = await SQLiteStore.open({str(tmp_path / 'new.db')!r})\n"
+        "    await store.close()\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    steps = [line for line in done.stderr.splitlines() if "alembic" in line]
+    if root == "INFO":
+        assert steps == []
+    else:
+        assert any(f"Running upgrade 0013 -> {HEAD}" in line for line in steps)
+
+
 async def test_is_postgres_tells_the_engines_apart(store: Store) -> None:
     assert is_postgres(store) == isinstance(store, PostgresStore)
     assert is_postgres(store) == (type(store).__name__ == "PostgresStore")

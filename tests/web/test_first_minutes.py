@@ -146,3 +146,40 @@ def test_a_declined_call_reads_the_same_after_a_reload(context: Any, site: Site)
     expect(step.locator(".step-status")).to_have_text("refused")
     assert step.inner_text() == live
     assert "step-refused" in (step.get_attribute("class") or "")
+
+
+def test_an_unknown_conversation_says_so_with_a_way_back(context: Any, site: Site) -> None:
+    page = context.new_page()
+    page.goto(site.url + "/c/no-such-conversation")
+    expect(page.get_by_role("heading", name="No such conversation")).to_be_visible()
+    page.get_by_role("link", name="Start a new conversation").click()
+    expect(page).to_have_url(re.compile(r"/$"))
+    type_and_send(page, "back on track")
+    expect(page.locator(".msg.user")).to_have_text(["back on track"])
+
+
+def test_a_failed_show_draws_nothing_but_its_failed_line(context: Any, site: Site) -> None:
+    page = context.new_page()
+    page.goto(site.url + "/")
+    type_and_send(page, "/tool show " + json.dumps({"title": "Sales", "table": {"rows": 3}}))
+    step = page.locator(".step[data-tool=show]")
+    expect(step.locator(".step-status")).to_have_text("failed")
+    expect(page.get_by_role("region", name="Sales")).to_have_count(0)
+    expect(page.locator(".show-title")).to_have_count(0)
+
+
+def test_the_timeline_s_times_stay_on_one_line(context: Any, site: Site) -> None:
+    page = context.new_page()
+    page.set_viewport_size({"width": 760, "height": 800})
+    page.goto(site.url + "/")
+    type_and_send(page, '/tool calculator {"expression": "2*(3+4)"}')
+    reply = page.locator(".msg.assistant", has_text="The tool returned: 2*(3+4) = 14")
+    reply.get_by_role("button", name="Timeline").click()
+    times = reply.locator(".tt-at, .tt-dur")
+    expect(times.first).to_be_visible()
+    wrapped = times.evaluate_all(
+        "els => els.filter(el => el.getClientRects().length > 1 ||"
+        " el.offsetHeight > 1.5 * parseFloat(getComputedStyle(el).lineHeight))"
+        ".map(el => el.textContent)"
+    )
+    assert wrapped == []

@@ -7,6 +7,7 @@ import { Chat } from "./chat";
 import { Composer } from "./composer";
 import { newId, useChat } from "./hooks";
 import { Live } from "./live";
+import { navigate } from "./nav";
 import { AssistantRow, DraftRow, PendingRow, StopNote, UserRow } from "./message";
 import type { JsonObject, Row, TurnRecord } from "./types";
 
@@ -203,6 +204,20 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
         ? `${chat.queuedElsewhere.size} message(s) from elsewhere wait to run.`
         : null;
 
+  if (chat.missing) {
+    return (
+      <section class="conversation missing" aria-label="Conversation">
+        <div class="welcome" role="alert">
+          <h1>No such conversation</h1>
+          <p>There is no conversation <code>{id}</code> here (or it is not yours).</p>
+          <p>
+            <a href="/" onClick={(e) => { e.preventDefault(); navigate("/"); }}>Start a new conversation</a>
+            {" "}or pick one from the list.
+          </p>
+        </div>
+      </section>
+    );
+  }
   return (
     <section
       class={dragging ? "conversation dragging" : "conversation"}

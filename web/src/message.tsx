@@ -163,7 +163,11 @@ function AssistantBody({ chat, row, showLookups, latest, route, onSend }: Assist
       );
     } else if (block.type === "image" || block.type === "file") parts.push(<Media key={i} block={block} />);
     else if (block.type === "tool_use") {
-      if (block.name === "show") parts.push(<Show key={i} input={block.input} />);
+      // a `show` that failed draws nothing: its line (and error) is in the tool timeline
+      if (block.name === "show") {
+        if (chat.results.get(block.id)?.is_error) steps.push(block);
+        else parts.push(<Show key={i} input={block.input} />);
+      }
       else if (block.name === "suggest_replies") {
         const replies = Array.isArray(block.input.replies) ? block.input.replies.map(String) : [];
         if (latest && chat.state === "idle") parts.push(<Suggestions key={i} replies={replies} onSend={onSend} />);

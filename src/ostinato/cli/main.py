@@ -5,7 +5,7 @@
     ostinato serve [--host 127.0.0.1] [--port 8000] [--database-url URL]
                    [--data-dir DIR] [--approval-timeout SECONDS] [--config FILE]
                    [--log-format plain|json] [--workers N]
-    ostinato check-config [FILE] [--offline]
+    ostinato check-config [FILE | --config FILE] [--offline]
     ostinato chat [--url http://127.0.0.1:8000] [--conversation ID]
     ostinato replay CONVERSATION_ID [--database-url URL] [--config FILE]
                     [--recorded-tools clock,recall] [--timeline]
@@ -112,6 +112,9 @@ def _check_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "sources it names (documents loaded, MCP servers started) and the tool names it uses",
     )
     check.add_argument("config", nargs="?", metavar="FILE", help=CONFIG_HELP)
+    check.add_argument(  # as `serve` takes it: either way works
+        "--config", dest="config_flag", metavar="FILE", help="the same, as serve takes it"
+    )
     check.add_argument(
         "--offline",
         action="store_true",
@@ -192,7 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-config":
             from ostinato.cli.check import check_config
 
-            return check_config(args.config, start_servers=not args.offline)
+            if args.config and args.config_flag and args.config != args.config_flag:
+                print("check-config: give the file once (FILE or --config FILE)", file=sys.stderr)
+                return 2
+            path = args.config or args.config_flag
+            return check_config(path, start_servers=not args.offline)
         if args.command == "keys":
             return asyncio.run(keys_command.run(args))
         if args.command == "chat":

@@ -86,14 +86,60 @@ class OfflineModel:
         return " ".join(lines) or "The tool finished."
 
     def _introduce(self, request: ModelRequest) -> str:
-        tools = ", ".join(t.name for t in request.tools) or "none"
         return (
             "No model provider is configured, so this is ostinato's offline model: it "
             f"cannot hold a conversation. {HOW_TO_CONFIGURE} Meanwhile you can try tools: "
             'send /tool NAME {"json": "arguments"}, for example '
-            '/tool calculator {"expression": "2*(3+4)"}. '
-            f"Tools available here: {tools}."
+            '/tool calculator {"expression": "2*(3+4)"}.\n\n'
+            f"{tool_list([t.name for t in request.tools])}"
         )
+
+
+# The built-in tools by what they are for, in the order the offline model lists them.
+TOOL_GROUPS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("Basics", frozenset({"clock", "calculator"})),
+    ("Ask the person", frozenset({"ask_user", "ask_form", "choose", "suggest_replies", "show"})),
+    (
+        "Files and commands",
+        frozenset({"read_file", "list_files", "write_file", "shell", "read_attachment"}),
+    ),
+    ("The web", frozenset({"http_fetch"})),
+    (
+        "Memory",
+        frozenset(
+            {"remember", "recall", "forget", "relate_memories", "memory_graph", "memory_conflicts"}
+        ),
+    ),
+    ("Other agents", frozenset({"delegate", "spawn_agents"})),
+    (
+        "Tools, schedules, messages",
+        frozenset(
+            {
+                "manage_tools",
+                "create_tool",
+                "remove_tool",
+                "forged_tools",
+                "schedule",
+                "manage_messages",
+            }
+        ),
+    ),
+)
+
+
+def tool_list(names: Sequence[str]) -> str:
+    """The tools as a short Markdown list, one line per group (others last)."""
+    if not names:
+        return "No tools are available here."
+    lines, left = ["Tools available here:"], list(names)
+    for group, members in TOOL_GROUPS:
+        found = [n for n in left if n in members]
+        if found:
+            lines.append(f"- {group}: {', '.join(found)}")
+            left = [n for n in left if n not in members]
+    if left:
+        lines.append(f"- Others: {', '.join(left)}")
+    return "\n".join(lines)
 
 
 def _seed_step(message: Message) -> bool:

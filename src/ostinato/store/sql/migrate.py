@@ -8,6 +8,7 @@ PostgreSQL by a transaction-scoped advisory lock.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ _PG_LOCK_KEY = 0x6F7374696E61746F
 
 def upgrade(connection: sa.Connection, revision: str = "head") -> None:
     """Migrate ``connection``'s database to ``revision`` inside its current transaction."""
+    quiet_alembic()  # before the import: importing it logs its plugins
     from alembic import command
     from alembic.config import Config
 
@@ -36,6 +38,16 @@ def upgrade(connection: sa.Connection, revision: str = "head") -> None:
     config.set_main_option("script_location", SCRIPT_LOCATION)
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
+
+
+def quiet_alembic() -> None:
+    """Alembic's step-by-step lines (its plugins, each revision run) are for debugging: at
+    INFO they would fill a first start's screen before the banner. Its loggers show
+    warnings and errors, and everything when the root logger is at DEBUG; a level set on
+    them elsewhere is kept."""
+    alembic = logging.getLogger("alembic")
+    if alembic.level == logging.NOTSET and logging.getLogger().level > logging.DEBUG:
+        alembic.setLevel(logging.WARNING)
 
 
 def switch_to_wal(connection: sqlite3.Connection, busy_timeout_ms: int) -> str:

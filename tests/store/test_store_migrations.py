@@ -225,7 +225,7 @@ def test_migrating_logs_alembic_s_steps_only_at_debug(tmp_path: Path, root: str)
     if root == "INFO":
         assert steps == []
     else:
-        assert any(f"Running upgrade 0013 -> {HEAD}" in line for line in steps)
+        assert any("Running upgrade" in line and f"-> {HEAD}," in line for line in steps)
 
 
 async def test_is_postgres_tells_the_engines_apart(store: Store) -> None:

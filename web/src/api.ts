@@ -10,6 +10,7 @@ import type {
   ToolCallRecord,
   TurnRecord,
   TurnTimeline,
+  Usage,
 } from "./types";
 
 export class ApiError extends Error {
@@ -123,6 +124,7 @@ export const api = {
       remember,
     }),
   cancel: (id: string) => request<unknown>("POST", `${base(id)}/cancel`),
+  usageOn: (day: string) => request<Usage>("GET", `/v1/usage?since=${day}&until=${day}`),
 };
 
 /**

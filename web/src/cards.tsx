@@ -23,8 +23,7 @@ function Problem({ text }: { text: string | null }) {
   return text ? <p class="card-error" role="alert">{text}</p> : null;
 }
 
-export function ApprovalCard({ chat, approval }: { chat: Chat; approval: Approval }) {
-  const ref = useFocusOnMount<HTMLElement>();
+function useDecision(chat: Chat, approval: Approval) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const decide = async (decision: "approve" | "decline", remember: string) => {
@@ -42,6 +41,41 @@ export function ApprovalCard({ chat, approval }: { chat: Chat; approval: Approva
       }
     }
   };
+  return { busy, error, decide };
+}
+
+// A soft spend limit asks before the next model call: an approval of "spend" whose
+// arguments are the card (its question and figures). Continuing covers the rest of the
+// period (the server keeps a grant); stopping ends the turn.
+function SpendCard({ chat, approval }: { chat: Chat; approval: Approval }) {
+  const ref = useFocusOnMount<HTMLElement>();
+  const { busy, error, decide } = useDecision(chat, approval);
+  const question = String(approval.arguments.question ?? "This step goes past a spending limit.");
+  return (
+    <section ref={ref} tabIndex={-1} class="card approval spend" aria-label="Spending limit" data-approval={approval.id}>
+      <h2 class="card-title">Spending limit</h2>
+      <p class="card-question">{question}</p>
+      <div class="card-actions">
+        <button class="primary" disabled={busy} onClick={() => decide("approve", "none")}>
+          Continue
+        </button>
+        <button class="danger" disabled={busy} onClick={() => decide("decline", "none")}>
+          Stop here
+        </button>
+      </div>
+      <Problem text={error} />
+    </section>
+  );
+}
+
+export function ApprovalCard({ chat, approval }: { chat: Chat; approval: Approval }) {
+  if (approval.tool === "spend") return <SpendCard chat={chat} approval={approval} />;
+  return <ToolApprovalCard chat={chat} approval={approval} />;
+}
+
+function ToolApprovalCard({ chat, approval }: { chat: Chat; approval: Approval }) {
+  const ref = useFocusOnMount<HTMLElement>();
+  const { busy, error, decide } = useDecision(chat, approval);
   const remember = approval.family ? "family" : "exact";
   const rememberHint = approval.family
     ? `Also allow every “${approval.family}” call of ${approval.tool} from now on`

@@ -8,6 +8,7 @@ import { Composer } from "./composer";
 import { navigate } from "./nav";
 import { Sidebar } from "./sidebar";
 import { type Session, SignIn, useSession } from "./signin";
+import { Spend } from "./spend";
 import "./app.css";
 
 function route(): string | null {
@@ -100,6 +101,7 @@ function App({ session }: { session: Session }) {
         <label class="toggle">
           <input type="checkbox" checked={showLookups} onChange={toggleLookups} /> Show lookups
         </label>
+        <Spend version={listVersion} />
         <Account session={session} />
       </header>
       <Sidebar current={current} version={listVersion} onChanged={refreshList} />

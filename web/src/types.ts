@@ -55,6 +55,23 @@ export interface Approval {
   expires_in_s?: number | null;
 }
 
+export interface UsageBudget {
+  applies_to: "owner" | "anonymous" | "deployment";
+  period: "day" | "month";
+  spent_usd: number;
+  reserved_usd: number;
+  soft_usd: number | null;
+  hard_usd: number | null;
+  resets_at: string;
+}
+
+/** `GET /v1/usage`, the parts the page shows: today's total and the caller's budget. */
+export interface Usage {
+  currency: string;
+  total: { calls: number; cost_usd: number | null; priced_cost_usd: number; unpriced_calls: number };
+  budgets: UsageBudget[];
+}
+
 export interface TurnRecord {
   id: string;
   run_id: string;

@@ -1,5 +1,8 @@
 """Per-owner limits, counted in the store so every server process on one database
 shares them: running turns at once, turns per minute, open streams, files per turn.
+Anonymous callers are also counted as one group (``ANONYMOUS_GROUP``), and each client
+address may be given only so many new anonymous owners a minute
+(``check_new_anonymous``).
 
 ``Limiter.begin_turn`` and ``Limiter.open_stream`` hand out a ``Permit`` (a slot in the
 store) or raise ``LimitExceeded`` (HTTP 429 with ``Retry-After``). A permit is released
@@ -18,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from ostinato.errors import ClientError
+from ostinato.identity.owners import is_anonymous
 from ostinato.identity.settings import LimitSettings
 from ostinato.ids import new_id
 from ostinato.store.accounts import AcquireSlot, Admission, RecordEvent, ReleaseSlots, RenewSlots
@@ -27,6 +31,8 @@ log = logging.getLogger("ostinato.limits")
 
 TTL_S = 60.0  # a slot nobody renews frees itself after this long
 RENEW_S = 20.0
+ANONYMOUS_GROUP = "anon:*"  # every anonymous caller's turns and streams, counted together
+_ALL = " of all anonymous callers together"
 
 
 class LimitExceeded(ClientError):
@@ -47,8 +53,11 @@ class Permit:
     limiter: Limiter | None
     slot_id: str | None
     released: bool = field(default=False)
+    group: Permit | None = None  # an anonymous caller's slot among all anonymous callers
 
     def release(self) -> None:
+        if self.group is not None:
+            self.group.release()
         if self.released or self.limiter is None or self.slot_id is None:
             return
         self.released = True
@@ -78,29 +87,52 @@ class Limiter:
         return self.enabled and limit > 0
 
     async def begin_turn(self, owner: str) -> Permit:
-        """A permit for one more turn of ``owner`` (running or waiting in a queue)."""
+        """A permit for one more turn of ``owner`` (running or waiting in a queue); an
+        anonymous owner's also counts against all anonymous callers together."""
         limits = self.settings
+        permit = await self._turn(owner, limits.running_turns, limits.turns_per_minute, "")
+        if is_anonymous(owner):
+            group = limits.anonymous
+            try:
+                permit.group = await self._turn(
+                    ANONYMOUS_GROUP, group.running_turns, group.turns_per_minute, _ALL
+                )
+            except BaseException:
+                permit.release()
+                raise
+        return permit
+
+    async def _turn(self, owner: str, running: int, per_minute: int, whose: str) -> Permit:
         permit = await self._slot(
-            owner, "turn", limits.running_turns, "turns running at once", retry_after=5.0
+            owner, "turn", running, f"turns running at once{whose}", retry_after=5.0
         )
-        if self._on(limits.turns_per_minute):
-            (admission,) = await self.store.write(
-                RecordEvent(owner, "turn", limits.turns_per_minute, 60.0)
-            )
+        if self._on(per_minute):
+            (admission,) = await self.store.write(RecordEvent(owner, "turn", per_minute, 60.0))
             if not admission.granted:
                 permit.release()
                 raise LimitExceeded(
-                    f"too many turns: at most {limits.turns_per_minute} a minute; "
+                    f"too many turns{whose}: at most {per_minute} a minute; "
                     f"try again in {math.ceil(admission.retry_after)} s",
                     admission.retry_after,
                 )
         return permit
 
     async def open_stream(self, owner: str) -> Permit:
-        """A permit for one more open event stream or WebSocket of ``owner``."""
-        return await self._slot(
+        """A permit for one more open event stream or WebSocket of ``owner`` (and, for an
+        anonymous owner, of all anonymous callers together)."""
+        permit = await self._slot(
             owner, "stream", self.settings.open_streams, "open streams", retry_after=10.0
         )
+        if is_anonymous(owner):
+            limit = self.settings.anonymous.open_streams
+            try:
+                permit.group = await self._slot(
+                    ANONYMOUS_GROUP, "stream", limit, f"open streams{_ALL}", retry_after=10.0
+                )
+            except BaseException:
+                permit.release()
+                raise
+        return permit
 
     def check_uploads(self, count: int) -> None:
         """``LimitExceeded`` when one turn carries more files than allowed."""
@@ -161,3 +193,22 @@ class Limiter:
             self._held.clear()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def check_new_anonymous(
+    store: Store, settings: LimitSettings, *, enabled: bool, address: str
+) -> None:
+    """``LimitExceeded`` when client ``address`` was given as many new anonymous owners
+    as it may in the last minute (``settings.anonymous.new_per_minute``); else it
+    counts one more."""
+    most = settings.anonymous.new_per_minute
+    if not enabled or most <= 0:
+        return
+    (admission,) = await store.write(RecordEvent(f"address:{address}", "owner", most, 60.0))
+    if not admission.granted:
+        raise LimitExceeded(
+            f"too many new anonymous callers from one address: at most {most} a minute; "
+            "keep the cookie or token you were given, or try again in "
+            f"{math.ceil(admission.retry_after)} s",
+            admission.retry_after,
+        )

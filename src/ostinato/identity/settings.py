@@ -33,6 +33,26 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
+class AnonymousLimits(_Section):
+    """What anonymous callers may do all together (each is also bound as one owner), and
+    how many anonymous owners one client address may be given; 0 switches one off."""
+
+    running_turns: int = Field(
+        default=3, ge=0, description="Turns of all anonymous callers running at once."
+    )
+    turns_per_minute: int = Field(
+        default=10, ge=0, description="New turns of all anonymous callers in any 60 s."
+    )
+    open_streams: int = Field(
+        default=5, ge=0, description="Event streams and WebSockets all anonymous callers hold."
+    )
+    new_per_minute: int = Field(
+        default=5,
+        ge=0,
+        description="New anonymous owners one client address is given in any 60 s.",
+    )
+
+
 class LimitSettings(_Section):
     """What one owner may do at once or per minute. ``enabled`` None: on in every mode but
     ``none`` (one person on their own machine needs no protection from themselves)."""
@@ -59,6 +79,10 @@ class LimitSettings(_Section):
         default=10,
         ge=0,
         description="Files attached to one message; 0: no limit.",
+    )
+    anonymous: AnonymousLimits = Field(
+        default_factory=AnonymousLimits,
+        description="Anonymous callers as a group ([auth.limits.anonymous]).",
     )
 
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, TypeAlias
 
 SlotKind: TypeAlias = Literal["turn", "stream"]
-EventKind: TypeAlias = Literal["turn"]
+EventKind: TypeAlias = Literal["turn", "owner"]  # owner: a new anonymous owner minted
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ In the order it looks:
    absent.
 4. the anonymous cookie (with ``allow_anonymous``).
 5. nothing: with ``allow_anonymous``, a new anonymous owner (its cookie and token go
-   back on the response); else refused.
+   back on the response), unless the client's address was given its share of new
+   owners this minute (429, ``identity.limits.check_new_anonymous``); else refused.
 
 A key's row read from the store is trusted for ``key_cache_s``: keys are revoked by the
 CLI (another process), so every server refuses a revoked key within that time. Its
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import HTTPConnection
 
 from ostinato.identity.keys import PREFIX, matches, parse_key
+from ostinato.identity.limits import check_new_anonymous
 from ostinato.identity.settings import AuthSettings
 from ostinato.redaction import register_secret
 from ostinato.server.auth.caller import LOCAL, Caller
@@ -107,6 +109,10 @@ class Authenticator:
             owner = self.cookies.anonymous_owner(cookie) if cookie else None
             if owner is not None:
                 return Resolution(Caller(owner, "anonymous", via_cookie=True))
+            client = connection.client.host if connection.client else "unknown"
+            limits = self.settings.limits
+            on = self.settings.limits_on
+            await check_new_anonymous(self.store, limits, enabled=on, address=client)
             owner, signed = self.cookies.new_anonymous()
             secure = self.secure_for(connection)
             headers = self.cookies.set_cookie_headers(signed, owner, secure=secure)

@@ -25,6 +25,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from ostinato.identity.limits import LimitExceeded
 from ostinato.server.auth.authenticator import Authenticator, Unauthorized
 from ostinato.server.auth.caller import SCOPE_KEY
 from ostinato.server.auth.cookies import CSRF_HEADER
@@ -94,6 +95,10 @@ class AuthMiddleware:
             resolution = await self.authenticator.resolve(connection)
         except Unauthorized as exc:
             await _refuse(scope, receive, send, 401, "unauthorized", exc.message, exc.headers)
+            return
+        except LimitExceeded as exc:
+            retry = [(b"retry-after", str(exc.retry_after).encode())]
+            await _refuse(scope, receive, send, 429, exc.code, exc.message, retry)
             return
         except KeysUnavailable as exc:
             log.warning("refused a request: %s", exc)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ostinato.errors import NotFound
 from ostinato.server.context import Context
-from ostinato.server.routes.owner import RequestOwner
+from ostinato.server.routes.owner import ACCOUNT_REQUIRED, AccountOwner, RequestOwner
 from ostinato.server.schemas import NO_NUL, ErrorBody
 from ostinato.store.forged import DESCRIPTION_LIMIT, ForgedTool, check_name
 from ostinato.tools.forge import CODE_LIMIT
@@ -93,10 +93,10 @@ async def list_forged(context: Context, owner: RequestOwner) -> ForgedList:
     )
 
 
-@router.post("", status_code=201, response_model=Forged, responses=_ERRORS)
-async def make_forged(context: Context, owner: RequestOwner, body: ForgeRequest) -> Forged:
+@router.post("", status_code=201, response_model=Forged, responses={**_ERRORS, **ACCOUNT_REQUIRED})
+async def make_forged(context: Context, owner: AccountOwner, body: ForgeRequest) -> Forged:
     """Make a tool, or a new version of one with the same name; it is tried once with
-    `example` first (422 with the reason when it fails)."""
+    `example` first (422 with the reason when it fails). Anonymous callers cannot (403)."""
     made = await forge(
         context.runtime.store,
         context.runtime.sandbox,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ostinato.errors import ClientError, InvalidRequest, NotFound
 from ostinato.server.context import Context
-from ostinato.server.routes.owner import RequestOwner
+from ostinato.server.routes.owner import AccountOwner, RequestOwner
 from ostinato.server.schemas import NO_NUL, ErrorBody
 from ostinato.store.mcp_servers import McpServerRecord
 
@@ -28,7 +28,11 @@ if TYPE_CHECKING:  # the MCP SDK loads with the deployment's people's servers, n
 router = APIRouter(prefix="/v1/mcp-servers", tags=["tools"])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    403: {"model": ErrorBody, "description": "This deployment does not take people's servers."},
+    403: {
+        "model": ErrorBody,
+        "description": "This deployment does not take people's servers, or the caller is "
+        "anonymous (`account_required`).",
+    },
     404: {"model": ErrorBody, "description": "No such server for this owner."},
     409: {"model": ErrorBody, "description": "The owner has a server of that name."},
     422: {"model": ErrorBody, "description": "A bad name or risk, or a URL refused."},
@@ -112,8 +116,9 @@ async def list_servers(context: Context, owner: RequestOwner) -> McpServerList:
 
 
 @router.post("", status_code=201, response_model=McpServerOut, responses=_ERRORS)
-async def add_server(context: Context, owner: RequestOwner, body: McpServerIn) -> McpServerOut:
-    """Connect a server; its tools are offered from the caller's next turn on."""
+async def add_server(context: Context, owner: AccountOwner, body: McpServerIn) -> McpServerOut:
+    """Connect a server; its tools are offered from the caller's next turn on. Anonymous
+    callers cannot (403)."""
     personal = _personal(context)
     headers = dict(body.headers)
     if body.bearer:

@@ -16,9 +16,11 @@ seconds to end, then end ``cancelled``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +54,8 @@ from ostinato.models.choice import (
 )
 from ostinato.observe import logs
 from ostinato.observe import setup as observe_setup
+from ostinato.reload import Reloader
+from ostinato.runtime import Runtime
 from ostinato.server import BodyLimits, ModelChooser, create_app
 from ostinato.server.idempotency import Idempotency
 from ostinato.server.process import REQUESTS_GRACE_S, GracefulServer, listen
@@ -258,7 +262,7 @@ async def serve(
         print(f"ostinato serve: {exc}", file=sys.stderr)
         return 2
     try:
-        return await _serve(config, source, out, dangerously_public, observed, role)
+        return await _serve(config, source, out, dangerously_public, observed, role, overrides)
     finally:
         observed.close()
 
@@ -270,6 +274,7 @@ async def _serve(
     dangerously_public: bool,
     observed: observe_setup.Installed,
     role: WorkerRole | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> int:
     host, port = config.server.host, config.server.port
     try:  # before the store: a server that cannot listen must change nothing
@@ -288,8 +293,12 @@ async def _serve(
             warnings = await tool_warnings(config, deployment)
             banner(config, source, setup, deployment, warnings, out or sys.stdout)
         watching = asyncio.ensure_future(watch_supervisor(role)) if role is not None else None
+        path = None if source == "built-in defaults" else source
+        reloader = Reloader(deployment, config, path, overrides)
         try:
-            return await run(config, setup, deployment, sock, dangerously_public, observed)
+            return await run(
+                config, setup, deployment, sock, dangerously_public, observed, reloader
+            )
         finally:
             if watching is not None:
                 watching.cancel()
@@ -311,9 +320,11 @@ async def run(
     sock: socket.socket,
     dangerously_public: bool,
     observed: observe_setup.Installed | None = None,
+    reloader: Reloader | None = None,
 ) -> int:
     """Serve the app on ``sock`` under uvicorn until a signal stops it (gracefully:
-    ``ostinato.server.process``); 0 once it has served, 1 if it never started."""
+    ``ostinato.server.process``); 0 once it has served, 1 if it never started. SIGHUP
+    (and ``POST /v1/admin/reload``) reads the configuration again (``reloader``)."""
     runtime, url = deployment.runtime, config.server.database_url
     bounds = config.server
     runtime.admission = Admission(bounds.max_turns, bounds.admission_wait_s, bounds.admission_queue)
@@ -335,6 +346,9 @@ async def run(
         choices=setup.choices,
     )
     app.state.metrics = metrics_endpoint(config, observed)
+    app.state.reloader = reloader
+    if reloader is not None:
+        listen_for_reloads(reloader, runtime)
     uvicorn_config = uvicorn.Config(
         app,
         host=config.server.host,
@@ -364,6 +378,18 @@ async def run(
     finally:
         await background.stop()
     return 0 if server.started else 1
+
+
+def listen_for_reloads(reloader: Reloader, runtime: Runtime) -> None:
+    """SIGHUP reads the configuration again, and so does another server's reload
+    (``POST /v1/admin/reload`` there sends a ``reload`` command to every server)."""
+
+    async def asked(_conversation_id: str, _data: object) -> None:
+        reloader.reload_logged()
+
+    runtime.bus.on("reload", asked)
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals here
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload_logged)
 
 
 def log_config(config: Config) -> dict[str, Any] | None:

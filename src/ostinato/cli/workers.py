@@ -154,17 +154,25 @@ class Pool:
             self.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
         self.stopping = asyncio.Event()
         self.code = 0
+        self.children: set[asyncio.subprocess.Process] = set()
 
     async def run(self, count: int) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, self._reload)
         try:
             await asyncio.gather(*(self._keep(index) for index in range(count)))
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
         return self.code
+
+    def _reload(self) -> None:
+        """SIGHUP to the supervisor: every worker reads the configuration again."""
+        for child in self.children:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signal.SIGHUP)
 
     async def _keep(self, index: int) -> None:
         """Run worker ``index``, again each time it dies, until the pool stops."""
@@ -202,7 +210,9 @@ class Pool:
             env=self.env,
             process_group=0,  # a terminal's Ctrl-C reaches the supervisor alone
         )
+        self.children.add(child)
         exited = asyncio.ensure_future(child.wait())
+        exited.add_done_callback(lambda _: self.children.discard(child))
         stop = asyncio.ensure_future(self.stopping.wait())
         await asyncio.wait([exited, stop], return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()

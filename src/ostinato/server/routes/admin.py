@@ -1,16 +1,17 @@
 """``/v1/admin/...``: what only an operator may do: every owner's usage
-(``GET /v1/admin/usage``). An admin is the local owner of mode ``none``, or an owner
-``auth.admins`` names who signed in with a key or a token; anyone else gets 403."""
+(``GET /v1/admin/usage``) and reloading the configuration (``POST /v1/admin/reload``).
+An admin is the local owner of mode ``none``, or an owner ``auth.admins`` names who
+signed in with a key or a token; anyone else gets 403."""
 
 from __future__ import annotations
 
 from datetime import date
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
-from ostinato.errors import Forbidden
+from ostinato.errors import Conflict, Forbidden, InvalidRequest
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context
 from ostinato.server.routes.usage import (
@@ -101,3 +102,54 @@ async def all_usage(
 
 def _owner(row: UsageRow) -> str:
     return row.owner
+
+
+class ReloadOut(BaseModel):
+    """A reload applied: the file read, and the settings it changed."""
+
+    source: str
+    changed: list[str] = Field(description="`section.setting` names, or a list section.")
+    servers: str = Field(
+        description="`this`: only this server read its file; `all`: every server on the "
+        "database was asked to read its own (several servers share one)."
+    )
+
+
+RELOAD_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorBody, "description": "The caller is not an admin (`auth.admins`)."},
+    409: {
+        "model": ErrorBody,
+        "description": "This server runs no configuration file it can read again.",
+    },
+    422: {
+        "model": ErrorBody,
+        "description": "The file has mistakes, or changes a setting that needs a restart: "
+        "nothing was changed; `details` lists each problem (`where: what`).",
+    },
+}
+
+
+@router.post("/reload", response_model=ReloadOut, responses=RELOAD_ERRORS)
+async def reload(request: Request, context: Context, admin: Admin) -> ReloadOut:
+    """Read the configuration again and apply it to new turns (docs/configuration.md,
+    Reloading). A file with a mistake changes nothing. With other servers on the same
+    database, each is asked to read its own file too."""
+    from ostinato.reload import Reloader
+
+    reloader = getattr(request.app.state, "reloader", None)
+    if not isinstance(reloader, Reloader):
+        raise Conflict("this server was not started from a configuration it can reload")
+    outcome = reloader.reload_logged()
+    if not outcome.applied:
+        raise Refused(f"the configuration was not reloaded: {'; '.join(outcome.problems)}")
+    bus = context.runtime.bus
+    bus.command("reload", "", {})
+    return ReloadOut(
+        source=outcome.source,
+        changed=outcome.changed,
+        servers="all" if bus.relay is not None else "this",
+    )
+
+
+class Refused(InvalidRequest):
+    """A reload refused: the file's problems (422)."""

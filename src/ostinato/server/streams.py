@@ -16,6 +16,7 @@ route for JSON messages; both serve the same frames.
   joins it): ``turn.started`` and its committed rows read back from the store, then its
   live frames after those rows, up to ``turn.finished`` (made from the turn's row when
   it has ended already).
+- ``subscription_frames``: every frame since the subscription opened, unfiltered.
 - ``conversation_frames``: the committed rows after a position, replayed from the store
   as ``message`` frames, then the live frames of every turn. A live frame that the replay
   already covered is dropped: a ``message`` whose seq was replayed, and any other frame
@@ -229,6 +230,24 @@ class _Waiting:
         run_id = self.started.result().run_id
         mine, self.since_start = [f for f in self.since_start if f.run_id == run_id], []
         return [*out, *mine], run_id
+
+
+async def subscription_frames(
+    subscription: Subscription, live: Live
+) -> AsyncGenerator[Frame | None, None]:
+    """Every frame the subscription carries from when it was opened, as it comes (a
+    protocol that follows several turns, with the rows before its own start already
+    shown, reads them all: A2A). Ends with an ``error`` frame as the other streams do."""
+    seq = 0
+    try:
+        async with aclosing(_frames(subscription, live)) as frames:
+            async for frame in frames:
+                seq = frame.seq if frame is not None else seq
+                yield frame
+    except BacklogOverflow:
+        yield ErrorFrame(run_id="", seq=seq, code="overflow", message=OVERFLOW)
+    except _Closing as ended:
+        yield ErrorFrame(run_id="", seq=seq, code=ended.code, message=ended.message)
 
 
 async def stored_turn_frames(

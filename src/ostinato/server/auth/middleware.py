@@ -40,10 +40,16 @@ PUBLIC_PATHS = frozenset(
 PUBLIC_PREFIXES = ("/c/", "/assets/")  # the chat page: it holds no data, the API decides
 
 
+AGENT_CARD = "/.well-known/agent-card.json"  # A2A's discovery: before any credential
+
+
 def is_public(path: str) -> bool:
     """Paths that answer without a caller: health, the API's docs, the chat page and
-    signing in on it."""
-    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+    signing in on it, and the A2A agent cards (``/.well-known/agent-card.json``, and
+    ``/a2a/<agent>/.well-known/agent-card.json``)."""
+    if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES) or path == AGENT_CARD:
+        return True
+    return path.startswith("/a2a/") and path.endswith(AGENT_CARD) and path.count("/") == 4
 
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -45,6 +45,7 @@ def test_continuing_turns_join_the_exchange_before_them() -> None:
         ([turn(1, reason="failed")], "failed", False, "failed"),  # rule 5
         ([turn(1, reason="crashed")], "idle", False, "failed"),
         ([turn(1, reason="interrupted")], "idle", False, "failed"),
+        ([turn(1, reason="spend_limit")], "idle", False, "failed"),
     ],
 )
 def test_the_state_of_an_exchange(

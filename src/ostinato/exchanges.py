@@ -17,8 +17,9 @@ up to the next turn a message began.
 3. ``end_turn`` and ``budget_exhausted`` (which ends with a wrap-up sentence):
    ``completed``;
 4. ``cancelled``: ``cancelled``;
-5. ``failed``, ``crashed`` (the repetition backstop) and ``interrupted`` (a server
-   crash): ``failed``.
+5. ``failed``, ``crashed`` (the repetition backstop), ``interrupted`` (a server crash)
+   and ``spend_limit`` (the owner's budget is spent; its reply says when it resets):
+   ``failed``.
 """
 
 from __future__ import annotations

@@ -32,7 +32,9 @@ SHELL = '/tool shell {"command": "echo ran >> marks.txt"}'
 class Workers:
     """A supervisor with its workers, started as the README's command is."""
 
-    def __init__(self, database_url: str, data: Path, count: int = 2) -> None:
+    def __init__(
+        self, database_url: str, data: Path, count: int = 2, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.data = data
@@ -42,7 +44,7 @@ class Workers:
         with self.log.open("ab") as sink:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "ostinato", *argv],
-                env=server_env({"OSTINATO_SERVER__LEASE_TTL_S": "2"}),
+                env=server_env({"OSTINATO_SERVER__LEASE_TTL_S": "2", **(env or {})}),
                 cwd=data.parent,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -208,3 +210,20 @@ def test_workers_refuse_a_store_they_cannot_share(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "--workers needs a database the processes share" in done.stderr
+
+
+def test_workers_stop_quietly_their_pollers_before_their_store(tmp_path: Path) -> None:
+    """SIGTERM: each worker's schedule and job pollers stop before its store closes, so
+    none ticks against a closed store (with ticks this often, one would)."""
+    often = {"OSTINATO_BACKGROUND__POLL_SECONDS": "0.01"}
+    often["OSTINATO_BACKGROUND__JOBS__POLL_SECONDS"] = "0.01"
+    running = Workers(f"sqlite:///{tmp_path / 'quiet.db'}", tmp_path / "data", env=often)
+    try:
+        assert len(running.servers(2)) == 2
+        time.sleep(0.5)  # the pollers tick meanwhile
+        assert _terminate(running) == 0, running.tail()
+    finally:
+        running.stop()
+    log = running.log.read_text(errors="replace")
+    assert "a tick failed" not in log and "Traceback" not in log, log[-3000:]
+    assert "ERROR" not in log, log[-3000:]

@@ -370,6 +370,7 @@ async def run(
     )
     app.state.schedules, app.state.jobs_settings = background.schedules, config.background.jobs
     background.start()
+    server.before_drain.append(background.stop)  # before the store closes (process.py)
     gc.collect()  # what start-up made lives as long as the process: the collector's
     gc.freeze()  # full passes skip it from here on (docs/performance.md)
     gc.enable()  # off while the command started (cli.main)

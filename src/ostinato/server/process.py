@@ -6,6 +6,8 @@ start-up recovery never runs in it).
 
 ``GracefulServer`` is uvicorn's server with ostinato's shutdown. On SIGTERM (or Ctrl-C):
 
+0. the background pollers (schedules, memory jobs: ``before_drain``) stop, while the
+   store is still open: none ticks against a closed store;
 1. no new turn begins: a new message, a card's answer, or a decision that needs a new
    turn gets 503 ``shutting_down`` with ``Retry-After``, and ``/healthz`` answers 503
    ``draining``; a message already waiting in a conversation's queue stays stored there
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from types import FrameType
 
 import uvicorn
@@ -72,6 +75,7 @@ class GracefulServer(uvicorn.Server):
         self.grace = grace
         self._hurry: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.before_drain: list[Callable[[], Awaitable[None]]] = []
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         again = self.should_exit
@@ -84,6 +88,8 @@ class GracefulServer(uvicorn.Server):
         self._hurry = asyncio.Event()
         if self.force_exit:
             self._hurry.set()
+        for stop in self.before_drain:
+            await stop()
         busy = self.runtime.active()
         if busy:
             log.info("shutting down: %d conversation(s) busy, %g s of grace", busy, self.grace)

@@ -323,10 +323,8 @@ async def run(
     reloader: Reloader | None = None,
 ) -> int:
     """Serve the app on ``sock`` under uvicorn until a signal stops it (gracefully:
-    ``ostinato.server.process``); 0 once it has served, 1 if it never started. SIGHUP
-    (and ``POST /v1/admin/reload``) reads the configuration again (``reloader``)."""
-    runtime, url = deployment.runtime, config.server.database_url
-    bounds = config.server
+    ``ostinato.server.process``; SIGHUP reloads: ``reloader``); 0 once it has served."""
+    runtime, url, bounds = deployment.runtime, config.server.database_url, config.server
     runtime.admission = Admission(bounds.max_turns, bounds.admission_wait_s, bounds.admission_queue)
     chooser: ModelChooser = setup.choose
     limits = body_limits(config)
@@ -345,10 +343,7 @@ async def run(
         idempotency=Idempotency(window_s=config.requests.idempotency_window_s),
         choices=setup.choices,
     )
-    app.state.metrics = metrics_endpoint(config, observed)
-    app.state.reloader = reloader
-    if reloader is not None:
-        listen_for_reloads(reloader, runtime)
+    operate(app, config, observed, reloader)
     uvicorn_config = uvicorn.Config(
         app,
         host=config.server.host,
@@ -379,6 +374,16 @@ async def run(
     finally:
         await background.stop()
     return 0 if server.started else 1
+
+
+def operate(
+    app: Any, config: Config, observed: observe_setup.Installed | None, reloader: Reloader | None
+) -> None:
+    """What an operator reaches besides the API: ``/metrics``, and reloading."""
+    app.state.metrics = metrics_endpoint(config, observed)
+    app.state.reloader = reloader
+    if reloader is not None:
+        listen_for_reloads(reloader, reloader.deployment.runtime)
 
 
 def listen_for_reloads(reloader: Reloader, runtime: Runtime) -> None:

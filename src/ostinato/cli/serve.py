@@ -354,8 +354,7 @@ async def run(
         timeout_graceful_shutdown=REQUESTS_GRACE_S,
         ws_max_size=limits.message_bytes,  # a bigger WebSocket message closes with 1009
     )
-    grace = config.server.shutdown_grace_s
-    server = GracefulServer(uvicorn_config, app, runtime, grace=grace)
+    server = GracefulServer(uvicorn_config, app, runtime, grace=bounds.shutdown_grace_s)
     background = Background(
         runtime,
         config.background,

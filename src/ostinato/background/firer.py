@@ -7,6 +7,8 @@ driven by the firing decision (``firing.next_step``): the firer reads what the s
 shows of the slot (``Seen``), performs the step, and looks again, every change of state
 a compare-and-set on this process's holder:
 
+- A firing that starts a turn (a prompt's stage one, a trigger's hand-over) counts it
+  in the owner's turns a minute (``turns``, the per-owner limits): past them it waits.
 - ``claimed -> ran``: the work runs. A prompt's stage one is a background turn in its
   own conversation (``stage_one``), awaited while the lease is renewed; its answer is
   kept in the schedule (``result``). A reminder or a trigger needs no work.
@@ -54,6 +56,7 @@ from ostinato.background.schedules import Schedules
 from ostinato.background.stage_one import MARKER as MARKER
 from ostinato.background.when import Kind, next_fire, zone_named
 from ostinato.errors import NotFound
+from ostinato.identity.limits import Limiter
 from ostinato.ids import new_id
 from ostinato.store.schedules import Schedule
 from ostinato.turns import TurnHandle
@@ -96,6 +99,7 @@ class Firer:
         batch: int = 20,
         kill: Callable[[str], None] | None = None,
         started: Callable[[Schedule, TurnHandle], None] | None = None,
+        turns: Limiter | None = None,
     ) -> None:
         self.runtime, self.schedules = runtime, schedules
         self.holder = holder or f"firer_{new_id()}"
@@ -104,6 +108,7 @@ class Firer:
         self.lease = timedelta(seconds=schedules.settings.lease_seconds)
         self.batch, self.kill = batch, kill or (lambda step: None)
         self.started = started or (lambda schedule, handle: None)
+        self.turns = turns  # the owners' turns a minute, which firings count in
         self._stopped = asyncio.Event()
         self._firing: set[asyncio.Task[None]] = set()
 
@@ -174,6 +179,8 @@ class Firer:
             schedule = dataclasses.replace(schedule, late_seconds=late)
         for _ in range(MAX_STEPS):
             step = next_step(schedule, await self._seen(schedule))
+            if await self._held_back(schedule, step):
+                return
             match step:
                 case StartStageOne(attempt=attempt):
                     moved = await self._stage_one(schedule, attempt)
@@ -264,6 +271,21 @@ class Firer:
         later = self.clock() + timedelta(seconds=RECHECK_S)
         await self._move(schedule, lease_until=later)
         return None
+
+    async def _held_back(self, schedule: Schedule, step: object) -> bool:
+        """Whether ``step`` begins a turn (a prompt's stage one, a trigger's hand-over)
+        and the owner has had its turns this minute (these count like its own): the
+        firing then waits, held, until one is free (its lease moved there)."""
+        begins = isinstance(step, StartStageOne) or (
+            isinstance(step, Hand) and schedule.mode == "trigger"
+        )
+        if not begins or self.turns is None:
+            return False
+        wait = await self.turns.count_turn(schedule.owner)
+        if wait is None:
+            return False
+        await self._move(schedule, lease_until=self.clock() + timedelta(seconds=wait))
+        return True
 
     async def _move(self, schedule: Schedule, **changes: Any) -> Schedule | None:
         """Store ``schedule`` with ``changes`` while this process holds it; None if not."""

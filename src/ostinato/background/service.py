@@ -14,13 +14,15 @@ from ostinato.background.jobs import JobRunner
 from ostinato.background.registry import default_jobs
 from ostinato.background.schedules import Schedules
 from ostinato.config.background import BackgroundSection
+from ostinato.identity.limits import Limiter
 from ostinato.models.base import Model
 
 
 class Background:
     """``runtime``'s background work under ``settings``; ``model`` makes the jobs'
     calls (the deployment's summarizer tier), ``capacity`` is memory's per scope;
-    ``env`` may name a kill point (crash tests)."""
+    ``env`` may name a kill point (crash tests); ``turns``: the per-owner limits that
+    the turns firings start count in."""
 
     def __init__(
         self,
@@ -30,10 +32,12 @@ class Background:
         model: Model | None,
         capacity: int,
         env: Mapping[str, str],
+        turns: Limiter | None = None,
     ) -> None:
         self.schedules = Schedules(runtime.store, settings)
+        kill = kill_point(env)
         self.firer = (
-            Firer(runtime, self.schedules, kill=kill_point(env)) if settings.enabled else None
+            Firer(runtime, self.schedules, kill=kill, turns=turns) if settings.enabled else None
         )
         jobs = settings.jobs
         self.jobs = (

@@ -355,13 +355,7 @@ async def run(
         ws_max_size=limits.message_bytes,  # a bigger WebSocket message closes with 1009
     )
     server = GracefulServer(uvicorn_config, app, runtime, grace=bounds.shutdown_grace_s)
-    background = Background(
-        runtime,
-        config.background,
-        model=deployment.models(config.models.summarizer),
-        capacity=config.memory.capacity,
-        env=os.environ,
-    )
+    background = background_of(config, deployment, app)
     app.state.schedules, app.state.jobs_settings = background.schedules, config.background.jobs
     background.start()
     server.before_drain.append(background.stop)  # before the store closes (process.py)
@@ -395,6 +389,19 @@ def listen_for_reloads(reloader: Reloader, runtime: Runtime) -> None:
     runtime.bus.on("reload", asked)
     with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals here
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload_logged)
+
+
+def background_of(config: Config, deployment: Deployment, app: Any) -> Background:
+    """The schedules' and the memory jobs' pollers; the turns that firings start count
+    in the owners' limits (the app's own ``Limiter``)."""
+    return Background(
+        deployment.runtime,
+        config.background,
+        model=deployment.models(config.models.summarizer),
+        capacity=config.memory.capacity,
+        env=os.environ,
+        turns=app.state.ostinato.owner_limits,
+    )
 
 
 def log_config(config: Config) -> dict[str, Any] | None:

@@ -102,6 +102,20 @@ class Limiter:
                 raise
         return permit
 
+    async def count_turn(self, owner: str) -> float | None:
+        """Count one more turn of ``owner`` that no request began (a trigger's, a
+        schedule's) in its turns a minute (and an anonymous owner's in the group's):
+        ``None`` when it may run now, else the seconds until one may."""
+        counts = [(owner, self.settings.turns_per_minute)]
+        if is_anonymous(owner):
+            counts.append((ANONYMOUS_GROUP, self.settings.anonymous.turns_per_minute))
+        for who, most in counts:
+            if self._on(most):
+                (admission,) = await self.store.write(RecordEvent(who, "turn", most, 60.0))
+                if not admission.granted:
+                    return float(admission.retry_after)
+        return None
+
     async def _turn(self, owner: str, running: int, per_minute: int, whose: str) -> Permit:
         permit = await self._slot(
             owner, "turn", running, f"turns running at once{whose}", retry_after=5.0

@@ -22,8 +22,11 @@ from ostinato.approvals import Approval, Grant, arguments_hash
 from ostinato.ids import new_id
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.server.auth.middleware import is_public
-from ostinato.store.base import CreateApproval, CreateGrant, StartTurn, Turn, utcnow
+from ostinato.server.responses.record import ResponseRecord
+from ostinato.server.responses.wire import Envelope
+from ostinato.store.base import CreateApproval, CreateGrant, StartTurn, Store, Turn, utcnow
 from ostinato.store.jobs import ClaimJob, FinishJob, JobRun
+from ostinato.store.protocol_records import ProtocolRecords
 from ostinato.tools.personal_mcp import CredentialBox, PersonalMcp
 from tests.server.conftest import Callers
 from tests.server.sse_client import open_stream
@@ -57,6 +60,10 @@ BODIES: dict[tuple[str, str], Any] = {
         "model": "ostinato",
         "messages": [{"role": "user", "content": "hello"}],
     },
+    ("POST", "/v1/responses"): {"model": "ostinato", "input": "hello"},
+    ("POST", "/openai/v1/responses"): {"model": "ostinato", "input": "hello"},
+    ("POST", "/v1/responses/{response_id}/cancel"): None,
+    ("POST", "/openai/v1/responses/{response_id}/cancel"): None,
     ("POST", "/v1/ai-sdk/chat"): {
         "id": "bobs-chat",
         "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
@@ -105,7 +112,9 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
     (claimed,) = await store.write(ClaimJob("ann", job, "h1", now, now, now))
     run = JobRun(new_id(), "ann", job, now, now, "ok", [{"action": "lapsed", "text": "x"}])
     await store.write(FinishJob(claimed, "h1", run))
+    response = await _anns_response(store, cid)
     return {
+        "response_id": response,
         "conversation_id": cid,
         "turn_id": turn.id,
         "approval_id": approval.id,
@@ -118,6 +127,15 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "forged": "anns",
         "mcp": server,
     }
+
+
+async def _anns_response(store: Store, cid: str) -> str:
+    """One of ann's responses (the Responses API), as its route stores one."""
+    envelope = Envelope(f"resp_{new_id()}", "ostinato", 0, cid)
+    record = ResponseRecord(envelope.id, "ann", cid, 0, envelope)
+    assert isinstance(store, ProtocolRecords)
+    await store.put_record(record.to_record(), create=True)
+    return envelope.id
 
 
 def _fill(path: str, things: dict[str, str]) -> str:
@@ -180,7 +198,8 @@ async def _ask(
 async def test_every_route_keeps_anns_things_from_bob(
     callers: Callers, model: ScriptedModel
 ) -> None:
-    model.add(text_step("hello bob"), text_step("hi bob"))  # bob's own new conversations
+    # bob's own new conversations: a completion, the AI SDK, two responses
+    model.add(*(text_step(f"hello bob {n}") for n in range(4)))
     things = await _anns_things(callers)
     missing = {name: new_id() for name in things if name not in ("name", "forged", "mcp")} | {
         "agent": "default",

@@ -35,7 +35,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import HEAD_REVISION, SCRIPT_LOCATION, switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0015"
+HEAD = "0016"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -59,6 +59,7 @@ PEOPLE_TABLES = {
     "spend_days",
     "spend_holds",
     "usage_days",
+    "protocol_records",
 }
 T = TypeVar("T")
 

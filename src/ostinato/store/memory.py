@@ -33,6 +33,7 @@ from ostinato.store.memory_jobs import MemoryJobReads
 from ostinato.store.memory_mcp import mcp_servers
 from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_writes import MemoryTables, apply
+from ostinato.store.protocol_records import MemoryProtocolRecords
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import MemorySchedules
 from ostinato.store.search import overlap_score, search_terms
@@ -40,12 +41,18 @@ from ostinato.store.spend import MemorySpend
 
 
 class MemoryStore(
-    MemoryLeases, MemoryRequestKeys, MemorySchedules, MemoryJobReads, MemorySpend, MemoryTables
+    MemoryLeases,
+    MemoryRequestKeys,
+    MemorySchedules,
+    MemoryProtocolRecords,
+    MemoryJobReads,
+    MemorySpend,
+    MemoryTables,
 ):
     """The tables (``MemoryTables``), written by ``memory_writes`` and read here; its
     leases (``MemoryLeases``), idempotency keys (``MemoryRequestKeys``), schedules
-    (``MemorySchedules``), background jobs' reads (``MemoryJobReads``) and spend
-    (``MemorySpend``)."""
+    (``MemorySchedules``), protocol records (``MemoryProtocolRecords``), background jobs'
+    reads (``MemoryJobReads``) and spend (``MemorySpend``)."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         return apply(self, ops)

@@ -62,6 +62,7 @@ from ostinato.store.memory_forged import FORGED_WRITES
 from ostinato.store.memory_jobs import JOB_WRITES
 from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
+from ostinato.store.protocol_records import ProtocolRecord
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import Schedule
 from ostinato.store.spend import Hold, UsageRow
@@ -97,6 +98,8 @@ class MemoryTables:
     _mcp_servers: dict[tuple[str, str], McpServerRecord] = field(default_factory=dict)
     _leases: dict[str, ServerLease] = field(default_factory=dict)  # live servers (``leases``)
     _schedules: dict[str, Schedule] = field(default_factory=dict)  # ``store.schedules``
+    # ``store.protocol_records``: by (kind, id)
+    _protocol_records: dict[tuple[str, str], ProtocolRecord] = field(default_factory=dict)
     # ``store.jobs``: each job's state per (owner, job), its runs, and facts' last use
     _job_states: dict[tuple[str, str], JobState] = field(default_factory=dict)
     _job_runs: dict[str, JobRun] = field(default_factory=dict)

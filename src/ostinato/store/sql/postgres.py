@@ -36,6 +36,7 @@ from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.pg_writer import PostgresWriter, WriterStats
+from ostinato.store.sql.protocol_sql import SQLProtocolRecords
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, time_from_postgres, utc_time
 from ostinato.store.sql.schedule_sql import SQLSchedules
@@ -90,7 +91,7 @@ class _LeaseTx:
         return self._connection.execute(stmt, params).all()
 
 
-class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLReads):
+class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLProtocolRecords, SQLReads):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)

@@ -27,6 +27,7 @@ from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.migrate import migrate_sqlite, switch_to_wal
+from ostinato.store.sql.protocol_sql import SQLProtocolRecords
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.schedule_sql import SQLSchedules
@@ -54,7 +55,7 @@ class _LeaseTx:
         return self._conn.execute(sql.text, sql.defaults | params).fetchall()
 
 
-class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLReads):
+class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLProtocolRecords, SQLReads):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)

@@ -395,6 +395,23 @@ schedules = sa.Table(
 )
 
 
+# What the protocols other clients speak name and a conversation does not hold
+# (``store.protocol_records``; 0016): a response, a run, a store item, by kind and id.
+protocol_records = sa.Table(
+    "protocol_records",
+    metadata,
+    sa.Column("kind", sa.String(), primary_key=True),
+    sa.Column("id", sa.String(), primary_key=True),
+    sa.Column("owner", sa.String(), nullable=False),
+    sa.Column("conversation_id", _ID, nullable=True),
+    sa.Column("data", sa.Text(), nullable=False),
+    sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("updated_at", _TIME, nullable=False),
+    sa.Index(None, "kind", "owner", "created_at"),
+    sa.Index(None, "kind", "conversation_id", "created_at"),
+)
+
+
 # Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
 # table and its shadow tables, PostgreSQL's document column and its index): schema
 # comparisons (``alembic revision --autogenerate``, the migration tests) leave them out.

@@ -64,6 +64,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/openai/v1/responses"): {"model": "ostinato", "input": "hello"},
     ("POST", "/v1/responses/{response_id}/cancel"): None,
     ("POST", "/openai/v1/responses/{response_id}/cancel"): None,
+    ("POST", "/openai/v1/conversations"): {"metadata": {"who": "bob"}},
+    ("POST", "/openai/v1/conversations/{conversation_id}"): {"metadata": {"who": "bob"}},
     ("POST", "/v1/ai-sdk/chat"): {
         "id": "bobs-chat",
         "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],

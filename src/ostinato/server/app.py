@@ -117,6 +117,7 @@ def _include_routes(app: FastAPI) -> None:
     # models as it is declared), and a process that imports the package without building
     # an app (the CLI's other commands, a library user's tools) need not pay it.
     from ostinato.server import a2a, ai_sdk, openai_compat, page, responses
+    from ostinato.server.responses.guard import ConversationsGuard
     from ostinato.server.routes import ROUTERS
     from ostinato.server.routes import metrics as metrics_route
 
@@ -128,6 +129,8 @@ def _include_routes(app: FastAPI) -> None:
     app.include_router(a2a.router)  # A2A: the agent cards, POST /a2a (issue 31)
     for base in responses.BASES:  # OpenAI's Responses API
         app.include_router(responses.make_router(base))
+    app.include_router(responses.conversations_router)  # and its Conversations API
+    app.add_middleware(ConversationsGuard)  # OpenAI's SDKs kept off /v1/conversations
     app.include_router(page.router)  # the chat page at / and /c/<id>
     app.include_router(metrics_route.router)  # GET /metrics (its own token)
 

@@ -8,7 +8,8 @@ the store, and ``route`` and ``reading`` serve them. It reaches the loop only th
 the runtime, as every other surface does.
 """
 
+from ostinato.server.responses.conversations import router as conversations_router
 from ostinato.server.responses.route import make_router
 
 BASES = ("/v1", "/openai/v1")
-__all__ = ["BASES", "make_router"]
+__all__ = ["BASES", "conversations_router", "make_router"]

@@ -103,11 +103,11 @@ async def conversation_for(
     conversation = await context.runtime.create_conversation(
         owner=caller.owner, title=title or None, metadata={"surface": "responses"}
     )
-    await _store_history(context, conversation.id, talk[:-1])
+    await store_history(context, conversation.id, talk[:-1])
     return conversation.id
 
 
-async def _store_history(context: ServerContext, cid: str, said: list[Said]) -> None:
+async def store_history(context: ServerContext, cid: str, said: list[Said]) -> None:
     rows = [
         AppendMessage(cid, Message(s.role, (TextBlock(s.text),))) for s in said if s.text.strip()
     ]
@@ -146,7 +146,7 @@ async def plan(
     if not talk or talk[-1].role != "user" or not talk[-1].text.strip():
         raise bad("the last input message must be the user's, with text", "input")
     if body.previous_response_id or body.conversation is not None:
-        await _store_history(context, cid, talk[:-1])
+        await store_history(context, cid, talk[:-1])
     text = talk[-1].text
     reading = interpret(text, await what_waits(context.runtime, cid))
     if isinstance(reading, Decide):

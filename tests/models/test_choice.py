@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -178,6 +179,36 @@ async def test_autodetect_finds_a_local_server(fake_servers: dict[str, FakeProvi
         {"OPENAI_API_KEY": "o", "OPENAI_BASE_URL": f"{server.url}/v1"}
     )
     assert pointed.model_id == "openai-chat:fake-model"
+
+
+async def test_a_configured_server_that_does_not_answer_stays_the_default() -> None:
+    """OSTINATO_BASE_URL names the server to use: one that does not answer at start-up is
+    still the default (its turns fail saying so), never replaced by the offline model."""
+    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    found = await autodetect_default({}, settings=ProviderSettings(base_url=dead))
+    assert found.model_id == "openai-compatible:default"
+    assert found.unreachable == dead
+    assert str(found).startswith("openai-compatible:default (UNREACHABLE: OSTINATO_BASE_URL")
+
+
+async def test_a_configured_server_answering_late_is_found() -> None:
+    """A busy machine: the server answers the start-up probe after its first wait."""
+    body = b'{"object": "list", "data": [{"id": "late-model", "object": "model"}]}'
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await asyncio.sleep(1.5)  # past the first attempt's wait (1 s), within the second's
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
+        writer.write(head.encode() + b"\r\nconnection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        url = f"http://127.0.0.1:{port}/v1"
+        found = await autodetect_default({}, settings=ProviderSettings(base_url=url))
+    assert found.model_id == "openai-compatible:late-model" and found.unreachable is None
 
 
 def test_describe_models_lists_default_and_tiers() -> None:

@@ -36,7 +36,7 @@ async def test_healthz_and_models(client: httpx.AsyncClient) -> None:
     assert health.status_code == 200
     body = health.json()
     load = body.pop("load")
-    assert body == {"status": "ok", "store": "test", "detail": None}
+    assert body == {"status": "ok", "store": "test", "detail": None, "model_server": None}
     assert load["turns_running"] == 0 and load["turns_waiting"] == 0
     assert load["loop_lag_ms"] >= 0 and load["loop_lag_max_ms"] >= 0
     models = (await client.get("/v1/models")).json()

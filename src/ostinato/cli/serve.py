@@ -52,6 +52,8 @@ from ostinato.models.choice import (
     describe_models,
     select_model,
 )
+from ostinato.models.providers import NO_KEY
+from ostinato.models.reach import ServerReach
 from ostinato.observe import logs
 from ostinato.observe import setup as observe_setup
 from ostinato.reload import Reloader
@@ -344,6 +346,8 @@ async def run(
         choices=setup.choices,
     )
     operate(app, config, observed, reloader)
+    if base_url := setup.settings.base_url:  # configured: /healthz says whether it answers
+        app.state.model_server = ServerReach(base_url, setup.settings.api_key or NO_KEY)
     uvicorn_config = uvicorn.Config(
         app,
         host=config.server.host,

@@ -15,8 +15,9 @@ refused unless the deployment allows it.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ostinato.errors import InvalidRequest
@@ -193,12 +194,21 @@ class DefaultModel:
 
     model_id: str
     reason: str
+    # the configured model server's address when it did not answer at start-up (it is
+    # still the default: turns fail, saying so, until it answers)
+    unreachable: str | None = None
 
     def __str__(self) -> str:
+        if self.unreachable:
+            return f"{self.model_id} (UNREACHABLE: {self.reason})"
         return f"{self.model_id} ({self.reason})"
 
     def to_json(self) -> JSON:
         return {"id": self.model_id, "reason": self.reason}
+
+
+CONFIGURED_PROBES_S = (1.0, 2.0, 4.0)  # a configured server's start-up probe: its attempts
+UNNAMED = "default"  # the model asked of a configured server that listed none at start-up
 
 
 async def autodetect_default(
@@ -219,14 +229,28 @@ async def autodetect_default(
             reason = f"OPENAI_API_KEY is set; Chat Completions at OPENAI_BASE_URL {url}"
             return DefaultModel(f"openai-chat:{model or 'gpt-4.1-mini'}", reason)
         return DefaultModel("openai:gpt-4.1-mini", "OPENAI_API_KEY is set")
-    if url := settings.base_url:
-        key = settings.api_key or NO_KEY
-        if model := await first_listed_model(url, key, probe_timeout):
-            return DefaultModel(f"openai-compatible:{model}", f"a server answers at {url}")
+    if url := settings.base_url:  # configured: used whether it answers now or not
+        return await configured_server(url, settings.api_key or NO_KEY, CONFIGURED_PROBES_S)
     ollama_url = env.get("OLLAMA_BASE_URL") or OLLAMA_DEFAULT_URL
     if model := await first_listed_model(ollama_url, NO_KEY, probe_timeout):
         return DefaultModel(f"ollama:{model}", f"Ollama answers at {ollama_url}")
     return DefaultModel("offline:ostinato", "no provider is configured and no local server answers")
+
+
+async def configured_server(url: str, key: str, waits: Sequence[float]) -> DefaultModel:
+    """The default on the configured server (``OSTINATO_BASE_URL``): its first listed
+    model, asked a few times (a busy machine answers late); when it never answers, still
+    that server (never the offline model in its place), marked unreachable."""
+    for i, wait in enumerate(waits):
+        if i:
+            await asyncio.sleep(0.5)
+        if model := await first_listed_model(url, key, wait):
+            return DefaultModel(f"openai-compatible:{model}", f"a server answers at {url}")
+    reason = (
+        f"OSTINATO_BASE_URL is set, and the server at {url} did not answer: turns fail, "
+        f"saying so, until it does; OSTINATO_MODEL=openai-compatible:NAME names its model"
+    )
+    return DefaultModel(f"openai-compatible:{UNNAMED}", reason, unreachable=url)
 
 
 async def first_listed_model(base_url: str, api_key: str, wait: float) -> str | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from ostinato.models.reach import ServerReach
 from ostinato.server.context import Context, ServerContext
 
 router = APIRouter(tags=["service"])
@@ -27,11 +28,23 @@ class Load(BaseModel):
     )
 
 
+class ModelServer(BaseModel):
+    url: str = Field(description="The configured model server (`models.base_url`).")
+    reachable: bool = Field(description="Whether it listed its models (looked at most every 5 s).")
+    detail: str | None = None
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable", "draining"]
     store: str
     detail: str | None = None
     load: Load | None = None
+    model_server: ModelServer | None = Field(
+        default=None,
+        description="With a model server configured (`OSTINATO_BASE_URL`): whether it "
+        "answers. An unreachable one does not make the status 503 (the server still "
+        "serves what it stores); its turns fail, saying so.",
+    )
 
 
 class ModelOut(BaseModel):
@@ -79,7 +92,7 @@ class ModelList(BaseModel):
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
-async def healthz(context: Context) -> Health | JSONResponse:
+async def healthz(context: Context, request: Request) -> Health | JSONResponse:
     """200 when the store answers a read, with this process's `load` (turns running and
     messages waiting for a slot, the event loop's lag); 503 when the store does not answer, or
     when the server is shutting down (`draining`: it begins no new turn)."""
@@ -100,7 +113,12 @@ async def healthz(context: Context) -> Health | JSONResponse:
         loop_lag_max_ms=round(admission.lag.take_max() * 1000, 3),
         server=context.runtime.holder,
     )
-    return Health(status="ok", store=context.store_name, load=load)
+    health = Health(status="ok", store=context.store_name, load=load)
+    reach: ServerReach | None = getattr(request.app.state, "model_server", None)
+    if reach is not None:
+        reachable, why = await reach.look()
+        health.model_server = ModelServer(url=reach.url, reachable=reachable, detail=why)
+    return health
 
 
 @router.get("/v1/models", response_model=ModelList)

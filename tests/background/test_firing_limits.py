@@ -5,7 +5,6 @@ refused with 429. Past the limit a firing waits, held, until a turn is free."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -16,23 +15,9 @@ from ostinato.identity.limits import Limiter, LimitExceeded
 from ostinato.identity.settings import LimitSettings
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.runtime import Runtime
-from ostinato.store import open_store
 from ostinato.store.base import Store
-from ostinato.store.memory import MemoryStore
-from tests.store.conftest import open_postgres, postgres_url
-
-__all__ = ["postgres_url"]  # the session's PostgreSQL database (skips without one)
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    if request.param == "memory":
-        return MemoryStore()
-    if request.param == "sqlite":
-        return await open_store(f"sqlite:///{tmp_path}/s.db")
-    return await open_postgres(request.getfixturevalue("postgres_url"))
 
 
 async def test_triggers_count_in_the_owners_turns_a_minute(store: Store) -> None:

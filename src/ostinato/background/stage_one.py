@@ -47,9 +47,18 @@ def marker(schedule: Schedule) -> str:
     return f"{schedule.id}:{schedule.fired}"
 
 
+BACKGROUND_SUFFIX = "-bg"
+
+
 def conversation_id(schedule: Schedule) -> str:
     """The schedule's background conversation."""
-    return f"{schedule.id}-bg"
+    return f"{schedule.id}{BACKGROUND_SUFFIX}"
+
+
+def is_reserved(cid: str) -> bool:
+    """Whether ``cid`` is a name the server keeps for itself (a schedule's background
+    conversation): a client that chooses its conversation's id may not choose it."""
+    return cid.endswith(BACKGROUND_SUFFIX)
 
 
 def is_background(conversation: Conversation) -> bool:
@@ -66,12 +75,19 @@ async def marked(store: Store, cid: str, mark: str) -> list[Message]:
 
 async def ensure_conversation(store: Store, schedule: Schedule) -> str:
     """The schedule's background conversation, made if it is not there yet;
-    ``NotFound`` when the conversation it serves is gone."""
+    ``NotFound`` when the conversation it serves is gone, or when a conversation of that
+    id is there but is not this schedule's (another owner's, or not made for it): stage
+    one never runs in a conversation the schedule did not make."""
     served = await store.get_conversation(schedule.conversation_id)
     if served is None:
         raise NotFound(f"no conversation {schedule.conversation_id!r}")
     cid = conversation_id(schedule)
-    if await store.get_conversation(cid) is not None:
+    existing = await store.get_conversation(cid)
+    if existing is not None:
+        made_for = existing.metadata.get(BACKGROUND)
+        mine = isinstance(made_for, dict) and made_for.get("schedule_id") == schedule.id
+        if existing.owner != schedule.owner or not mine:
+            raise NotFound(f"the background conversation {cid!r} is not this schedule's")
         return cid
     now = utcnow()
     metadata: dict[str, Any] = {

@@ -26,6 +26,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from ostinato.answers import AnswerCard, Decide, describe, interpret
+from ostinato.background.stage_one import BACKGROUND_SUFFIX, is_reserved
 from ostinato.bus import Subscription
 from ostinato.errors import Conflict
 from ostinato.exchanges import TERMINAL
@@ -159,6 +160,8 @@ async def _conversation(
         return found
     if not CONTEXT_ID.match(context_id):
         raise InvalidParams("a new contextId is 1 to 64 letters, digits, '_' or '-'")
+    if is_reserved(context_id):
+        raise InvalidParams(f"contextIds ending {BACKGROUND_SUFFIX!r} are reserved")
     now = utcnow()
     conversation = Conversation(
         context_id, "idle", now, now, owner=caller.owner, metadata={"surface": "a2a"}

@@ -35,6 +35,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ostinato.answers import AnswerCard, Decide, WaitingApproval, WaitingCard, interpret
+from ostinato.background.stage_one import BACKGROUND_SUFFIX, is_reserved
 from ostinato.bus import Subscription
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame
@@ -179,6 +180,8 @@ async def _conversation(context: ServerContext, caller: Caller, body: ChatBody) 
         if not caller.owns(found):
             raise NotFound(f"no conversation with id {body.id!r}")
         return found.id
+    if is_reserved(body.id):
+        raise InvalidRequest(f"ids ending {BACKGROUND_SUFFIX!r} are reserved for the server")
     now = utcnow()
     title = " ".join(body.messages[-1].text.split())[:80] or None
     conversation = Conversation(

@@ -47,10 +47,12 @@ from ostinato.store.base import (
 )
 from ostinato.store.leases import ConversationHolds
 from ostinato.switches import ToolSwitches, ToolSwitchState
+from ostinato.tools import processes
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.forge.pool import Sandbox
 from ostinato.tools.manage import PROTECTED
 from ostinato.tools.mounting import Mount, Source
+from ostinato.tools.processes import stop_left
 from ostinato.tools.registry import ToolRegistry
 from ostinato.turns import (
     ApprovalOutcome,
@@ -450,6 +452,8 @@ class Runtime:
         """Take this process's lease (``self.lease``, if set), then recover what gone
         holders held (``recovery.sweep``); the ids of the turns it closed. Run once at
         start, before serving; with a lease it runs again after every renewal."""
+        if self.data_dir is not None:  # commands a crashed server left running: stopped
+            stop_left(self.data_dir / processes.FOLDER)
         if self.lease is not None:
             await self.lease.acquire()
             if self.bus.relay is not None and isinstance(self.store, ConversationHolds):

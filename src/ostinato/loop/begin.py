@@ -61,7 +61,9 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
+from ostinato.tools import processes
 from ostinato.tools.mounting import Mount
+from ostinato.tools.processes import CONTEXT_KEY as PROCESSES
 from ostinato.tools.registry import ToolCatalog, ToolRegistry
 from ostinato.tools.workdir import workdir_for
 
@@ -292,7 +294,12 @@ async def begin(
         workdir=workdir_for(parts.data_dir, conversation.id) if parts.data_dir else None,
         carried=opening.carried,
         seeded=Seeded(stored[-1], seeding.starts) if seeding else None,
-        tool_extras={ATTACHMENTS: opening.files, RUNTIME: parts, ROUTE: opening.route},
+        tool_extras={
+            ATTACHMENTS: opening.files,
+            RUNTIME: parts,
+            ROUTE: opening.route,
+            PROCESSES: parts.data_dir / processes.FOLDER if parts.data_dir else None,
+        },
         route=opening.route.record,
     )
     task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")

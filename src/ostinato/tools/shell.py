@@ -26,6 +26,8 @@ from ostinato.errors import ToolError
 from ostinato.tools.base import ToolContext
 from ostinato.tools.families import command_family as command_family
 from ostinato.tools.families import shell_family as shell_family
+from ostinato.tools.processes import CONTEXT_KEY as PROCESSES
+from ostinato.tools.processes import written
 from ostinato.tools.workdir import Jail
 
 DEFAULT_TIMEOUT = 30.0
@@ -84,6 +86,7 @@ async def shell(
             deadline_s=timeout,
             pass_fds=keep,
             on_cancel=_tell_cut_short(context),
+            book=context.extras.get(PROCESSES),
         )
     if result.timed_out:
         so_far = f"output so far:\n{result.output}" if result.output_bytes else "no output"
@@ -130,6 +133,7 @@ async def run_command(
     cap: int = OUTPUT_CAP,
     pass_fds: tuple[int, ...] = (),
     on_cancel: Callable[[CommandResult], None] | None = None,
+    book: Path | None = None,
 ) -> CommandResult:
     """Run ``command`` with ``/bin/sh -c``; stop its process group however this ends.
     Cancelled, it still tells ``on_cancel`` what the command printed before it stopped."""
@@ -161,8 +165,9 @@ async def run_command(
         finally:
             os.close(write_end)  # the child holds its own copy; EOF comes when all exit
         try:
-            async with asyncio.timeout(deadline_s):
-                await process.wait()
+            with written(book, process.pid):  # a crash's restart finds it (processes.py)
+                async with asyncio.timeout(deadline_s):
+                    await process.wait()
         except TimeoutError:
             timed_out = True
         except asyncio.CancelledError:

@@ -73,6 +73,17 @@ BODIES: dict[tuple[str, str], Any] = {
     # A2A (issue 31): JSON-RPC; the tasks a request names are checked in tests/server/a2a
     ("POST", "/a2a"): {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
     ("POST", "/a2a/{agent}"): {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+    # AG-UI (issue 31): a run in a thread of bob's own (ann's thread: tests/server/ag_ui)
+    ("POST", "/v1/ag-ui"): {
+        "threadId": "bobs-thread",
+        "runId": "r1",
+        "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+    },
+    ("POST", "/v1/ag-ui/{agent}"): {
+        "threadId": "bobs-thread-2",
+        "runId": "r2",
+        "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+    },
 }
 UNOWNED = ("name", "agent")  # path parameters that name no one's thing (a tool, an agent)
 FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
@@ -202,6 +213,7 @@ async def test_every_route_keeps_anns_things_from_bob(
 ) -> None:
     # bob's own new conversations: a completion, the AI SDK, two responses
     model.add(*(text_step(f"hello bob {n}") for n in range(4)))
+    model.add(text_step("ag-ui bob"), text_step("ag-ui bob again"))  # and AG-UI threads
     things = await _anns_things(callers)
     missing = {name: new_id() for name in things if name not in ("name", "forged", "mcp")} | {
         "agent": "default",

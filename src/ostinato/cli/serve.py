@@ -43,6 +43,7 @@ from ostinato.leases import Lease
 from ostinato.models.allowed import ModelChoices
 from ostinato.models.base import Model
 from ostinato.models.choice import (
+    TIER_NAMES,
     DefaultModel,
     ModelOverride,
     ProviderSettings,
@@ -378,9 +379,27 @@ def operate(
 ) -> None:
     """What an operator reaches besides the API: ``/metrics``, and reloading."""
     app.state.metrics = metrics_endpoint(config, observed)
+    if observed is not None and observed.metrics is not None:
+        context = app.state.ostinato
+        tools, models = metric_labels(config, context.runtime, context.model_name)
+        observed.metrics.bound(tools=tools.__contains__, models=models.__contains__)
     app.state.reloader = reloader
     if reloader is not None:
         listen_for_reloads(reloader, reloader.deployment.runtime)
+
+
+def metric_labels(config: Config, runtime: Runtime, default: str) -> tuple[set[str], set[str]]:
+    """The tool and model names ``/metrics`` may name: the tools of the deployment's
+    static sources (built-ins, OpenAPI documents; not a person's own nor an MCP
+    server's, listed per turn) and the names of its configured models."""
+    tools = {t.name for s in runtime.mount.sources if s.lister is None for t in s.tools}
+    asked = {default, *TIER_NAMES, *config.models.tiers, *config.models.tiers.values()}
+    asked |= {config.models.router, config.models.summarizer, *(a.tier for a in config.agents)}
+    models: set[str] = set()
+    for name in asked:
+        with contextlib.suppress(Exception):  # a tier whose provider has no key: unused
+            models.add(runtime.models(name).name if runtime.models else name)
+    return tools, models
 
 
 def listen_for_reloads(reloader: Reloader, runtime: Runtime) -> None:

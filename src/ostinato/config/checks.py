@@ -22,7 +22,19 @@ def cross_checks(config: Config, raw: dict[str, Any]) -> list[str]:
         *_agents(config, places),
         *_model_ids(config, places),
         *_sources(config, places),
+        *_metrics(config),
     ]
+
+
+def _metrics(config: Config) -> Iterator[str]:
+    """``/metrics`` names tools and models and counts everyone's turns: outside mode
+    ``none`` it is served only to a request bearing its token."""
+    seen = config.observability
+    if seen.metrics and config.auth.mode != "none" and seen.metrics_token is None:
+        yield (
+            "observability.metrics_token: needed when metrics are on and auth.mode is "
+            f"{config.auth.mode!r} (/metrics would be open to every caller)"
+        )
 
 
 class Places:

@@ -54,7 +54,8 @@ class ObservabilitySection(Section):
     metrics_token: SecretStr | None = Field(
         default=None,
         description="When set, `/metrics` answers only a request with "
-        "`Authorization: Bearer <token>` (401 otherwise); unset, it is open.",
+        "`Authorization: Bearer <token>` (401 otherwise). Needed outside auth mode "
+        "`none` (the server refuses to start without it); unset in mode `none`, it is open.",
     )
     log_format: Literal["plain", "json"] = Field(
         default="plain",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -39,6 +39,9 @@ from ostinato.observe.scopes import ApprovalScope, CallScope, Holder, Scope, Too
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 COMMIT_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
+
+
+OTHER = "other"  # the label of a tool or model the deployment did not configure
 
 
 class Metrics:
@@ -152,6 +155,20 @@ class PrometheusBackend(Backend):
         self.registry = registry if registry is not None else CollectorRegistry()
         self.m = Metrics(self.registry)
         self._children: dict[tuple[Any, ...], Any] = {}
+        self._tools: Callable[[str], bool] | None = None
+        self._models: Callable[[str], bool] | None = None
+
+    def bound(self, *, tools: Callable[[str], bool], models: Callable[[str], bool]) -> None:
+        """Name in labels only the tools and models these accept (the deployment's own
+        tools, its configured models); any other is ``other``. A caller or a model can
+        name tools and models without end, and a person's own tools are private."""
+        self._tools, self._models = tools, models
+
+    def _tool(self, name: str) -> str:
+        return name if self._tools is None or self._tools(name) else OTHER
+
+    def _model(self, name: str) -> str:
+        return name if self._models is None or self._models(name) else OTHER
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
@@ -198,9 +215,10 @@ class PrometheusBackend(Backend):
         each histogram and counter is written once per label set."""
         models: dict[str, tuple[list[float], list[float], list[int]]] = {}
         for call, _, _ in calls:
-            found = models.get(call.model)
+            label = self._model(call.model)
+            found = models.get(label)
             if found is None:
-                found = models[call.model] = ([], [], [0, 0, 0, 0])
+                found = models[label] = ([], [], [0, 0, 0, 0])
             found[0].append(call.ended - call.started)  # ended: in a ledger once it has
             if call.first is not None:
                 found[1].append(call.first - call.started)
@@ -220,7 +238,7 @@ class PrometheusBackend(Backend):
         if tools:
             ran: dict[tuple[str, str], int] = {}
             for tool, _, _ in tools:
-                key = (tool.name, tool.status or tool.error or "unknown")
+                key = (self._tool(tool.name), tool.status or tool.error or "unknown")
                 ran[key] = ran.get(key, 0) + 1
             for (name, status), count in ran.items():
                 self._child(self.m.tools, name, status).inc(count)

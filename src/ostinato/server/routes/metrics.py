@@ -31,6 +31,8 @@ async def metrics(request: Request) -> Response:
     endpoint: MetricsEndpoint | None = getattr(request.app.state, "metrics", None)
     if endpoint is None:
         return error_response(404, "not_found", "metrics are off (observability.metrics)")
+    if endpoint.token is None and not request.app.state.ostinato.auth.open:
+        return error_response(401, "unauthorized", "metrics need a metrics token here")
     if endpoint.token is not None:
         given = request.headers.get("authorization", "")
         scheme, _, value = given.partition(" ")

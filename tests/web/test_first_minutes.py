@@ -6,14 +6,27 @@ lines that read the same live and after a reload, a card's answer in the words p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
 
 import pytest
 from playwright.sync_api import expect
 
+from ostinato.context.compaction import summary_row
+from ostinato.ids import new_id
+from ostinato.messages import Message, TextBlock
+from ostinato.store import open_store
+from ostinato.store.base import (
+    AppendMessage,
+    AppendSummary,
+    Conversation,
+    CreateConversation,
+    utcnow,
+)
 from tests.web.site import Site
 from tests.web.test_chat import conversation_id
 
@@ -183,3 +196,46 @@ def test_the_timeline_s_times_stay_on_one_line(context: Any, site: Site) -> None
         ".map(el => el.textContent)"
     )
     assert wrapped == []
+
+
+TURNS: list[tuple[Literal["user", "assistant"], str]] = [
+    ("user", "My name is Ada."),
+    ("assistant", "Nice to meet you."),
+    ("user", "Noted."),
+    ("assistant", "Hi Ada."),
+    ("user", "What is my name?"),
+    ("assistant", "Ada."),
+]
+
+
+def summarised(db_url: str) -> str:
+    """Three turns, the first two summarised (as compaction leaves them): the store's
+    window then starts after the summary's watermark."""
+
+    async def write() -> str:
+        store = await open_store(db_url)
+        try:
+            now = utcnow()
+            conversation = Conversation(new_id(), "idle", now, now, title="summarised")
+            await store.write(CreateConversation(conversation))
+            for role, said in TURNS:
+                row = AppendMessage(conversation.id, Message(role, (TextBlock(said),)))
+                await store.write(row)
+            await store.write(AppendSummary(conversation.id, summary_row("Ada said hi.", 4), 4))
+            return str(conversation.id)
+        finally:
+            await store.close()
+
+    with ThreadPoolExecutor(1) as pool:  # Playwright's sync API keeps a loop on this thread
+        return pool.submit(asyncio.run, write()).result()
+
+
+def test_a_reload_after_a_summary_shows_what_was_shown_live(context: Any, site: Site) -> None:
+    cid = summarised(site.db)
+    assert len(site.api("GET", f"/v1/conversations/{cid}/messages?newest=150")["messages"]) == 2
+    page = context.new_page()
+    page.goto(f"{site.url}/c/{cid}")
+    expect(page.locator(".msg.user")).to_have_text(
+        ["My name is Ada.", "Noted.", "What is my name?"]
+    )
+    expect(page.locator(".msg.assistant")).to_have_count(3)

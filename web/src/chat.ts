@@ -186,6 +186,9 @@ export class Chat {
     this.addRows(tail.messages);
     if (tail.older && !tail.messages.length) await this.loadAll(); // all of it summarised
     else this.olderBefore = tail.older ? tail.messages[0].seq : null;
+    // the newest rows stop at the last summary's watermark (what the model still sees):
+    // a short tail reads on, so a reload shows what the page showed live
+    if (this.olderBefore !== null && tail.messages.length < TAIL) await this.loadOlder();
     await Promise.all([tools, calls]);
     this.loaded = true;
     this.changed();

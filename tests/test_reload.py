@@ -58,7 +58,7 @@ async def test_a_good_change_applies_to_the_next_turn(tmp_path: Path) -> None:
     deployment, reloader, model = await deployed(path)
     assert "You are terse." in await turn(deployment, model)
     write(path, prompt="You are cheerful.", hard=7.5)
-    outcome = reloader.reload()
+    outcome = await reloader.reload()
     assert outcome.applied and outcome.problems == []
     assert outcome.changed == ["agents", "budgets.default"]
     assert "You are cheerful." in await turn(deployment, model)
@@ -72,12 +72,12 @@ async def test_a_broken_file_changes_nothing_and_says_where(tmp_path: Path) -> N
     write(path)
     deployment, reloader, model = await deployed(path)
     write(path, prompt="You are cheerful.", hard=-1)
-    outcome = reloader.reload()
+    outcome = await reloader.reload()
     assert not outcome.applied
     assert outcome.problems == ["budgets.default.hard: Input should be greater than or equal to 0"]
     assert "You are terse." in await turn(deployment, model)  # the old one runs on
     path.write_text("[[agents]\nid = ")  # not even TOML
-    outcome = reloader.reload()
+    outcome = await reloader.reload()
     assert not outcome.applied and outcome.problems[0].startswith("not valid TOML")
     gate = deployment.runtime.spend
     assert gate is not None and gate.budgets.default == Limit(None, 5.0, "day")
@@ -89,7 +89,7 @@ async def test_a_setting_that_needs_a_restart_is_refused_by_name(tmp_path: Path)
     write(path)
     deployment, reloader, model = await deployed(path)
     write(path, prompt="You are cheerful.", extra="\n[server]\nport = 9123\n")
-    outcome = reloader.reload()
+    outcome = await reloader.reload()
     assert outcome.problems == ["server.port: changing it needs a restart"]
     assert "You are terse." in await turn(deployment, model)  # refused whole
     await deployment.runtime.close()

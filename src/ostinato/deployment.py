@@ -27,12 +27,14 @@ from ostinato.models.base import Model
 from ostinato.models.choice import Tiers, create_model
 from ostinato.models.providers import ProviderSettings, is_local
 from ostinato.observe import prices
+from ostinato.pinning import Pinning
 from ostinato.runtime import Runtime
 from ostinato.skills import Router, Skill
 from ostinato.sources import mcp_clients, tool_sources
 from ostinato.spend.gate import SpendGate
 from ostinato.store.base import Store
 from ostinato.store.spend import SpendStore
+from ostinato.store.versions import VersionStore
 from ostinato.tools.fetch import Fetcher, FetchPolicy, parse_allow_hosts
 from ostinato.tools.forge.limits import Limits
 from ostinato.tools.forge.pool import Sandbox
@@ -177,6 +179,9 @@ async def build_runtime(
         spend=spend_gate(config, store),
     )
     runtime.personal_mcp = personal
+    if isinstance(store, VersionStore):  # a version of each agent that changed
+        runtime.pinning = Pinning(store)
+        await runtime.pinning.record(runtime.router.skills)
     return Deployment(runtime, models, mcp)
 
 

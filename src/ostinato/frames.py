@@ -39,13 +39,16 @@ class TurnStarted(_Frame):
     outlived its turn) / background (it delivers background work: a scheduled prompt's
     result, an outside trigger); the skill, persona and tier the router chose.
     ``background_run_id`` is, for a ``background`` turn, the ``run_id`` of the work whose
-    result it delivers (a scheduled prompt's stage one; a trigger's firing)."""
+    result it delivers (a scheduled prompt's stage one; a trigger's firing).
+    ``agent_version`` is the version of the skill's agent the turn runs (``pin``ned to the
+    conversation; null for an agent that is not versioned)."""
 
     turn_id: str
     kind: str = "user"
     skill: str | None = None
     persona: str | None = None
     tier: str | None = None
+    agent_version: int | None = None
     background_run_id: str | None = None
     type: Literal["turn.started"] = "turn.started"
 

@@ -10,7 +10,8 @@ listens, its store, who may call, its tool sources ...) is refused the same way,
 the setting. A good change applies to turns that begin after it (a running turn keeps
 what it began with): the agents (their prompts, tools, budgets of model calls, approval
 policies), the shared guidelines, the approval policy, the model tiers, the router's and
-the summariser's models, the price table and the spend budgets.
+the summariser's models, the price table and the spend budgets. An agent that changed
+gets a new version (``ostinato.pinning``): conversations pinned to the old one keep it.
 
 What is live and what needs a restart is decided by ``changes`` (pure); ``Reloader``
 only reads and applies.
@@ -97,7 +98,7 @@ class Reloader:
         self.path, self.overrides = path, dict(overrides or {})
         self.env = env  # None: the process environment as it is at each reload
 
-    def reload(self) -> Outcome:
+    async def reload(self) -> Outcome:
         env = os.environ if self.env is None else self.env
         try:
             loaded = read_config(self.path, env=env, overrides=self.overrides)
@@ -114,6 +115,9 @@ class Reloader:
         except (ConfigError, ValueError) as exc:  # e.g. a tier no provider can serve
             return Outcome(False, loaded.source, problems=[str(exc)])
         self.config = loaded.config
+        pinning = self.deployment.runtime.pinning
+        if pinning is not None:  # a new version of each agent that changed
+            await pinning.record(self.deployment.runtime.router.skills)
         return Outcome(True, loaded.source, changed=live)
 
     def apply(self, config: Config) -> None:
@@ -139,9 +143,9 @@ class Reloader:
         if runtime.spend is not None:
             runtime.spend.budgets = config.budgets.budgets()
 
-    def reload_logged(self) -> Outcome:
+    async def reload_logged(self) -> Outcome:
         """``reload``, said in the server's log (SIGHUP has no one to answer)."""
-        outcome = self.reload()
+        outcome = await self.reload()
         if outcome.applied:
             changed = ", ".join(outcome.changed) or "no change"
             log.warning("reloaded %s: %s", outcome.source, changed)

@@ -31,6 +31,7 @@ from ostinato.loop.setup import waiting_answers
 from ostinato.memory.facts import Memory
 from ostinato.messages import JSON, Message
 from ostinato.models.base import Model
+from ostinato.pinning import Pinning
 from ostinato.recovery import sweep
 from ostinato.skills import Router, Skill
 from ostinato.spend.gate import SpendGate
@@ -74,6 +75,8 @@ ModelResolver = Callable[[str], Model]
 
 
 class Runtime:
+    pinning: Pinning | None = None  # the agents' versions (``ostinato.pinning``)
+
     def __init__(
         self,
         store: Store,

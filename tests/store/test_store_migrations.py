@@ -35,7 +35,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import HEAD_REVISION, SCRIPT_LOCATION, switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0016"
+HEAD = "0017"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -60,6 +60,8 @@ PEOPLE_TABLES = {
     "spend_holds",
     "usage_days",
     "protocol_records",
+    "agent_versions",
+    "conversation_agents",
 }
 T = TypeVar("T")
 

@@ -407,11 +407,14 @@ def listen_for_reloads(reloader: Reloader, runtime: Runtime) -> None:
     (``POST /v1/admin/reload`` there sends a ``reload`` command to every server)."""
 
     async def asked(_conversation_id: str, _data: object) -> None:
-        reloader.reload_logged()
+        await reloader.reload_logged()
+
+    def hup() -> None:
+        runtime.keep(asyncio.ensure_future(reloader.reload_logged()))
 
     runtime.bus.on("reload", asked)
     with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals here
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload_logged)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, hup)
 
 
 def background_of(config: Config, deployment: Deployment, app: Any) -> Background:

@@ -55,8 +55,13 @@ def _tool_line(call: dict[str, Any]) -> str:
 def turn_lines(number: int, turn: Turn) -> Iterator[str]:
     metrics, timeline = turn.metrics, turn.timeline
     cost = metrics.get("cost_usd")
+    route = metrics.get("route") or {}
+    version = route.get("version")
+    agent = (
+        f", {route['skill']}" + (f" v{version}" if version else "") if route.get("skill") else ""
+    )
     head = (
-        f"turn {number} ({turn.id}, {turn.kind}): {turn.stop_reason or turn.status}"
+        f"turn {number} ({turn.id}, {turn.kind}{agent}): {turn.stop_reason or turn.status}"
         + (f" in {timeline['duration_s']:.3f} s" if timeline else "")
         + f", {metrics.get('model_calls', 0)} model calls,"
         f" {metrics.get('tokens_in', 0)} in / {metrics.get('tokens_out', 0)} out"

@@ -46,6 +46,7 @@ from ostinato.loop.setup import (
 from ostinato.memory.facts import scope_for
 from ostinato.messages import FileBlock, Message, ToolUseBlock
 from ostinato.models.base import Model
+from ostinato.pinning import Pinning
 from ostinato.skills import Route, Router, Skill, last_skill, sticky_persona
 from ostinato.store.base import (
     AppendMessage,
@@ -118,6 +119,8 @@ class Parts(Protocol):
     def after_turn(self) -> AfterTurn | None: ...
     @property
     def admission(self) -> Admission: ...
+    @property
+    def pinning(self) -> Pinning | None: ...
 
     def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model: ...
 
@@ -173,7 +176,9 @@ async def open_with_message(
     worked out. The request's ``instructions`` are kept only if the skill allows them.
     A row that hands on background work's result (``metadata.background_run_id``, by
     ``ostinato.background``) begins a ``background`` turn."""
-    route = await _route(parts.router, conversation, history, message, skill)
+    route = await pinned_route(
+        parts, conversation.id, await _route(parts.router, conversation, history, message, skill)
+    )
     if instructions is not None:
         allowed = route.skill.agent.request_instructions
         route = replace(route, detail={**route.detail, "instructions": allowed})
@@ -215,6 +220,17 @@ async def _route(
     return await router.route(
         message.text, sticky_persona=conversation.persona or sticky_persona(history)
     )
+
+
+async def pinned_route(parts: Parts, conversation_id: str, route: Route) -> Route:
+    """The route with the version of its agent the conversation runs (``ostinato.pinning``):
+    the skill rebuilt from that version when it is not the current one, and the version's
+    number recorded with the route (``version``)."""
+    pinning = parts.pinning
+    if pinning is None or "version" in route.detail:
+        return route
+    skill, number = await pinning.resolve(conversation_id, route.skill)
+    return replace(route, skill=skill, detail={**route.detail, "version": number})
 
 
 def open_with_card_answer(
@@ -267,6 +283,7 @@ async def begin(
 ) -> Begun:
     """Commit the opening with the turn's start, announce it, and start its driver."""
     turn = dataclasses.replace(turn, kind=opening.kind)  # (its holder kept)
+    opening = replace(opening, route=await pinned_route(parts, conversation.id, opening.route))
     skill = opening.route.skill
     registry, catalog = await _tools(parts, conversation, skill)
     model = model or parts.model_for(conversation, skill)
@@ -449,6 +466,7 @@ async def commit_rows(
                 skill=route.skill.id if route else None,
                 persona=route.skill.persona if route else None,
                 tier=route.skill.tier if route else None,
+                agent_version=route.detail.get("version") if route else None,
                 background_run_id=background_run_id,
             ),
         )

@@ -115,7 +115,10 @@ class TurnDriver:
             self.record.written.append(seeded.row)
             self.record.opened(self.seeds, seeded.starts)
         # what the turn caused, as it happens: the metrics block and the timeline
-        self.watch = observe.turn_scope(turn, owner=owner, agent=settings.name, model=model.name)
+        version = route.get("version") if route else None
+        self.watch = observe.turn_scope(
+            turn, owner=owner, agent=settings.name, model=model.name, version=version
+        )
         gate = GATE.get()  # budgets (``loop.spending``); None: not checked
         asker = consent if isinstance(consent, SpendAsker) else None
         self.spend = TurnSpend(gate, asker, turn, owner) if isinstance(gate, SpendGate) else None

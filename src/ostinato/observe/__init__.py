@@ -107,14 +107,18 @@ def turn_beginning(turn: Turn, *, owner: str | None) -> Iterator[TurnScope]:
         scope.detach(token)
 
 
-def turn_scope(turn: Turn, *, owner: str | None, agent: str, model: str) -> TurnScope:
+def turn_scope(
+    turn: Turn, *, owner: str | None, agent: str, model: str, version: int | None = None
+) -> TurnScope:
     """The scope of the turn a driver runs: the one the runtime began for it, else a new
-    one under the current scope (a sub-agent's turn nests in the tool call running it)."""
+    one under the current scope (a sub-agent's turn nests in the tool call running it);
+    ``version``: the agent's version the turn runs (``ostinato.pinning``)."""
     found = CURRENT.get()
     fresh = not (isinstance(found, TurnScope) and found.turn_id == turn.id and not found.adopted)
     scope = TurnScope(found, turn, owner) if fresh else found
     assert isinstance(scope, TurnScope)
     scope.adopted, scope.agent, scope.model, scope.turn_kind = True, agent, model, turn.kind
+    scope.version = version
     if _backend.HEARING:  # a backend hears of a new turn, or of what the found one is
         (_backend.INSTALLED.started if fresh else _backend.INSTALLED.described)(scope)
     return scope

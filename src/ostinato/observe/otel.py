@@ -223,6 +223,8 @@ class OtelBackend(Backend):
         if scope.agent is not None:
             span._name = f"invoke_agent {scope.agent}"
             span._attributes["gen_ai.agent.name"] = scope.agent
+        if scope.version is not None:
+            span._attributes["ostinato.agent.version"] = scope.version
         if scope.model is not None:
             span._attributes["gen_ai.request.model"] = split_model(scope.model)[1]
 

@@ -136,13 +136,23 @@ class TurnScope(Holder):
     """A turn: begun by the runtime before it routes the message, adopted by the turn's
     driver (which names its agent and model), finished with the stop reason."""
 
-    __slots__ = ("adopted", "agent", "model", "step", "stop_reason", "timed", "turn_kind")
+    __slots__ = (
+        "adopted",
+        "agent",
+        "model",
+        "step",
+        "stop_reason",
+        "timed",
+        "turn_kind",
+        "version",
+    )
     kind = "turn"
 
     def __init__(self, parent: Scope | None, turn: Any, owner: str | None) -> None:
         super().__init__(parent, turn.conversation_id, turn.run_id, turn.id, owner)
         self.turn_kind: str = turn.kind
         self.agent: str | None = None
+        self.version: int | None = None  # the agent's version (``ostinato.pinning``)
         self.model: str | None = None
         self.adopted = False
         self.stop_reason: str | None = None

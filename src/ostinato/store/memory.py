@@ -38,6 +38,7 @@ from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import MemorySchedules
 from ostinato.store.search import overlap_score, search_terms
 from ostinato.store.spend import MemorySpend
+from ostinato.store.versions import MemoryVersions
 
 
 class MemoryStore(
@@ -47,6 +48,7 @@ class MemoryStore(
     MemoryProtocolRecords,
     MemoryJobReads,
     MemorySpend,
+    MemoryVersions,
     MemoryTables,
 ):
     """The tables (``MemoryTables``), written by ``memory_writes`` and read here; its

@@ -66,6 +66,7 @@ from ostinato.store.protocol_records import ProtocolRecord
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import Schedule
 from ostinato.store.spend import Hold, UsageRow
+from ostinato.versions import AgentVersion
 
 Undo = list[Callable[[], None]]
 
@@ -108,6 +109,9 @@ class MemoryTables:
     _spend_days: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
     _spend_holds: dict[str, Hold] = field(default_factory=dict)
     _usage_days: dict[tuple[str, str, str, str], UsageRow] = field(default_factory=dict)
+    # ``store.versions``: every agent's versions, and each conversation's pins
+    _agent_versions: dict[str, list[AgentVersion]] = field(default_factory=dict)
+    _pins: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:

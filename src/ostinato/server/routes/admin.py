@@ -139,7 +139,7 @@ async def reload(request: Request, context: Context, admin: Admin) -> ReloadOut:
     reloader = getattr(request.app.state, "reloader", None)
     if not isinstance(reloader, Reloader):
         raise Conflict("this server was not started from a configuration it can reload")
-    outcome = reloader.reload_logged()
+    outcome = await reloader.reload_logged()
     if not outcome.applied:
         raise Refused(f"the configuration was not reloaded: {'; '.join(outcome.problems)}")
     bus = context.runtime.bus

@@ -43,6 +43,7 @@ from ostinato.store.sql.schedule_sql import SQLSchedules
 from ostinato.store.sql.speculate import plan
 from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.statements import WriteName, write_statements
+from ostinato.store.sql.version_sql import SQLVersions
 
 POOL_SIZE, MAX_OVERFLOW = 10, 20
 
@@ -91,7 +92,9 @@ class _LeaseTx:
         return self._connection.execute(stmt, params).all()
 
 
-class PostgresStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLProtocolRecords, SQLReads):
+class PostgresStore(
+    SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLProtocolRecords, SQLVersions, SQLReads
+):
     """A ``Store`` on PostgreSQL. Open with ``await PostgresStore.open(url)``."""
 
     _decode_time = staticmethod(time_from_postgres)

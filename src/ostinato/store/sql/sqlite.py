@@ -34,6 +34,7 @@ from ostinato.store.sql.schedule_sql import SQLSchedules
 from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.sqlite_sql import CompiledCache
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
+from ostinato.store.sql.version_sql import SQLVersions
 
 # How long a connection waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 60_000
@@ -55,7 +56,9 @@ class _LeaseTx:
         return self._conn.execute(sql.text, sql.defaults | params).fetchall()
 
 
-class SQLiteStore(SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLProtocolRecords, SQLReads):
+class SQLiteStore(
+    SQLHolds, SQLRequestKeys, SQLSchedules, SQLSpend, SQLProtocolRecords, SQLVersions, SQLReads
+):
     """A ``Store`` on one SQLite file. Open with ``await SQLiteStore.open(path)``."""
 
     _decode_time = staticmethod(time_from_sqlite)

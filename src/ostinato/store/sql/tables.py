@@ -22,6 +22,8 @@ from ostinato.store.sql.meta import metadata as metadata
 from ostinato.store.sql.spend_tables import spend_days as spend_days
 from ostinato.store.sql.spend_tables import spend_holds as spend_holds
 from ostinato.store.sql.spend_tables import usage_days as usage_days
+from ostinato.store.sql.version_tables import agent_versions as agent_versions
+from ostinato.store.sql.version_tables import conversation_agents as conversation_agents
 
 conversations = sa.Table(
     "conversations",

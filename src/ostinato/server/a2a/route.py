@@ -28,9 +28,7 @@ from ostinato.server.a2a.wire import (
     A2AError,
     Call,
     InvalidParams,
-    InvalidRequest,
     MethodNotFound,
-    ParseError,
     PushNotSupported,
     TaskNotFound,
     Unsupported,
@@ -147,9 +145,8 @@ async def _rpc(
         check_version(header)
         return await _dispatch(context, caller, agent, call)
     except A2AError as error:
-        # a request that is not a JSON-RPC request at all is the HTTP request's fault
-        status = 400 if isinstance(error, ParseError | InvalidRequest) else 200
-        return JSONResponse(error.body(error_id(error, rpc_id)), status_code=status)
+        # a body that is no JSON-RPC request at all is a 400 (the error object says why)
+        return JSONResponse(error.body(error_id(error, rpc_id)), status_code=error.http_status)
     except NotFound as missing:
         return JSONResponse(TaskNotFound(missing.message).body(rpc_id))
     except ClientError as error:

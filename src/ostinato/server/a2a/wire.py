@@ -42,10 +42,12 @@ class A2AError(Exception):
 
     code = -32603
     reason = "INTERNAL"
+    http_status = 200  # JSON-RPC answers errors with 200, but for a body that is no request
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, rpc_id: Any = None) -> None:
         super().__init__(message)
         self.message = message
+        self.rpc_id = rpc_id  # the id of the request it answers, when it was read first
 
     def body(self, rpc_id: Any) -> JSON:
         info = {"@type": ERROR_INFO, "reason": self.reason, "domain": DOMAIN}
@@ -54,11 +56,11 @@ class A2AError(Exception):
 
 
 class ParseError(A2AError):
-    code, reason = -32700, "PARSE_ERROR"
+    code, reason, http_status = -32700, "PARSE_ERROR", 400
 
 
 class InvalidRequest(A2AError):
-    code, reason = -32600, "INVALID_REQUEST"
+    code, reason, http_status = -32600, "INVALID_REQUEST", 400
 
 
 class MethodNotFound(A2AError):
@@ -116,28 +118,16 @@ def read_call(raw: bytes) -> Call:
         raise InvalidRequest("id must be a string or an integer")
     if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
         message = "a JSON-RPC 2.0 request has jsonrpc '2.0' and a method"
-        raise _with_id(InvalidRequest(message), rpc_id)
+        raise InvalidRequest(message, rpc_id)
     params = body.get("params", {})
     if not isinstance(params, dict):
-        raise _with_id(InvalidRequest("params must be an object"), rpc_id)
+        raise InvalidRequest("params must be an object", rpc_id)
     return Call(rpc_id, body["method"], params)
-
-
-class _Identified(A2AError):
-    """An error that already knows the request id it answers."""
-
-    def __init__(self, error: A2AError, rpc_id: Any) -> None:
-        super().__init__(error.message)
-        self.code, self.reason, self.rpc_id = error.code, error.reason, rpc_id
-
-
-def _with_id(error: A2AError, rpc_id: Any = None) -> A2AError:
-    return _Identified(error, rpc_id)
 
 
 def error_id(error: A2AError, fallback: Any) -> Any:
     """The id an error answers: its own when it was read before the call was."""
-    return error.rpc_id if isinstance(error, _Identified) else fallback
+    return error.rpc_id if error.rpc_id is not None else fallback
 
 
 def result(rpc_id: Any, value: JSON) -> JSON:
@@ -187,12 +177,12 @@ def read_send(params: JSON) -> Incoming:
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:
         raise InvalidParams("params.message.parts must be a non-empty array")
-    if params.get("configuration", {}).get("taskPushNotificationConfig"):
+    configuration = _object(params, "configuration")
+    if configuration.get("taskPushNotificationConfig"):
         raise PushNotSupported("push notifications are not supported by this agent")
     text = "\n".join(_part_text(i, p) for i, p in enumerate(parts))
     if not text.strip():
         raise InvalidParams("params.message has no text")
-    configuration = _object(params, "configuration")
     return Incoming(
         message_id=_string(message, "messageId") or "",
         text=text,

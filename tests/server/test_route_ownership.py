@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from ostinato.approvals import Approval, Grant, arguments_hash
 from ostinato.ids import new_id
 from ostinato.models.scripted import ScriptedModel, text_step
+from ostinato.server.agent_protocol.record import RunRecord
 from ostinato.server.auth.middleware import is_public
 from ostinato.server.responses.record import ResponseRecord
 from ostinato.server.responses.wire import Envelope
@@ -32,6 +33,7 @@ from tests.server.conftest import Callers
 from tests.server.sse_client import open_stream
 from tests.server.ws_client import Refused, open_websocket
 
+AP_RUN = {"assistant_id": "ostinato", "input": {"messages": [{"role": "user", "content": "hi"}]}}
 # A valid body for each route that takes one, so a refusal is about ownership only.
 BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/conversations"): {"title": "bob's"},
@@ -66,6 +68,17 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/openai/v1/responses/{response_id}/cancel"): None,
     ("POST", "/openai/v1/conversations"): {"metadata": {"who": "bob"}},
     ("POST", "/openai/v1/conversations/{conversation_id}"): {"metadata": {"who": "bob"}},
+    ("POST", "/langgraph/assistants/search"): {},
+    ("POST", "/langgraph/threads"): {"metadata": {"who": "bob"}},
+    ("POST", "/langgraph/threads/search"): {},
+    ("PATCH", "/langgraph/threads/{thread_id}"): {"metadata": {"who": "bob"}},
+    ("POST", "/langgraph/threads/{thread_id}/history"): {},
+    ("POST", "/langgraph/threads/{thread_id}/copy"): None,
+    ("POST", "/langgraph/threads/{thread_id}/state"): {"values": {}},
+    ("POST", "/langgraph/threads/{thread_id}/runs"): AP_RUN,
+    ("POST", "/langgraph/threads/{thread_id}/runs/stream"): AP_RUN,
+    ("POST", "/langgraph/threads/{thread_id}/runs/wait"): AP_RUN,
+    ("POST", "/langgraph/threads/{thread_id}/runs/{run_id}/cancel"): None,
     ("POST", "/v1/ai-sdk/chat"): {
         "id": "bobs-chat",
         "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
@@ -85,9 +98,10 @@ BODIES: dict[tuple[str, str], Any] = {
         "messages": [{"id": "m1", "role": "user", "content": "hi"}],
     },
 }
-UNOWNED = ("name", "agent")  # path parameters that name no one's thing (a tool, an agent)
+UNOWNED = ("name", "agent", "assistant_id")  # name no one's thing (a tool, an agent)
 FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
 MCP = "/v1/mcp-servers/"  # its {name} is one of ann's MCP servers
+LANGGRAPH = "/langgraph/"
 
 
 async def _anns_things(callers: Callers) -> dict[str, str]:
@@ -126,8 +140,14 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
     run = JobRun(new_id(), "ann", job, now, now, "ok", [{"action": "lapsed", "text": "x"}])
     await store.write(FinishJob(claimed, "h1", run))
     response = await _anns_response(store, cid)
+    run = RunRecord(new_id(), "ann", cid, "ostinato", 0, new_id())
+    assert isinstance(store, ProtocolRecords)
+    await store.put_record(run.to_record(), create=True)
     return {
         "response_id": response,
+        "thread_id": cid,
+        "lg_run": run.id,
+        "assistant_id": "ostinato",
         "conversation_id": cid,
         "turn_id": turn.id,
         "approval_id": approval.id,
@@ -152,6 +172,8 @@ async def _anns_response(store: Store, cid: str) -> str:
 
 
 def _fill(path: str, things: dict[str, str]) -> str:
+    if path.startswith(LANGGRAPH):  # its {run_id} is one of ann's Agent Protocol runs
+        path = path.replace("{run_id}", things["lg_run"])
     if path.startswith(FORGED):
         path = path.replace("{name}", things["forged"])
     if path.startswith(MCP):
@@ -217,6 +239,7 @@ async def test_every_route_keeps_anns_things_from_bob(
     things = await _anns_things(callers)
     missing = {name: new_id() for name in things if name not in ("name", "forged", "mcp")} | {
         "agent": "default",
+        "assistant_id": "ostinato",
         "name": "clock",
         "forged": "nobodys",
         "mcp": "unknown_server",
@@ -231,7 +254,9 @@ async def test_every_route_keeps_anns_things_from_bob(
         status, body = await _ask(callers, callers.bob, method, template, path)
         if not named:  # bob's own listing or creation: nothing of ann's in it
             assert status < 400, (method, template, status, body)
-            assert not any(v in str(body) for v in things.values() if v not in ("clock", "default"))
+            assert not any(
+                v in str(body) for v in things.values() if v not in ("clock", "default", "ostinato")
+            )
             assert "Ann's secret" not in str(body)
             continue
         gone_status, gone_body = await _ask(

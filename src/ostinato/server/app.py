@@ -116,7 +116,7 @@ def _include_routes(app: FastAPI) -> None:
     # defining their routes is most of the server's import (FastAPI builds each route's
     # models as it is declared), and a process that imports the package without building
     # an app (the CLI's other commands, a library user's tools) need not pay it.
-    from ostinato.server import a2a, ag_ui, ai_sdk, openai_compat, page, responses
+    from ostinato.server import a2a, ag_ui, agent_protocol, ai_sdk, openai_compat, page, responses
     from ostinato.server.responses.guard import ConversationsGuard
     from ostinato.server.routes import ROUTERS
     from ostinato.server.routes import metrics as metrics_route
@@ -131,6 +131,7 @@ def _include_routes(app: FastAPI) -> None:
     for base in responses.BASES:  # OpenAI's Responses API
         app.include_router(responses.make_router(base))
     app.include_router(responses.conversations_router)  # and its Conversations API
+    app.include_router(agent_protocol.router)  # the Agent Protocol under /langgraph
     app.add_middleware(ConversationsGuard)  # OpenAI's SDKs kept off /v1/conversations
     app.include_router(page.router)  # the chat page at / and /c/<id>
     app.include_router(metrics_route.router)  # GET /metrics (its own token)

@@ -1,0 +1,19 @@
+"""The Agent Protocol (LangGraph's server API) under ``/langgraph``: what the
+``langgraph-sdk`` clients (Python, and ``@langchain/langgraph-sdk`` with its ``useStream``)
+call, with their URL naming ``http://HOST/langgraph``.
+
+``wire`` writes the protocol's shapes (threads, assistants, states, LangChain messages,
+interrupts), ``threads`` serves assistants and threads, ``starting`` starts what a run
+asks, ``record`` keeps a run in the store, ``events`` streams it, ``runs`` serves runs.
+It reaches the loop only through the runtime, as every other surface does.
+"""
+
+from fastapi import APIRouter
+
+from ostinato.server.agent_protocol import runs, threads
+
+router = APIRouter()
+router.include_router(threads.router)
+router.include_router(runs.router)
+
+__all__ = ["router"]

@@ -164,7 +164,9 @@ async def _with_a_token(seen: Seen, issuer: Issuer, provider: FakeProvider) -> N
     seen.planted |= {"jwt": token, "jwt signature": token.rsplit(".", 1)[1]}
     async with seen.client(token) as carol:
         cid = await _converse(seen, carol, provider)
-        assert (await carol.get(f"/v1/conversations/{cid}")).json()["owner"] == "carol"
+        assert (await carol.get(f"/v1/conversations/{cid}")).json()[
+            "owner"
+        ] == "oidc:carol"  # keys,oidc: owners apart
     await _stream_frames(seen, cid, token)
     wrong = issuer.token(sub="carol", aud="someone-else")
     seen.planted["wrong jwt"] = wrong

@@ -144,7 +144,7 @@ def test_the_identity_providers_code_flow_with_pkce(
     page.get_by_role("button", name=re.compile(r"^Sign in with 127\.0\.0\.1:")).click()
     # to the issuer and straight back with a code; the page trades it for a session
     expect(page.get_by_role("navigation", name="Conversations")).to_be_visible()
-    expect(page.get_by_title("Signed in as")).to_have_text("carol")
+    expect(page.get_by_title("Signed in as")).to_have_text("oidc:carol")
     assert page.url == site.url + "/"  # the code left the address bar
     asked = issuer.authorized[-1]
     assert asked["code_challenge_method"] == "S256" and asked["scope"] == "openid profile"
@@ -157,7 +157,7 @@ def test_the_identity_providers_code_flow_with_pkce(
     expect(page.locator(".msg.assistant", has_text="hello carol")).to_be_visible()
     cid = str(page.url.rsplit("/c/", 1)[1])
     token = issuer.token("carol")
-    assert site.api("GET", f"/v1/conversations/{cid}", key=token)["owner"] == "carol"
+    assert site.api("GET", f"/v1/conversations/{cid}", key=token)["owner"] == "oidc:carol"
 
     page.get_by_role("button", name="Sign out").click()
     signed_out(page)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 LOCAL_OWNER = "local"
 ANONYMOUS_PREFIX = "anon:"
+OIDC_PREFIX = "oidc:"  # before a token's owner when keys are accepted too (mode keys,oidc)
 OWNER_LIMIT = 200  # characters
 
 
@@ -38,4 +39,6 @@ def check_owner_name(owner: str) -> str:
         )
     if owner.startswith("conversation:"):
         raise ValueError("names starting 'conversation:' are reserved (ownerless scopes)")
+    if owner.startswith(OIDC_PREFIX):
+        raise ValueError(f"names starting {OIDC_PREFIX!r} are reserved (identity providers')")
     return owner

@@ -25,6 +25,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from ostinato.identity.owners import OIDC_PREFIX
+
 METHODS = ("keys", "oidc")
 ASYMMETRIC = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"]
 
@@ -97,7 +99,15 @@ class OidcSettings(_Section):
         default=None, description="Where the signing keys are; None: the issuer's discovery."
     )
     owner_claim: str = Field(
-        default="sub", min_length=1, description="The claim that names the owner."
+        default="sub",
+        min_length=1,
+        description="The claim that names the owner: one the issuer never reassigns "
+        "(`sub`), not one a person can change (`preferred_username`, `email`).",
+    )
+    owner_prefix: str | None = Field(
+        default=None,
+        description="Put before every owner a token names, so it cannot be an API key's "
+        "owner; unset: `oidc:` in mode `keys,oidc`, nothing in mode `oidc`.",
     )
     algorithms: list[str] = Field(
         default_factory=lambda: list(ASYMMETRIC),
@@ -233,6 +243,22 @@ class AuthSettings(_Section):
         if "oidc" in self.methods and self.oidc is None:
             raise ValueError("mode oidc needs an [auth.oidc] section (issuer, audience)")
         return self
+
+    @model_validator(mode="after")
+    def _owners_apart(self) -> AuthSettings:
+        if {"keys", "oidc"} <= self.methods and self.oidc and self.oidc.owner_prefix == "":
+            raise ValueError(
+                "mode keys,oidc needs auth.oidc.owner_prefix (or leave it unset: 'oidc:'), "
+                "or a token's owner could be an API key's owner"
+            )
+        return self
+
+    @property
+    def oidc_owner_prefix(self) -> str:
+        """What goes before a token's owner (``OidcSettings.owner_prefix``)."""
+        if self.oidc is not None and self.oidc.owner_prefix is not None:
+            return self.oidc.owner_prefix
+        return OIDC_PREFIX if "keys" in self.methods else ""
 
     @property
     def methods(self) -> frozenset[str]:

@@ -85,7 +85,7 @@ class Authenticator:
         if oidc is None and settings.oidc is not None and "oidc" in settings.methods:
             from ostinato.server.auth.oidc import OidcVerifier  # JWT and HTTP: only here
 
-            oidc = OidcVerifier(settings.oidc)
+            oidc = OidcVerifier(settings.oidc, prefix=settings.oidc_owner_prefix)
         self.oidc = oidc
         self._keys: dict[str, tuple[ApiKey | None, float]] = {}
 
@@ -152,6 +152,9 @@ class Authenticator:
             raise Unauthorized(BAD_KEY)
         key = await self._key(presented.key_id)
         if key is None or not matches(key, presented) or not key.usable(utcnow()):
+            raise Unauthorized(BAD_KEY)
+        prefix = self.settings.oidc_owner_prefix
+        if prefix and key.owner.startswith(prefix):  # tokens' owners: never a key's
             raise Unauthorized(BAD_KEY)
         return Caller(key.owner, "key", credential=key.id, expires_at=key.expires_at)
 

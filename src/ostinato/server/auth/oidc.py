@@ -42,33 +42,43 @@ class Verified:
 
 
 class OidcVerifier:
-    def __init__(self, settings: OidcSettings, *, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self, settings: OidcSettings, *, client: httpx.AsyncClient | None = None, prefix: str = ""
+    ) -> None:
         self.settings = settings
+        self.prefix = prefix  # before every owner (AuthSettings.oidc_owner_prefix)
         self._client = client
         self._keys: dict[str | None, tuple[jwt.PyJWK, str | None]] = {}  # kid -> key, its alg
         self._fetched_at = -float("inf")
         self._missed_at = -float("inf")  # when a token's unknown key id last fetched the keys
         self._jwks_url = settings.jwks_url
         self._lock = asyncio.Lock()
-        self._remembered: OrderedDict[str, Verified] = OrderedDict()
+        self._remembered: OrderedDict[str, tuple[Verified, str | None]] = OrderedDict()
         self._discovery: dict[str, Any] | None = None
         self._discovered_at = -float("inf")
 
     async def verify(self, token: str) -> Verified:
         """The owner a valid token names; ``InvalidToken`` or ``KeysUnavailable``."""
-        known = self._remembered.get(token)
-        if known is not None:
+        remembered = self._remembered.get(token)
+        if remembered is not None:
+            known, kid = remembered
+            if time.monotonic() - self._fetched_at > self.settings.jwks_cache_s:
+                await self._refresh()  # the cache follows the issuer's key set
+            if kid not in self._keys:
+                del self._remembered[token]
+                raise InvalidToken("the token was signed by a key the issuer no longer publishes")
             if known.expires_at + self.settings.leeway_s > time.time():
                 return known
             del self._remembered[token]
             raise InvalidToken("the token has expired")
-        verified = await self._check(token)
-        self._remembered[token] = verified
+        verified, kid = await self._check(token)
+        self._remembered[token] = (verified, kid)
         if len(self._remembered) > REMEMBERED:
             self._remembered.popitem(last=False)
         return verified
 
-    async def _check(self, token: str) -> Verified:
+    async def _check(self, token: str) -> tuple[Verified, str | None]:
+        """The token's owner, and the id of the key that signed it."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -76,7 +86,7 @@ class OidcVerifier:
         alg = header.get("alg")
         if alg not in self.settings.algorithms:
             raise InvalidToken(f"tokens signed with {str(alg)[:20]!r} are not accepted")
-        key, declared = await self._key(header.get("kid"))
+        kid, (key, declared) = await self._key(header.get("kid"))
         if declared is not None and declared != alg:
             raise InvalidToken("the token's algorithm is not the one its key is for")
         try:
@@ -98,9 +108,9 @@ class OidcVerifier:
             check_owner_name(owner)
         except ValueError as exc:
             raise InvalidToken(f"the token's {self.settings.owner_claim!r} claim: {exc}") from None
-        return Verified(owner, float(claims["exp"]))
+        return Verified(self.prefix + owner, float(claims["exp"])), kid
 
-    async def _key(self, kid: Any) -> tuple[jwt.PyJWK, str | None]:
+    async def _key(self, kid: Any) -> tuple[str | None, tuple[jwt.PyJWK, str | None]]:
         now = time.monotonic()
         if now - self._fetched_at > self.settings.jwks_cache_s:
             await self._refresh()
@@ -108,11 +118,11 @@ class OidcVerifier:
             self._missed_at = now
             await self._refresh()
         if kid is None and len(self._keys) == 1:
-            return next(iter(self._keys.values()))
+            return next(iter(self._keys.items()))
         found = self._keys.get(kid) if isinstance(kid, str) else None
         if found is None:
             raise InvalidToken("the token was signed by a key the issuer does not publish")
-        return found
+        return kid, found
 
     async def _refresh(self) -> None:
         before = self._fetched_at

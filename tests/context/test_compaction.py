@@ -26,7 +26,7 @@ async def test_preflight_summarises_older_turns_into_a_stored_watermark() -> Non
     h = Harness(*(text_step(f"reply {i}") for i in range(4)))
     cid = await filled(h, 3)
     summarizer = ScriptedModel([text_step("They talked about messages 0 and 1.")])
-    compacting(h, 1_500 + 4_096, summarizer)
+    compacting(h, 1_714, summarizer)  # a budget of 1,500: 1,714 less an eighth kept
     result = await h.runtime.run_turn(cid, "and now?")
     assert result.stop_reason == "end_turn"
     frame = next(f for f in h.bus.frames if isinstance(f, ContextCompacted))
@@ -34,7 +34,7 @@ async def test_preflight_summarises_older_turns_into_a_stored_watermark() -> Non
     assert frame.tokens_after < frame.tokens_before
     # the summariser saw a transcript, with tools off
     assert summarizer.requests[0].tool_choice == "none"
-    assert "message 0" in summarizer.requests[0].messages[0].text
+    assert "message 1" in summarizer.requests[0].messages[0].text  # cut to its small window
     # the request that followed starts with the summary and keeps the newest earlier turn
     request = h.model.requests[-1]
     assert request.messages[0].metadata["kind"] == "summary"
@@ -78,7 +78,7 @@ async def test_with_nothing_earlier_the_older_steps_of_the_turn_are_dropped() ->
         for i in range(6)
     ]
     h = Harness(*steps, text_step("done"))
-    compacting(h, 2_500 + 4_096, ScriptedModel())
+    compacting(h, 2_857, ScriptedModel())  # a budget of 2,500: 2,857 less an eighth
     cid = await h.conversation()
     result = await h.runtime.run_turn(cid, "count")
     assert result.stop_reason == "end_turn"
@@ -99,3 +99,35 @@ async def test_the_window_caps_the_request_by_message_count() -> None:
     request = h.model.requests[-1]
     assert len(request.messages) <= 11
     assert request.messages[0].role == "user"  # cut at a turn boundary
+
+
+async def test_a_small_window_keeps_short_turns_as_they_were_said() -> None:
+    """A small local model (8,192 tokens) with a system prompt and tools of about 4.2k
+    tokens and no max_tokens: the answer keeps an eighth of the window (not 4,096), and
+    three short turns are sent as they were said, with no summary call (issue 26)."""
+    prompt = "You are a helpful assistant. " * 580  # about 4.2k tokens with the tools
+    h = Harness(*(text_step(f"reply {i}") for i in range(3)), system_prompt=prompt)
+    summarizer = ScriptedModel()  # any call to it fails the test
+    compacting(h, 8_192, summarizer)
+    cid = await h.conversation()
+    for said in ("My name is Ada.", "I live in London.", "What is my name?"):
+        assert (await h.runtime.run_turn(cid, said)).stop_reason == "end_turn"
+    assert not [f for f in h.bus.frames if isinstance(f, ContextCompacted)]
+    users = [m.text for m in h.model.requests[-1].messages if m.role == "user"]
+    assert users == ["My name is Ada.", "I live in London.", "What is my name?"]
+    assert summarizer.requests == []
+
+
+async def test_short_turns_are_not_summarised_when_that_frees_little() -> None:
+    """Over budget by the estimate, but the earlier turns are a few tokens: summarising
+    them would free nothing (and replace what was said), so they stay."""
+    prompt = "You are a helpful assistant. " * 1_100  # the prompt alone nearly fills it
+    h = Harness(*(text_step(f"reply {i}") for i in range(3)), system_prompt=prompt)
+    summarizer = ScriptedModel([text_step("Ada said things.") for _ in range(2)])
+    compacting(h, 8_192, summarizer)
+    cid = await h.conversation()
+    for said in ("My name is Ada.", "I live in London.", "What is my name?"):
+        assert (await h.runtime.run_turn(cid, said)).stop_reason == "end_turn"
+    assert summarizer.requests == []  # it would have answered
+    users = [m.text for m in h.model.requests[-1].messages if m.role == "user"]
+    assert users == ["My name is Ada.", "I live in London.", "What is my name?"]

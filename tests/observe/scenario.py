@@ -66,7 +66,7 @@ async def run_scenario() -> Ran:
         extractor.add(text_step("[]", usage=Usage(1, 1)))
         await rt.run_turn(cid, f"message {i} " + "words " * 300)
     await rt.settle()
-    rt.compactor = Compactor(summary, catalog=ContextCatalog({"test:lead": 1_500 + 4_096}))
+    rt.compactor = Compactor(summary, catalog=ContextCatalog({"test:lead": 1_714}))
     router.add(text_step("lead", usage=Usage(20, 1)))
     lead.add(
         tool_step(("delegate", {"agent": "helper", "task": "add 2 and 2"}), usage=Usage(100, 10)),

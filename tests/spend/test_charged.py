@@ -70,7 +70,7 @@ async def test_every_call_a_turn_causes_is_charged_to_its_owner() -> None:
         m["extract"].add(text_step("[]", usage=Usage(1, 1)))
         await rt.run_turn(cid, f"message {i} " + "words " * 300)
     await rt.settle()
-    rt.compactor = Compactor(m["summary"], catalog=ContextCatalog({"test:lead": 1_500 + 4_096}))
+    rt.compactor = Compactor(m["summary"], catalog=ContextCatalog({"test:lead": 1_714}))
     m["router"].add(text_step("lead", usage=Usage(20, 1)))
     m["extract"].add(text_step("[]", usage=Usage(9, 1)))
     m["lead"].add(

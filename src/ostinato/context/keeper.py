@@ -5,7 +5,9 @@ big (or the provider refused it), ``compact`` shrinks the history part of the re
 
 1. With earlier turns in the window, the older ones (all but the newest earlier turn, or
    all of them if there is only one) are summarised by a cheap model call; the summary is
-   stored as the new watermark row and replaces them in the request.
+   stored as the new watermark row and replaces them in the request. Over budget by the
+   estimate (not refused by the provider), they are summarised only when that frees at
+   least a tenth of the budget: short turns are kept as they were said.
 2. With nothing earlier to summarise (or when the summary call fails), the older half of
    the current turn's finished steps is left out of the request instead (whole
    tool_use / tool_result groups, so the history stays valid).
@@ -34,6 +36,8 @@ from ostinato.models.base import Model, ModelRequest, Usage
 from ostinato.store.base import AppendSummary, Store, Turn
 
 DEFAULT_RESERVE = 4_096  # tokens kept for the answer when the agent sets no max_tokens
+ANSWER_SHARE = 8  # ... at most this part of a small window (1,024 of an 8,192 one)
+USEFUL_SHARE = 10  # a summary must free at least this part of the budget to be made
 
 
 class Host(Protocol):
@@ -61,6 +65,7 @@ class ContextKeeper:
     def __init__(self, compactor: Compactor, *, reserve: int | None = None) -> None:
         self.compactor = compactor
         self.reserve = reserve or DEFAULT_RESERVE
+        self.asked = bool(reserve)  # the agent's max_tokens: kept whatever the window
         self.last: ContextCompacted | None = None
         # Per-message estimates of the host's history, kept in step as it grows (the
         # driver only appends; compaction, which rewrites it, starts them afresh), so a
@@ -88,7 +93,16 @@ class ContextKeeper:
 
     def over_budget(self, host: Host, request: ModelRequest) -> bool:
         estimate = self.raw(host, request) * self.compactor.estimator.factor(host.model.name)
-        return estimate > self.compactor.budget(host.model, self.reserve)
+        return estimate > self.budget(host.model)
+
+    def budget(self, model: Model) -> int:
+        """The request's budget: the window less the answer's reserve; without an agent's
+        ``max_tokens``, the reserve is at most an eighth of the window (a small local
+        model's 8,192 tokens keep 1,024 for the answer, not half)."""
+        reserve = self.reserve
+        if not self.asked:
+            reserve = min(reserve, self.compactor.catalog.window(model.name) // ANSWER_SHARE)
+        return self.compactor.budget(model, reserve)
 
     def observe(self, host: Host, request: ModelRequest, usage: Usage) -> None:
         """Calibrate the estimate by what the provider counted (never by an estimate)."""
@@ -113,10 +127,12 @@ class ContextKeeper:
         summary = prior[0] if prior and prior[0].metadata.get("kind") == "summary" else None
         rows = prior[1:] if summary is not None else prior
         before = estimate_messages(host.history)
-        if rows:
-            starts = boundaries(rows)
-            keep_from = starts[-1] if len(starts) >= 2 else len(rows)
-            older, newer = rows[:keep_from], rows[keep_from:]
+        starts = boundaries(rows)
+        keep_from = starts[-1] if len(starts) >= 2 else len(rows)
+        older, newer = rows[:keep_from], rows[keep_from:]
+        # an estimate over budget is no reason to summarise what frees nothing; the
+        # provider's refusal is
+        if older and (reason != "estimate" or self._frees_enough(host.model, older)):
             try:
                 made = await self.compactor.summarise(host.model, summary, older)
             except ModelError:
@@ -137,6 +153,12 @@ class ContextKeeper:
                 self._announce(host, "summary", reason, len(older), through, before)
                 return True
         return self._drop_steps(host, reason, before)
+
+    def _frees_enough(self, model: Model, older: list[Message]) -> bool:
+        """Whether summarising ``older`` frees a useful share of the budget: a few short
+        turns are kept as they are (a summary of them would free nothing, cost a model
+        call, and stand in for what was said)."""
+        return estimate_messages(older) * USEFUL_SHARE >= self.budget(model)
 
     def _drop_steps(self, host: Host, reason: str, before: int) -> bool:
         """Leave the older half of this turn's finished steps out of the request."""

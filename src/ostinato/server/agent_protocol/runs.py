@@ -8,6 +8,7 @@ cancels it); the answer's ``Location`` names its stream, to join again.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing, suppress
 from typing import Annotated, Any
@@ -73,7 +74,7 @@ async def _begin(
     try:
         rows = await store.list_messages(tid)
         after = last_seq(rows)
-        started = await start(context, caller, tid, body, run_id, subscription, live)
+        started = await start(context, caller, tid, body, run_id, subscription, live, after)
     except BaseException:
         subscription.close()
         raise
@@ -240,7 +241,7 @@ async def join_stream(
     """A run's stream again: its rows after `Last-Event-ID` (a row's seq), then live."""
     store = context.runtime.store
     run = await owned_run(store, caller, thread_id, run_id)
-    modes = frozenset(stream_mode or ["values"]) & MODES
+    modes = frozenset(_modes(stream_mode)) & MODES
     try:
         after = int(last_event_id) if last_event_id else run.after_seq
     except ValueError:
@@ -261,6 +262,21 @@ async def join_stream(
     stream = RunStream(run.id, modes, earlier)
     events = _rejoined(stream, state, after, subscription, context.live_for(ticket))
     return FrameStream(events, on_close=close)
+
+
+def _modes(asked: list[str] | None) -> list[str]:
+    """The stream modes a query names: repeated, or one JSON list (the JS client's)."""
+    out: list[str] = []
+    for value in asked or ["values"]:
+        if value.startswith("["):
+            try:
+                found = json.loads(value)
+            except ValueError:
+                raise InvalidRequest(f"stream_mode {value!r} is not a JSON list") from None
+            out += [str(v) for v in found] if isinstance(found, list) else []
+        else:
+            out.append(value)
+    return out
 
 
 async def _rejoined(

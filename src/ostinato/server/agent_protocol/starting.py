@@ -37,8 +37,6 @@ POLICIES: dict[str, Literal["queue", "supersede", "reject"]] = {
     "interrupt": "supersede",
 }
 REFUSED = {
-    "checkpoint": "runs from a checkpoint (time travel) are not supported",
-    "checkpoint_id": "runs from a checkpoint (time travel) are not supported",
     "interrupt_before": "interrupt_before is not supported: the agent pauses where a "
     "person is needed (approvals, question cards)",
     "interrupt_after": "interrupt_after is not supported",
@@ -73,6 +71,16 @@ class RunRequest(BaseModel):
             raise InvalidRequest(f"command: only resume is supported (not {sorted(extra)})")
         if (self.input is None) == (self.command is None):
             raise InvalidRequest("a run needs input or a command (resume), not both")
+
+    def checkpoint_id(self) -> str | None:
+        """The checkpoint the run is to start from, if it names one (``useStream`` names
+        the thread's head)."""
+        extra = self.model_extra or {}
+        named = extra.get("checkpoint_id")
+        checkpoint = extra.get("checkpoint")
+        if named is None and isinstance(checkpoint, dict):
+            named = checkpoint.get("checkpoint_id")
+        return None if named is None else str(named)
 
     @property
     def modes(self) -> list[str]:
@@ -130,7 +138,16 @@ async def start(
     run_id: str,
     subscription: Subscription,
     live: Live,
+    after_seq: int,
 ) -> Started:
+    """Start what the run asks (see the module's docstring). A ``checkpoint`` must name
+    the thread's newest (``after_seq``): a run continues the thread's linear history."""
+    head = body.checkpoint_id()
+    if head is not None and head != str(after_seq):
+        raise InvalidRequest(
+            f"checkpoint {head!r} is not the thread's newest ({after_seq}): a run from an "
+            "earlier checkpoint would branch the conversation, which is not supported yet"
+        )
     if body.command is not None:
         return await _resume(context, cid, body.command.get("resume"), subscription, live)
     messages = said(body)

@@ -1,0 +1,49 @@
+"""The Agent Protocol's JavaScript client (``@langchain/langgraph-sdk``, pinned, run by
+Node) against ``ostinato serve`` (the offline model) on SQLite and PostgreSQL, making the
+calls its React ``useStream`` hook makes: a thread with a tool call (values, message
+chunks that add up to the message, updates), an interrupt answered by a resume command,
+a cancelled run, and a stream joined again after an event. Needs ``node`` and ``npm
+ci`` in this folder (``.ci/run`` does it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.hostile import serving
+
+HERE = Path(__file__).resolve().parent
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("node") is None
+        or not (HERE / "node_modules" / "@langchain" / "langgraph-sdk").is_dir(),
+        reason="needs node and `npm ci` in tests/agent_protocol (.ci/run installs them)",
+    ),
+    pytest.mark.parametrize("engine", ["sqlite", "postgres"]),
+]
+
+
+def test_the_langgraph_js_client_runs_a_conversation(engine: str, tmp_path: Path) -> None:
+    with serving(engine, tmp_path) as server:
+        done = subprocess.run(
+            ["node", str(HERE / "conversation.mjs"), server.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"metadata", "values", "messages", "updates"} <= set(seen["events"])
+    assert seen["types"] == ["human", "ai", "tool", "ai"] and "42" in seen["final"]
+    assert seen["chunks"] == seen["final"]
+    assert seen["interrupt"]["value"]["type"] == "approval"
+    assert seen["stateInterrupts"][0]["id"] == seen["interrupt"]["id"]
+    assert any("via-js" in text for text in seen["afterResume"])
+    assert (seen["heldBefore"], seen["heldAfter"]) == ("interrupted", "interrupted")
+    assert seen["threadStatus"] == "idle"
+    assert seen["rejoinedIds"] == seen["ids"][1:]

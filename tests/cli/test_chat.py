@@ -237,3 +237,25 @@ def test_an_approval_shows_a_tools_code_whole_and_any_call_on_v(forging_server: 
     forging_server.model.assert_consumed()
     rows = httpx.get(f"{forging_server.url}/v1/tools/forged").json()
     assert [t["code"] for t in rows["tools"]] == [CODE]  # what was shown is what is stored
+
+
+def test_a_paused_view_leaves_no_spinner_on_screen() -> None:
+    """Before an approval prompt (and after a cancel) the live part stops: its last
+    render keeps the reply's text, not a spinner that no longer turns (issue 26)."""
+    from rich.console import Console
+
+    from ostinato.cli.chat.view import View
+    from ostinato.frames import TextDeltaFrame, ToolStarted
+
+    out = io.StringIO()
+    view = View(Console(file=out, force_terminal=True, width=100))
+    view.frame(TextDeltaFrame(run_id="r", seq=1, text="Running it now."))
+    started = ToolStarted(run_id="r", seq=1, tool_use_id="t1", name="shell",
+                          input={"command": "sleep 41"}, category="action")  # fmt: skip
+    view.frame(started)
+    out.seek(0)
+    out.truncate()
+    view.pause()  # the prompt comes next
+    final = out.getvalue()
+    assert "Running it now." in final and "sleep 41" not in final
+    assert view.running  # the call still runs: its spinner comes back with the live part

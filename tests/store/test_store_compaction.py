@@ -18,9 +18,7 @@ async def test_a_summary_written_by_a_turn_is_the_next_turns_watermark(store: St
         for i in range(3):
             await runtime.run_turn(cid, f"message {i} " + "words " * 300)
         summarizer = ScriptedModel([text_step("They talked about messages 0 and 1.")])
-        runtime.compactor = Compactor(
-            summarizer, catalog=ContextCatalog({"scripted": 1_714})
-        )
+        runtime.compactor = Compactor(summarizer, catalog=ContextCatalog({"scripted": 1_714}))
         result = await runtime.run_turn(cid, "and now?")
         assert result.stop_reason == "end_turn"
 

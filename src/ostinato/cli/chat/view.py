@@ -75,9 +75,9 @@ class View:
 
     # --- the live part -------------------------------------------------------------------
 
-    def _render(self) -> RenderableType:
+    def _render(self, spinners: bool = True) -> RenderableType:
         parts: list[RenderableType] = [Markdown(self.text)] if self.text else []
-        for name, said in self.running.values():
+        for name, said in self.running.values() if spinners else ():
             label = Text.assemble((name, "bold"), " ", said)
             parts.append(Spinner("dots", text=label, style="cyan"))
         return Group(*parts)
@@ -92,10 +92,11 @@ class View:
             self.live.update(self._render())
 
     def pause(self) -> None:
-        """Stop the live part (its last render stays on screen): before a prompt, or
-        at the end of a reply."""
+        """Stop the live part: before a prompt, or at the end of a reply. Its last render
+        stays on screen without the spinners (a spinner that no longer turns would read
+        as a call still running; they come back with the live part)."""
         if self.live is not None:
-            self.live.update(self._render())
+            self.live.update(self._render(spinners=False))
             self.live.stop()
             self.live = None
         if not self.live_mode and not self.at_line_start:

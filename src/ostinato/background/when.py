@@ -75,7 +75,10 @@ def duration(text: str) -> timedelta:
         unit = word if word in _UNITS else _UNIT_WORDS.get(word)
     if not found or unit is None:
         raise InvalidRequest(f"{text!r} is not a duration such as '15m', '2h' or '20 minutes'")
-    return timedelta(seconds=int(found.group(1)) * _UNITS[unit])
+    seconds = int(found.group(1)) * _UNITS[unit]
+    if seconds > MAX_AHEAD.total_seconds():
+        raise InvalidRequest("a schedule is at most five years ahead")
+    return timedelta(seconds=seconds)
 
 
 def parse_when(when: str, now: datetime, zone: str | None = None) -> Recurrence:
@@ -142,11 +145,17 @@ def _next_cron(spec: str, after: datetime, zone: ZoneInfo) -> datetime:
 
 
 def check_cron(spec: str) -> None:
-    from croniter import croniter
+    """``InvalidRequest`` for a cron expression that is malformed, or that never fires
+    (``0 0 30 2 *``: 30 February)."""
+    from croniter import CroniterError, croniter
 
     checker: Any = croniter
     if not checker.is_valid(spec):
         raise InvalidRequest(f"{spec!r} is not a cron expression (five fields: m h dom mon dow)")
+    try:
+        checker(spec, datetime(2026, 1, 1, tzinfo=UTC)).get_next(datetime)
+    except CroniterError:
+        raise InvalidRequest(f"the cron expression {spec!r} never fires") from None
 
 
 def _clock_text(text: str) -> str:

@@ -83,10 +83,15 @@ class CredentialBox:
 
 async def vet_url(url: str, *, allow_private: bool, resolver: Resolver = system_resolver) -> None:
     """``InvalidRequest`` unless ``url`` is http(s) with a host whose every address is
-    public (any address when ``allow_private``)."""
+    public (any address when ``allow_private``), and no user or password in it."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidRequest("an MCP server's url is http(s)://host/...")
+    if "@" in parts.netloc:  # it would be stored, listed and logged as it is
+        raise InvalidRequest(
+            "an MCP server's url may not carry a user or password (user:pw@host): "
+            "send them as headers (bearer, or headers), which are stored encrypted"
+        )
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         await vet_host(

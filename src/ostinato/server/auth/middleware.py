@@ -190,7 +190,9 @@ def install_identity(
         app.add_middleware(
             CORSMiddleware,
             allow_origins=sorted(allowed_origins),
-            allow_credentials=True,
+            # "*" lets any site call with a bearer credential, never with the caller's
+            # cookies (Starlette would echo the site's origin beside credentials).
+            allow_credentials="*" not in allowed_origins,
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["authorization", "content-type", "last-event-id", "x-csrf-token"],
             expose_headers=["retry-after", "x-ostinato-anonymous-token"],

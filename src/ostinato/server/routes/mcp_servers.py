@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -62,6 +63,14 @@ class McpServerIn(BaseModel):
     )
 
 
+def _shown(url: str) -> str:
+    """``url`` without a user or password (one stored before they were refused)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
 class McpServerOut(BaseModel):
     name: str
     url: str
@@ -74,7 +83,7 @@ class McpServerOut(BaseModel):
     def of(cls, record: McpServerRecord, personal: PersonalMcp) -> McpServerOut:
         return cls(
             name=record.name,
-            url=record.url,
+            url=_shown(record.url),
             header_names=_header_names(record, personal),
             risk=record.risk,
             created_at=record.created_at,

@@ -24,7 +24,9 @@ turns for ``--rounds`` rounds and each reports its median of the rounds' medians
 machine load drifting during the run hits them alike. ``--case`` runs one mode alone (on
 memory, or ``--store sqlite``): under callgrind, the instructions of two runs (N1 and N2
 turns) differ by the cost of (N2 - N1) x 11 steps, whatever the machine's load
-(docs/observability.md, docs/performance.md). ``--case bare`` is the floor ``off`` is
+(docs/observability.md, docs/performance.md); ``--spend counted`` or ``limited`` adds the
+spend gate (every call counted; or also checked against a budget), whose cost per step is
+the difference against ``--spend none``. ``--case bare`` is the floor ``off`` is
 held against: model and tool calls observed by scopes that record nothing, and a fixed
 metrics block, as if the loop observed nothing at all. Both first run a few
 turns, then freeze what the process holds (``gc.collect``, ``gc.freeze``) as
@@ -48,13 +50,18 @@ from pathlib import Path
 from ostinato import observe
 from ostinato.agents import AgentConfig
 from ostinato.models.scripted import ScriptedModel, Step, text_step, tool_step
+from ostinato.observe import prices
 from ostinato.runtime import Runtime
+from ostinato.spend.gate import SpendGate
+from ostinato.spend.limits import Budgets
+from ostinato.spend.rule import Limit
 
 try:
     from ostinato.store import open_store
 except ImportError:
     open_store = None  # type: ignore
 from ostinato.store.base import Store
+from ostinato.store.spend import SpendStore
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
 
@@ -74,13 +81,22 @@ def script(k: int) -> list[Step]:
     return [*calls, text_step("done")]
 
 
+SPEND = {"mode": "none"}  # --spend: none, counted (usage only) or limited (checked too)
+
+
 def runtime(store: Store, k: int) -> Runtime:
-    return Runtime(
+    rt = Runtime(
         store,
         model=ScriptedModel(),
         tools=ToolRegistry([function_tool(noop)]),
         agent=AgentConfig(max_model_calls=k + 1),
     )
+    if SPEND["mode"] != "none":
+        limit = Limit(soft=1e8, hard=1e9) if SPEND["mode"] == "limited" else None
+        assert isinstance(store, SpendStore)
+        rt.spend = SpendGate(store, Budgets(default=limit))
+        prices.configure({"scripted:model": prices.Price(input=1.0, output=2.0)})
+    return rt
 
 
 async def per_step(store: Store, k: int, turns: int) -> tuple[float, float]:
@@ -255,9 +271,17 @@ async def main() -> None:
     parser.add_argument(
         "--store", choices=("memory", "sqlite"), default="memory", help="the store of --case"
     )
+    parser.add_argument(
+        "--spend",
+        choices=("none", "counted", "limited"),
+        default="none",
+        help="with --case: no spend gate, a gate that counts every call (no limit), or one "
+        "that also checks each call against a budget (reserve before, settle after)",
+    )
     args = parser.parse_args()
     directory = Path(args.sqlite_dir or tempfile.mkdtemp(prefix="ostinato-bench-"))
     if args.case:
+        SPEND["mode"] = args.spend
         if args.case == "bare":
             _unobserved()
         installed = [] if args.case == "bare" else observing(args.case)

@@ -2,8 +2,9 @@
 
 One server (the app under uvicorn on loopback, a scripted model streaming ``--chunks``
 text deltas, the memory store) answers the same turn over each route, in turn, so load
-on the machine hits every route alike; each request is read as a stream by an httpx
-client to its end:
+on the machine hits every route alike, each turn the first of a new conversation (made
+before the timing starts); each request is read as a stream by an httpx client to its
+end:
 
 - native: ``POST /v1/conversations/{id}/turns`` with ``Accept: text/event-stream``, to
   ``turn.finished``;
@@ -39,7 +40,7 @@ from ostinato.store.memory import MemoryStore
 def serve(model: ScriptedModel) -> tuple[str, uvicorn.Server, set[str]]:
     runtime = Runtime(MemoryStore(), model=model, seed_recall=False)
     app = create_app(runtime, model_name=model.name, store_name="memory://")
-    paths = {getattr(route, "path", "") for route in app.routes}
+    paths = set(app.openapi()["paths"])
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical", log_config=None)
     server = uvicorn.Server(config)
     threading.Thread(target=server.run, daemon=True).start()
@@ -56,8 +57,11 @@ def read_until(response: httpx.Response, end: str) -> None:
     raise AssertionError(f"the stream ended before {end!r}")
 
 
-def routes(client: httpx.Client, cid: str, paths: set[str]) -> dict[str, Callable[[], None]]:
-    def native() -> None:
+Read = Callable[[str], None]
+
+
+def routes(client: httpx.Client, paths: set[str]) -> dict[str, Read]:
+    def native(cid: str) -> None:
         with client.stream(
             "POST",
             f"/v1/conversations/{cid}/turns",
@@ -66,12 +70,12 @@ def routes(client: httpx.Client, cid: str, paths: set[str]) -> dict[str, Callabl
         ) as response:
             read_until(response, "event: turn.finished")
 
-    def responses() -> None:
+    def responses(cid: str) -> None:
         body = {"model": "ostinato", "input": "go", "stream": True, "conversation": cid}
         with client.stream("POST", "/v1/responses", json=body) as response:
             read_until(response, "event: response.completed")
 
-    def agent_protocol() -> None:
+    def agent_protocol(cid: str) -> None:
         body = {
             "assistant_id": "ostinato",
             "input": {"messages": [{"role": "user", "content": "go"}]},
@@ -81,7 +85,7 @@ def routes(client: httpx.Client, cid: str, paths: set[str]) -> dict[str, Callabl
         with client.stream("POST", path, json=body) as response:
             read_until(response, "event: end")
 
-    found = {"native": native, "responses": responses}
+    found: dict[str, Read] = {"native": native, "responses": responses}
     if "/langgraph/threads/{thread_id}/runs/stream" in paths:
         found["agent protocol"] = agent_protocol
     return found
@@ -104,12 +108,12 @@ def main() -> None:
     url, server, paths = serve(model)
     reply = " ".join(f"w{i}" for i in range(args.chunks))
     with httpx.Client(base_url=url, timeout=60) as client:
-        cid = client.post("/v1/conversations").json()["id"]
-        asked = routes(client, cid, paths)
+        asked = routes(client, paths)
 
-        def turn(read: Callable[[], None]) -> tuple[float, float]:
+        def turn(read: Read) -> tuple[float, float]:
+            cid = client.post("/v1/conversations").json()["id"]  # a new one: one turn each
             model.add(text_step(reply, chunks=args.chunks))
-            return timed(read)
+            return timed(lambda: read(cid))
 
         for read in [*asked.values()] * 2:  # warm up
             turn(read)

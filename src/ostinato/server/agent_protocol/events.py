@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 from ostinato.answers import Waiting, WaitingApproval, WaitingCard
@@ -62,6 +63,12 @@ class RunStream:
     ended: bool = False
     text: str = ""
     chunk_id: str = ""
+    _chunk: tuple[str, str] = ("", "")  # a chunk event's bytes around its text
+    _encoded: list[str] = field(default_factory=list)  # each shown row's messages, as JSON
+
+    def __post_init__(self) -> None:
+        shown = messages_of(self.rows)
+        self._encoded = [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in shown]
 
     def start(self) -> bytes:
         return sse("metadata", {"run_id": self.run_id, "attempt": 1})
@@ -102,17 +109,16 @@ class RunStream:
         chunk_id = f"msg-{frame.seq + 1}"
         if chunk_id != self.chunk_id:
             self.chunk_id, self.text = chunk_id, ""
+            meta = json.dumps({"langgraph_node": "agent", "run_id": self.run_id})
+            self._chunk = (
+                'event: messages\ndata: [{"type":"AIMessageChunk","content":',
+                f',"id":"{chunk_id}","tool_calls":[],"tool_call_chunks":[]}},{meta}]\n\n',
+            )
         self.text += frame.text
         out = b""
-        if "messages-tuple" in self.modes:
-            chunk = {
-                "type": "AIMessageChunk",
-                "content": frame.text,
-                "id": chunk_id,
-                "tool_calls": [],
-                "tool_call_chunks": [],
-            }
-            out += sse("messages", [chunk, {"langgraph_node": "agent", "run_id": self.run_id}])
+        if "messages-tuple" in self.modes:  # the chunk's shared part is made once
+            head, tail = self._chunk
+            out += f"{head}{encode_basestring(frame.text)}{tail}".encode()
         if "messages" in self.modes:
             partial = {"type": "ai", "content": self.text, "id": chunk_id, "tool_calls": []}
             out += sse("messages/partial", [partial])
@@ -132,8 +138,10 @@ class RunStream:
         if "updates" in self.modes and row.role != "user":
             node = "agent" if row.role == "assistant" else "tools"
             out += sse("updates", {node: {"messages": new}}, row.seq)
-        if "values" in self.modes:
-            out += sse("values", {"messages": messages_of(self.rows)}, row.seq)
+        if "values" in self.modes:  # each row's messages are encoded once
+            self._encoded += [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in new]
+            values = '{"messages":[' + ",".join(self._encoded) + "]}"
+            out += f"event: values\ndata: {values}\nid: {row.seq}\n\n".encode()
         return out
 
     def interrupted(self, waiting: Waiting, seq: int) -> bytes:

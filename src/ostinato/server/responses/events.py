@@ -180,6 +180,11 @@ class EventLog:
         return [added, opened]
 
     def delta(self, text: str) -> list[AnyEvent]:
+        current = self.text
+        if current is not None and text:  # most deltas: the message is open
+            current.text += text
+            number = current.part + min(len(current.text), STRIDE - 1)
+            return [Delta(number, current.item_id, current.index, text)]
         if not text:
             return []
         out = self.open_text()

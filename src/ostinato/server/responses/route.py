@@ -203,7 +203,9 @@ async def _stream(opening: list[Any], started: Started, follow: Follow) -> Async
                 yield b": ping\n\n"
                 continue
             out = follow.see(frame)
-            if out:
+            if len(out) == 1:  # most frames: one text delta
+                yield out[0].encode()
+            elif out:
                 yield encode(out)
             if follow.ended:
                 return

@@ -232,4 +232,6 @@ def sandbox_of(config: Config) -> Sandbox:
         ),
         workers=limits.workers,
         fetcher=Fetcher(fetch),
+        per_owner=limits.per_owner,
+        runs_per_minute=limits.runs_per_minute,
     )

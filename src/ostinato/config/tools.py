@@ -73,6 +73,15 @@ class SandboxSection(Section):
     workers: int = Field(
         default=2, ge=1, le=64, description="Forged-tool runs at once (one process each)."
     )
+    per_owner: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Runs of one owner at once; the workers are shared fairly past it.",
+    )
+    runs_per_minute: int = Field(
+        default=60, ge=0, description="Runs of one owner's tools in any 60 s; 0: no bound."
+    )
 
 
 class ToolsSection(Section):

@@ -88,7 +88,7 @@ async def forge(
         _check, name, description, parameters, code, example, seconds=2 * CHECK_SECONDS + 1
     )
     try:
-        result = await sandbox.run(code, arguments, network=uses_network(code))
+        result = await sandbox.run(code, arguments, network=uses_network(code), owner=owner)
     except SandboxError as exc:
         raise InvalidRequest(f"the code failed its trial run: {exc.message}") from None
     op = SaveForgedTool(
@@ -128,7 +128,7 @@ def as_tool(forged: ForgedTool, sandbox: Sandbox) -> Tool:
         return arguments
 
     async def run(arguments: JSON, context: ToolContext) -> Any:
-        return await sandbox.run(forged.code, arguments, network=network)
+        return await sandbox.run(forged.code, arguments, network=network, owner=forged.owner)
 
     return Tool(
         name=forged.tool_name,

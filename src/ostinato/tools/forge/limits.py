@@ -17,7 +17,7 @@ from ostinato.errors import ToolError
 CODE_LIMIT = 4_096  # bytes of JavaScript in one forged tool (UTF-8)
 
 Limit: TypeAlias = Literal[
-    "cpu", "memory", "stack", "output", "wall", "fetches", "code", "crash", "error"
+    "cpu", "memory", "stack", "output", "wall", "fetches", "code", "crash", "error", "rate"
 ]
 
 

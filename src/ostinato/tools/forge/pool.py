@@ -1,11 +1,12 @@
 """``Sandbox``: runs forged tools' code in worker processes, off the server's event loop.
 
 A few worker processes (``worker.py``) are kept warm and each serves one run at a time;
-a run waits for a free worker. The server side of a run is all ``await``: it sends the
-job, answers the code's ``fetch`` requests through ostinato's SSRF-safe ``Fetcher``, and
-reads the result. The wall-time limit is kept here: a run still going when it is up (or
-whose turn is cancelled) has its worker killed, and a new worker is started for the next
-run. A worker that crashes takes only its own run with it.
+a run waits for a free worker, handed out fairly between owners (``fairness``). The
+server side of a run is all ``await``: it sends the job, answers the code's ``fetch``
+requests through ostinato's SSRF-safe ``Fetcher``, and reads the result. The wall-time
+limit is kept here: a run still going when it is up (or whose turn is cancelled) has its
+worker killed, and a new worker is started for the next run. A worker that crashes
+takes only its own run with it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from ostinato.errors import ToolError
 from ostinato.messages import JSON
 from ostinato.tools.fetch import Fetcher
+from ostinato.tools.forge.fairness import FairSlots, RunRate
 from ostinato.tools.forge.limits import Limits, SandboxError, check_code_size
 
 _WORKER = str(Path(__file__).with_name("worker.py"))
@@ -68,20 +70,35 @@ class Sandbox:
     """
 
     def __init__(
-        self, *, limits: Limits | None = None, workers: int = 2, fetcher: Fetcher | None = None
+        self,
+        *,
+        limits: Limits | None = None,
+        workers: int = 2,
+        fetcher: Fetcher | None = None,
+        per_owner: int = 1,
+        runs_per_minute: int = 60,
     ) -> None:
         self.limits = limits or Limits()
         self.fetcher = fetcher
-        self._slots = asyncio.Semaphore(workers)
+        self._slots = FairSlots(workers, per_owner)
+        self._rate = RunRate(runs_per_minute)
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
 
     async def run(
-        self, code: str, args: JSON, *, network: bool = False, limits: Limits | None = None
+        self,
+        code: str,
+        args: JSON,
+        *,
+        network: bool = False,
+        limits: Limits | None = None,
+        owner: str | None = None,
     ) -> Any:
         """The function's result (any JSON value); ``SandboxError`` when it throws or
-        passes a limit."""
+        passes a limit. ``owner``'s runs share the workers fairly with everyone else's
+        (``fairness``): one at a time each (``per_owner``), ``runs_per_minute`` a minute."""
         check_code_size(code)
+        self._rate.count(owner)
         limits = limits or self.limits
         job = {
             "code": code,
@@ -89,7 +106,7 @@ class Sandbox:
             "limits": limits.as_json(),
             "network": network and self.fetcher is not None,
         }
-        async with self._slots:
+        async with self._slots.slot(owner):
             worker = await self._take()
             healthy = False
             try:

@@ -122,6 +122,16 @@ async def conversation(url: str) -> None:
     assert values[-1].data == later[-1].data
     found = await client.threads.search(metadata={"project": "e2e"})
     assert [t["thread_id"] for t in found] == [tid]
+    await client.store.put_item(["prefs", "ann"], "colour", {"likes": "blue", "n": 1})
+    await client.store.put_item(["prefs", "ann", "food"], "tea", {"likes": "tea", "n": 2})
+    item = await client.store.get_item(["prefs", "ann"], "colour")
+    assert item is not None and item["value"] == {"likes": "blue", "n": 1}
+    under = await client.store.search_items(["prefs"], filter={"n": 2})
+    assert [i["key"] for i in under["items"]] == ["tea"]
+    spaces = await client.store.list_namespaces(prefix=["prefs"])
+    assert spaces["namespaces"] == [["prefs", "ann"], ["prefs", "ann", "food"]]
+    await client.store.delete_item(["prefs", "ann"], "colour")
+    assert [i["key"] for i in (await client.store.search_items(["prefs"]))["items"]] == ["tea"]
 
 
 def test_the_langgraph_python_client_runs_a_conversation(engine: str, tmp_path: Path) -> None:

@@ -71,6 +71,10 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/openai/v1/conversations"): {"metadata": {"who": "bob"}},
     ("POST", "/openai/v1/conversations/{conversation_id}"): {"metadata": {"who": "bob"}},
     ("POST", "/langgraph/assistants/search"): {},
+    ("PUT", "/langgraph/store/items"): {"namespace": ["bob"], "key": "k", "value": {"a": 1}},
+    ("DELETE", "/langgraph/store/items"): {"namespace": ["bob"], "key": "k"},
+    ("POST", "/langgraph/store/items/search"): {"namespace_prefix": []},
+    ("POST", "/langgraph/store/namespaces"): {},
     ("POST", "/langgraph/threads"): {"metadata": {"who": "bob"}},
     ("POST", "/langgraph/threads/search"): {},
     ("PATCH", "/langgraph/threads/{thread_id}"): {"metadata": {"who": "bob"}},
@@ -104,6 +108,7 @@ UNOWNED = ("name", "agent", "assistant_id")  # name no one's thing (a tool, an a
 FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
 MCP = "/v1/mcp-servers/"  # its {name} is one of ann's MCP servers
 LANGGRAPH = "/langgraph/"
+ITEM = ("GET", "/langgraph/store/items")  # an Agent Protocol store item, named by its query
 
 
 async def _anns_things(callers: Callers) -> dict[str, str]:
@@ -249,6 +254,8 @@ async def test_every_route_keeps_anns_things_from_bob(
     routes = _routes(callers.app.routes)
     assert len(routes) >= 15
     for method, template in routes:
+        if (method, template) == ITEM:  # named by its query: its own test below
+            continue
         named = [
             p for p in _params(template) if p not in UNOWNED or template.startswith((FORGED, MCP))
         ]
@@ -309,3 +316,16 @@ async def test_every_route_but_the_public_ones_needs_credentials(callers: Caller
         status, body = await _ask(callers, callers.nobody, method, template, path)
         assert status == 401, (method, template, status)
         assert body["error"]["code"] == "unauthorized"
+
+
+async def test_an_agent_protocol_store_item_is_its_owners_alone(callers: Callers) -> None:
+    item = {"namespace": ["notes"], "key": "k", "value": {"secret": "Ann's secret"}}
+    assert (await callers.ann.put("/langgraph/store/items", json=item)).status_code == 204
+    asked = {"namespace": "notes", "key": "k"}
+    assert (await callers.ann.get("/langgraph/store/items", params=asked)).status_code == 200
+    theirs = await callers.bob.get("/langgraph/store/items", params=asked)
+    missing = await callers.bob.get("/langgraph/store/items", params={**asked, "key": "none"})
+    assert theirs.status_code == missing.status_code == 404
+    found = await callers.bob.post("/langgraph/store/items/search", json={"namespace_prefix": []})
+    spaces = await callers.bob.post("/langgraph/store/namespaces", json={})
+    assert found.json() == {"items": []} and spaces.json() == {"namespaces": []}

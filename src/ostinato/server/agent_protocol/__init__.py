@@ -4,16 +4,18 @@ call, with their URL naming ``http://HOST/langgraph``.
 
 ``wire`` writes the protocol's shapes (threads, assistants, states, LangChain messages,
 interrupts), ``threads`` serves assistants and threads, ``starting`` starts what a run
-asks, ``record`` keeps a run in the store, ``events`` streams it, ``runs`` serves runs.
+asks, ``record`` keeps a run in the store, ``events`` streams it, ``runs`` serves runs,
+``store_items`` the namespaced store.
 It reaches the loop only through the runtime, as every other surface does.
 """
 
 from fastapi import APIRouter
 
-from ostinato.server.agent_protocol import runs, threads
+from ostinato.server.agent_protocol import runs, store_items, threads
 
 router = APIRouter()
 router.include_router(threads.router)
 router.include_router(runs.router)
+router.include_router(store_items.router)
 
 __all__ = ["router"]

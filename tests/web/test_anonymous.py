@@ -56,7 +56,7 @@ def test_anonymous_visitors_chat_without_signing_in(browser: Any, site: Site) ->
         expect(other_nav.get_by_role("button", name="New conversation")).to_be_visible()
         expect(other_nav.locator("li")).to_have_count(0)
         other.goto(page.url)
-        expect(other.get_by_text("There is no such conversation.")).to_be_visible()
+        expect(other.get_by_role("heading", name="No such conversation")).to_be_visible()
         expect(other.get_by_text("hello stranger")).to_have_count(0)
 
         # signing in with a key is still offered, and makes the visitor that key's owner

@@ -239,3 +239,28 @@ def test_a_reload_after_a_summary_shows_what_was_shown_live(context: Any, site: 
         ["My name is Ada.", "Noted.", "What is my name?"]
     )
     expect(page.locator(".msg.assistant")).to_have_count(3)
+
+
+def test_the_page_offers_the_models_and_agents_the_caller_may_choose(
+    context: Any, site: Site
+) -> None:
+    listed = site.api("GET", "/v1/models")["data"]
+    extra = [(m["id"], m["ostinato"]) for m in listed]
+    models = [name for name, said in extra if said.get("choosable") and "agent" not in said]
+    assert models
+    page = context.new_page()
+    page.goto(site.url + "/")
+    type_and_send(page, "hello")
+    cid = conversation_id(page)
+    picker = page.get_by_role("combobox", name="Model or agent")
+    expect(picker).to_have_value("")  # the default
+    offered = picker.locator("optgroup[label=Models] option")
+    expect(offered).to_have_count(len(models))
+    picker.select_option(f"model:{models[-1]}")
+    expect(picker).to_have_value(f"model:{models[-1]}")
+    assert site.api("GET", f"/v1/conversations/{cid}")["metadata"]["model"] == models[-1]
+    page.reload()
+    expect(picker).to_have_value(f"model:{models[-1]}")
+    picker.select_option("")
+    expect(picker).to_have_value("")
+    assert "model" not in site.api("GET", f"/v1/conversations/{cid}")["metadata"]

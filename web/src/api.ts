@@ -95,6 +95,12 @@ export const api = {
     request<Conversation>("POST", "/v1/conversations", title ? { title } : {}),
   conversation: (id: string) => request<Conversation>("GET", base(id)),
   rename: (id: string, title: string) => request<Conversation>("PATCH", base(id), { title }),
+  update: (id: string, fields: Record<string, string | null>) => request<Conversation>("PATCH", base(id), fields),
+  models: () =>
+    request<{ data: Array<{ id: string; ostinato?: Record<string, unknown> & { tiers?: string[] } }> }>(
+      "GET",
+      "/v1/models",
+    ),
   messages: (id: string, afterSeq: number, limit: number) =>
     request<{ messages: Row[]; next_after_seq: number | null }>(
       "GET",

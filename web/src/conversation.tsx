@@ -8,6 +8,7 @@ import { Composer } from "./composer";
 import { newId, useChat } from "./hooks";
 import { Live } from "./live";
 import { navigate } from "./nav";
+import { ModelPicker } from "./picker";
 import { AssistantRow, DraftRow, PendingRow, StopNote, UserRow } from "./message";
 import type { JsonObject, Row, TurnRecord } from "./types";
 
@@ -300,6 +301,7 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
             ))}
         </div>
       </div>
+      <ModelPicker id={id} />
       <Composer
         running={chat.state === "running"}
         disabledReason={disabledReason}

@@ -41,6 +41,8 @@ export interface Conversation {
   created_at: string;
   updated_at: string;
   title: string | null;
+  persona?: string | null;
+  metadata?: JsonObject;
 }
 
 export interface Approval {

@@ -111,14 +111,29 @@ def brings_outside_content(tool: Tool | None) -> bool:
     return tool is None or tool.untrusted
 
 
+OUTSIDE = "outside"  # a row's metadata flag: its text came from outside the conversation
+_HANDED_ON = ("outside", "schedule")  # metadata.trigger of a trigger's, a prompt's hand-off
+
+
+def from_outside(message: Message) -> bool:
+    """Whether a row's text came from outside the conversation, not from the person, the
+    operator's prompt or the model of this conversation: a trigger's text, a scheduled
+    prompt's result handed on from its background run (which may have read anything)."""
+    meta = message.metadata
+    return meta.get(OUTSIDE) is True or meta.get("trigger") in _HANDED_ON
+
+
 def outside_content(history: Sequence[Message], tools: Callable[[str], Tool | None]) -> bool:
-    """Whether a history (the rows a turn's model sees) holds a call to a tool that
-    brings outside content; ``tools`` looks a tool up by name."""
+    """Whether a history (the rows a turn's model sees) holds content from outside: a
+    row that came from outside (``from_outside``) or a call to a tool that brings outside
+    content; ``tools`` looks a tool up by name."""
     return any(
-        brings_outside_content(tools(use.name))
+        from_outside(message)
+        or (
+            message.role == "assistant"
+            and any(brings_outside_content(tools(use.name)) for use in message.tool_uses)
+        )
         for message in history
-        if message.role == "assistant"
-        for use in message.tool_uses
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ostinato.approvals import OUTSIDE
 from ostinato.background.firing import StageTwo
 from ostinato.background.stage_one import LATE_NOTE_S, MARKER, marked, marker
 from ostinato.frames import MessageCommitted
@@ -55,6 +56,7 @@ async def hand(runtime: Any, schedule: Schedule, hands: int = 0) -> TurnHandle |
     kind = "outside" if schedule.mode == "trigger" else "schedule"
     meta = {
         MARKER: marker(schedule),
+        OUTSIDE: True,  # taint crosses the hand-off: memory writes in its turn ask
         "trigger": kind,
         "late_s": schedule.late_seconds,
         BACKGROUND: schedule.run_id,

@@ -140,5 +140,6 @@ def as_tool(forged: ForgedTool, sandbox: Sandbox) -> Tool:
         category="action",
         risk="network" if network else "safe",
         idempotent=not network,
+        untrusted=network,  # what its fetch read comes from outside the conversation
         timeout=sandbox.limits.wall_s + 10.0,
     )

@@ -39,6 +39,8 @@ async def test_healthz_and_models(client: httpx.AsyncClient) -> None:
     assert body == {"status": "ok", "store": "test", "detail": None, "model_server": None}
     assert load["turns_running"] == 0 and load["turns_waiting"] == 0
     assert load["loop_lag_ms"] >= 0 and load["loop_lag_max_ms"] >= 0
+    live = await client.get("/livez")
+    assert live.status_code == 200 and live.json() == {"status": "alive", "draining": False}
     models = (await client.get("/v1/models")).json()
     assert models == {
         "object": "list",

@@ -58,6 +58,8 @@ async def test_a_draining_server_refuses_new_turns_and_answers_waiting_ones(
     await eventually(lambda: _true(gated_runtime.draining))
     health = await client.get("/healthz")
     assert health.status_code == 503 and health.json()["status"] == "draining"
+    live = await client.get("/livez")  # alive while it drains: liveness must not kill it
+    assert live.status_code == 200 and live.json() == {"status": "alive", "draining": True}
     other = (await client.post("/v1/conversations")).json()["id"]
     refused = await client.post(f"/v1/conversations/{other}/turns", json={"text": "hi"})
     assert refused.status_code == 503

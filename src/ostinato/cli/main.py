@@ -1,4 +1,4 @@
-"""The ``ostinato`` command: ``serve``, ``chat`` and ``replay``.
+"""The ``ostinato`` command: ``serve``, ``chat``, ``replay``, ``keys`` and ``migrate``.
 
 ::
 
@@ -11,6 +11,7 @@
                     [--recorded-tools clock,recall] [--timeline]
     ostinato keys create --owner ann --name laptop [--expires-in 90d] | list | revoke ID
     ostinato usage [--url URL] [--key KEY] [--since DAY] [--until DAY] [--all] [--json]
+    ostinato migrate [--database-url URL] [--config FILE]
 
 A flag is the highest layer of the settings (``ostinato.config``): it wins over the
 environment and the file. Each command imports what it needs when it runs, so
@@ -60,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     _replay_parser(commands)
     keys_command.add_parser(commands, DATABASE_HELP, CONFIG_HELP)
     usage_command.add_parser(commands)
+    migrate = commands.add_parser(
+        "migrate",
+        help="bring the database to the schema this version needs, then exit (serve "
+        "also does it on start; see docs/deploy.md)",
+    )
+    migrate.add_argument("--database-url", help=DATABASE_HELP)
+    migrate.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     return parser
 
 
@@ -206,6 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _chat(args)
         if args.command == "usage":
             return usage_command.run(args)
+        if args.command == "migrate":
+            from ostinato.cli.migrate import migrate
+
+            return asyncio.run(migrate(args.config, args.database_url))
         return _replay(args)
     except KeyboardInterrupt:
         print(file=sys.stderr)

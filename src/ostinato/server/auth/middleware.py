@@ -33,7 +33,7 @@ from ostinato.server.auth.failures import KeysUnavailable
 from ostinato.server.errors import error_response, log
 
 PUBLIC_PATHS = frozenset(
-    {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
+    {"/healthz", "/livez", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/"}
     | {"/signin/callback", "/v1/session"}  # signing in: there is no caller yet
     | {"/metrics"}  # the scraper's: guarded by observability.metrics_token
 )

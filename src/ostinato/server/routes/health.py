@@ -1,4 +1,5 @@
-"""``/healthz`` (is the store reachable?) and ``/v1/models`` (which model answers)."""
+"""``/healthz`` (ready: is the store reachable, is the server not draining?), ``/livez``
+(is the process alive?) and ``/v1/models`` (which model answers)."""
 
 from __future__ import annotations
 
@@ -119,6 +120,19 @@ async def healthz(context: Context, request: Request) -> Health | JSONResponse:
         reachable, why = await reach.look()
         health.model_server = ModelServer(url=reach.url, reachable=reachable, detail=why)
     return health
+
+
+class Live(BaseModel):
+    status: Literal["alive"] = "alive"
+    draining: bool = Field(description="Whether the server has begun shutting down.")
+
+
+@router.get("/livez", response_model=Live)
+async def livez(context: Context) -> Live:
+    """200 for as long as the process's event loop answers, draining included: a liveness
+    check (restart the process when it fails), where `/healthz` is the readiness check
+    (send it no new traffic when it fails). It reads nothing from the store."""
+    return Live(draining=context.runtime.draining)
 
 
 @router.get("/v1/models", response_model=ModelList)

@@ -98,6 +98,8 @@ BODIES: dict[tuple[str, str], Any] = {
         "runId": "r1",
         "messages": [{"id": "m1", "role": "user", "content": "hi"}],
     },
+    # MCP (issue 31): the agents' listing (calls naming ann's things: tests/server/mcp_server)
+    ("POST", "/mcp"): {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
     ("POST", "/v1/ag-ui/{agent}"): {
         "threadId": "bobs-thread-2",
         "runId": "r2",

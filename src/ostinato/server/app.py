@@ -116,7 +116,16 @@ def _include_routes(app: FastAPI) -> None:
     # defining their routes is most of the server's import (FastAPI builds each route's
     # models as it is declared), and a process that imports the package without building
     # an app (the CLI's other commands, a library user's tools) need not pay it.
-    from ostinato.server import a2a, ag_ui, agent_protocol, ai_sdk, openai_compat, page, responses
+    from ostinato.server import (
+        a2a,
+        ag_ui,
+        agent_protocol,
+        ai_sdk,
+        mcp_server,
+        openai_compat,
+        page,
+        responses,
+    )
     from ostinato.server.responses.guard import ConversationsGuard
     from ostinato.server.routes import ROUTERS
     from ostinato.server.routes import metrics as metrics_route
@@ -128,6 +137,7 @@ def _include_routes(app: FastAPI) -> None:
     app.include_router(ai_sdk.router)  # POST /v1/ai-sdk/chat
     app.include_router(a2a.router)  # A2A: the agent cards, POST /a2a (issue 31)
     app.include_router(ag_ui.router)  # POST /v1/ag-ui (issue 31)
+    app.include_router(mcp_server.router)  # /mcp: the agents as MCP tools (issue 31)
     for base in responses.BASES:  # OpenAI's Responses API
         app.include_router(responses.make_router(base))
     app.include_router(responses.conversations_router)  # and its Conversations API

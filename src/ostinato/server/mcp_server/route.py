@@ -1,0 +1,170 @@
+"""``/mcp``: ostinato's agents as tools of an MCP server (Streamable HTTP), for any MCP
+client: editors, desktop chat apps, other agents (another ostinato among them).
+
+The official ``mcp`` SDK serves the protocol (both eras: the ``initialize`` handshake of
+2025-11-25 and earlier, and 2026-07-28's stateless requests), stateless: no session
+lives in this process, so any server on the same database answers any request. Each
+agent is a tool named by its id, taking ``message`` and an optional
+``conversation_id`` (``calls``). Requests authenticate like every other route; the
+caller the middleware resolved is the owner of what the call does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from mcp.server.mcpserver import Context as McpContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import CallToolResult, TextContent
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ostinato.errors import ClientError, NotFound
+from ostinato.server.auth import CurrentCaller
+from ostinato.server.auth.caller import SCOPE_KEY, Caller
+from ostinato.server.context import Context, ServerContext
+from ostinato.server.mcp_server.calls import call_agent
+from ostinato.server.schemas import ErrorBody
+from ostinato.skills import Skill
+
+router = APIRouter(tags=["mcp"])
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "An MCP JSON-RPC response, or its Server-Sent Events.",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "text/event-stream": {"schema": {"type": "string"}},
+        },
+    },
+    202: {"description": "A notification, accepted."},
+    400: {"description": "Not an MCP request.", "content": {"application/json": {}}},
+    404: {
+        "description": "No such session (the server keeps none).",
+        "content": {"application/json": {}},
+    },
+    406: {
+        "description": "The Accept header allows neither JSON nor SSE.",
+        "content": {"application/json": {}},
+    },
+    415: {"model": ErrorBody, "description": "Not JSON (Content-Type)."},
+}
+OPENAPI = {
+    "requestBody": {
+        "required": False,
+        "content": {"application/json": {"schema": {"type": ["object", "array"]}}},
+    }
+}
+
+
+class McpEndpoint:
+    """The SDK's server and session manager of one app, started on first use."""
+
+    def __init__(self, context: ServerContext) -> None:
+        self.server = build(context)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server._lowlevel_server, stateless=True
+        )
+        self._running: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._run())
+        await self._ready.wait()
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _run(self) -> None:
+        async with self.manager.run():
+            self._ready.set()
+            await asyncio.Event().wait()  # until the app's loop ends
+
+
+def build(context: ServerContext) -> MCPServer:
+    server = MCPServer(
+        "ostinato",
+        instructions="Each tool is an agent: send it a message; pass conversation_id to "
+        "go on in a conversation (answers to approvals and questions too).",
+    )
+    for skill in context.runtime.router.skills:
+        server.add_tool(_tool(context, skill), name=skill.id, description=_describe(skill))
+    return server
+
+
+def _describe(skill: Skill) -> str:
+    what = skill.description or f"The ostinato agent {skill.label}."
+    return (
+        f"{what} Send it a message; it answers when its turn ends, or says what it waits "
+        "for (an approval, a question): answer with the next call in the same conversation."
+    )
+
+
+def _tool(context: ServerContext, skill: Skill) -> Any:
+    agent = skill.id
+
+    async def ask(
+        message: str, ctx: McpContext, conversation_id: str | None = None
+    ) -> CallToolResult:
+        """Send a message to the agent.
+
+        Args:
+            message: What to say (or the answer to what the conversation waits for).
+            conversation_id: The conversation to go on in; none starts a new one.
+        """
+        caller = _caller(ctx)
+        sent = 0.0
+
+        async def progress(text: str) -> None:
+            nonlocal sent
+            sent += 1
+            await ctx.report_progress(sent, None, text)
+
+        try:
+            answer = await call_agent(context, caller, agent, message, conversation_id, progress)
+        except NotFound as missing:
+            return CallToolResult(content=[TextContent(text=missing.message)], is_error=True)
+        return CallToolResult(
+            content=[TextContent(text=answer.text)], structured_content=answer.result
+        )
+
+    return ask
+
+
+def _caller(ctx: McpContext) -> Caller:
+    request = ctx.request_context.request
+    found = getattr(request, "scope", {}).get(SCOPE_KEY)
+    if not isinstance(found, Caller):
+        raise PermissionError("this request has no caller")
+    return found
+
+
+class _Forward(Response):
+    def __init__(self, endpoint: McpEndpoint) -> None:
+        super().__init__()
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.endpoint.handle(scope, receive, send)
+
+
+def endpoint_of(app: FastAPI, context: ServerContext) -> McpEndpoint:
+    found = getattr(app.state, "mcp_endpoint", None)
+    if found is None:
+        found = app.state.mcp_endpoint = McpEndpoint(context)
+    return found
+
+
+@router.post("/mcp", responses=RESPONSES, openapi_extra=OPENAPI)
+async def mcp(context: Context, caller: CurrentCaller, request: Request) -> Response:
+    """The MCP server (Streamable HTTP): each agent a tool (docs/clients.md)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise NotJson("an MCP request is JSON: send Content-Type: application/json")
+    return _Forward(endpoint_of(request.app, context))
+
+
+class NotJson(ClientError):
+    status = 415
+    code = "unsupported_media_type"

@@ -14,6 +14,7 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult
 
 from ostinato.models.scripted import text_step, tool_step
 from ostinato.tools.base import ToolContext
@@ -23,10 +24,13 @@ from tests.server.live_protocols import Live
 
 
 @asynccontextmanager
-async def mcp_client(live: Live, who: str = "ann", mode: str = "auto") -> AsyncIterator[Client]:
+async def mcp_client(
+    live: Live, who: str = "ann", mode: str = "auto", elicitation: Any = None
+) -> AsyncIterator[Client]:
     http = httpx2.AsyncClient(headers=live.headers(who), timeout=30)
-    async with http, Client(streamable_http_client(f"{live.url}/mcp", http_client=http),
-                            mode=mode, cache=None) as client:  # fmt: skip
+    transport = streamable_http_client(f"{live.url}/mcp", http_client=http)
+    async with http, Client(transport, mode=mode, cache=None,
+                            elicitation_callback=elicitation) as client:  # fmt: skip
         yield client
 
 
@@ -71,6 +75,43 @@ async def test_an_approval_ends_the_call_and_the_next_call_answers_it(live: Live
         "conversation_id": cid,
         "text": "Ran it.",
     }
+
+
+async def test_an_approval_is_an_elicitation_the_client_answers(live: Live) -> None:
+    live.model.add(tool_step(("shell", {"command": "echo via-elicitation"})), text_step("Ran it."))
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params)
+        return ElicitResult(action="accept", content={"approve": True})
+
+    async with mcp_client(live, elicitation=on_elicit) as client:
+        result = await client.call_tool("default", {"message": "run it"})
+    (params,) = asked
+    assert "Waiting for your approval: shell" in params.message
+    assert params.requested_schema["properties"]["approve"]["type"] == "boolean"
+    assert result.content[0].text == "Ran it."  # type: ignore[union-attr]
+    assert result.structured_content["stop_reason"] == "end_turn"
+
+
+async def test_a_question_is_an_elicitation_and_declining_dismisses_it(live: Live) -> None:
+    card = {"question": "Which colour?", "options": ["red", "blue"]}
+    live.model.add(tool_step(("ask_user", card)), text_step("Blue it is."))
+    live.model.add(tool_step(("ask_user", card)))
+
+    async def pick_blue(context: Any, params: Any) -> ElicitResult:
+        assert params.requested_schema["properties"]["answer"]["enum"] == ["red", "blue"]
+        return ElicitResult(action="accept", content={"answer": "blue"})
+
+    async def decline(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="decline")
+
+    async with mcp_client(live, elicitation=pick_blue) as client:
+        answered = await client.call_tool("default", {"message": "ask me"})
+    async with mcp_client(live, elicitation=decline) as client:
+        dismissed = await client.call_tool("default", {"message": "ask me again"})
+    assert answered.content[0].text == "Blue it is."  # type: ignore[union-attr]
+    assert dismissed.structured_content["stop_reason"] == "dismissed"
 
 
 async def test_another_owners_conversation_is_answered_like_a_missing_one(live: Live) -> None:

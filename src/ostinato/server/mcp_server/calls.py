@@ -43,10 +43,12 @@ Frames = AsyncGenerator[Frame | None, None]
 
 @dataclass
 class Answer:
-    """What a call returns: the replies' text and the structured result."""
+    """What a call returns: the replies' text and the structured result, and what waits
+    when the turn stopped for a person."""
 
     texts: list[str] = field(default_factory=list)
     result: JSON = field(default_factory=dict)
+    waiting: WaitingApproval | WaitingCard | None = None
 
     @property
     def text(self) -> str:
@@ -60,20 +62,26 @@ async def call_agent(
     message: str,
     conversation_id: str | None,
     progress: Progress,
+    reading: Decide | AnswerCard | None = None,
 ) -> Answer:
-    """Send ``message`` to ``agent`` (``None``: the router picks); the answer once the
-    turn ends or waits for a person."""
+    """Send ``message`` to ``agent`` (``None``: the router picks), or act on ``reading``
+    (an elicitation's answer); the answer once the turn ends or waits for a person."""
     runtime = context.runtime
     cid = await _conversation(context, caller, conversation_id)
     subscription = runtime.bus.subscribe(cid)
     try:
-        frames = await _act(context, caller, cid, agent, message, subscription)
+        frames = await _act(context, caller, cid, agent, message, subscription, reading)
         answer = await _follow(frames, progress)
     finally:
         subscription.close()
     answer.result["conversation_id"] = cid
     answer.result["text"] = answer.text  # for clients that read the structured result only
     return answer
+
+
+async def owned(context: ServerContext, caller: Caller, cid: str) -> str:
+    """``cid`` when it is the caller's conversation (``NotFound`` otherwise)."""
+    return await _conversation(context, caller, cid)
 
 
 async def _conversation(context: ServerContext, caller: Caller, named: str | None) -> str:
@@ -88,17 +96,22 @@ async def _conversation(context: ServerContext, caller: Caller, named: str | Non
 
 
 async def _act(
-    context: ServerContext, caller: Caller, cid: str, agent: str | None, message: str, sub: Any
+    context: ServerContext,
+    caller: Caller,
+    cid: str,
+    agent: str | None,
+    message: str,
+    sub: Any,
+    reading: Decide | AnswerCard | None,
 ) -> Frames:
     runtime = context.runtime
     live = context.live
-    reading = interpret(message, await what_waits(runtime, cid))
-    if isinstance(reading, Decide):
-        await runtime.decide(cid, reading.approval_id, approve=reading.approve,
-                             remember=reading.remember)  # fmt: skip
+    read = reading or interpret(message, await what_waits(runtime, cid))
+    if isinstance(read, Decide):
+        await runtime.decide(cid, read.approval_id, approve=read.approve, remember=read.remember)
         return run_frames(sub, live)
-    if isinstance(reading, AnswerCard):
-        handle = await runtime.answer_card(cid, reading.tool_use_id, reading.result)
+    if isinstance(read, AnswerCard):
+        handle = await runtime.answer_card(cid, read.tool_use_id, read.result)
         started: asyncio.Future[TurnHandle] = asyncio.get_running_loop().create_future()
         started.set_result(handle)
         return turn_frames(sub, started, live)
@@ -144,6 +157,7 @@ async def _follow(frames: Frames, progress: Progress) -> Answer:
 
 
 def _waits(answer: Answer, waiting: WaitingApproval | WaitingCard, reason: str) -> Answer:
+    answer.waiting = waiting
     answer.texts.append(describe(waiting))
     answer.result["stop_reason"] = reason
     if isinstance(waiting, WaitingApproval):

@@ -12,22 +12,29 @@ caller the middleware resolved is the owner of what the call does.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from mcp.server.mcpserver import Context as McpContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateSecurity
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import CallToolResult, TextContent
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ostinato.errors import ClientError, NotFound
+from ostinato.messages import JSON
 from ostinato.server.auth import CurrentCaller
 from ostinato.server.auth.caller import SCOPE_KEY, Caller
 from ostinato.server.context import Context, ServerContext
-from ostinato.server.mcp_server.calls import call_agent
+from ostinato.server.mcp_server import elicit
+from ostinato.server.mcp_server.calls import call_agent, owned
 from ostinato.server.schemas import ErrorBody
+from ostinato.server.waiting import what_waits
 from ostinato.skills import Skill
 
 router = APIRouter(tags=["mcp"])
@@ -87,10 +94,32 @@ def build(context: ServerContext) -> MCPServer:
         "ostinato",
         instructions="Each tool is an agent: send it a message; pass conversation_id to "
         "go on in a conversation (answers to approvals and questions too).",
+        request_state_security=_sealing(context),
     )
     for skill in context.runtime.router.skills:
-        server.add_tool(_tool(context, skill), name=skill.id, description=_describe(skill))
+        tool, description = _tool(context, skill), _describe(skill)
+        server.add_tool(tool, name=skill.id, description=description, structured_output=False)
     return server
+
+
+def _sealing(context: ServerContext) -> RequestStateSecurity:
+    """How an elicitation's ``requestState`` is sealed: with a key made from the auth
+    secret (``auth.secret``, the same in every process: any server verifies it), else a
+    key of this process; bound to the caller's owner either way."""
+    secret = context.auth.settings.secret
+    key = (
+        hashlib.sha256(
+            b"ostinato mcp request state\0" + secret.get_secret_value().encode()
+        ).digest()
+        if secret is not None
+        else os.urandom(32)
+    )
+    return RequestStateSecurity(keys=[key], bind_principal=_owner, audience="ostinato")
+
+
+def _owner(request_context: Any) -> str | None:
+    found = getattr(request_context.request, "scope", {}).get(SCOPE_KEY)
+    return found.owner if isinstance(found, Caller) else None
 
 
 def _describe(skill: Skill) -> str:
@@ -104,9 +133,7 @@ def _describe(skill: Skill) -> str:
 def _tool(context: ServerContext, skill: Skill) -> Any:
     agent = skill.id
 
-    async def ask(
-        message: str, ctx: McpContext, conversation_id: str | None = None
-    ) -> CallToolResult:
+    async def ask(message: str, ctx: McpContext, conversation_id: str | None = None) -> Any:
         """Send a message to the agent.
 
         Args:
@@ -122,14 +149,47 @@ def _tool(context: ServerContext, skill: Skill) -> Any:
             await ctx.report_progress(sent, None, text)
 
         try:
-            answer = await call_agent(context, caller, agent, message, conversation_id, progress)
+            retry = await _retried(context, caller, ctx)
+            if retry is not None and retry.reading is None:  # the question was dismissed
+                cid = retry.conversation_id
+                await context.runtime.cancel(cid)
+                done = {"conversation_id": cid, "stop_reason": "dismissed"}
+                return _result("The question was dismissed.", done)
+            named = retry.conversation_id if retry is not None else conversation_id
+            reading = retry.reading if retry is not None else None
+            answer = await call_agent(context, caller, agent, message, named, progress, reading)
         except NotFound as missing:
             return CallToolResult(content=[TextContent(text=missing.message)], is_error=True)
-        return CallToolResult(
-            content=[TextContent(text=answer.text)], structured_content=answer.result
-        )
+        if answer.waiting is not None and _elicits(ctx):
+            return elicit.ask(answer.waiting, answer.result["conversation_id"])
+        return _result(answer.text, answer.result)
 
     return ask
+
+
+async def _retried(context: ServerContext, caller: Caller, ctx: McpContext) -> elicit.Reply | None:
+    """A retry carrying an elicitation's answer: its conversation and what the answer
+    does (``reading`` ``None``: a card dismissed); ``None`` for a first call."""
+    state = elicit.state_of(ctx.request_state) if ctx.request_state else None
+    if state is None:
+        return None
+    cid = await owned(context, caller, state[0])
+    waiting = await what_waits(context.runtime, cid)
+    replied = elicit.reply(cid, state[1], ctx.input_responses, waiting)
+    if replied is None:
+        raise NotFound(f"nothing waits in conversation {cid} for this answer any more")
+    return replied
+
+
+def _elicits(ctx: McpContext) -> bool:
+    """The client takes an elicitation in an ``InputRequiredResult`` (2026-07-28)."""
+    capabilities = ctx.client_capabilities
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    return modern and capabilities is not None and capabilities.elicitation is not None
+
+
+def _result(text: str, structured: JSON) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
 
 
 def _caller(ctx: McpContext) -> Caller:

@@ -3,7 +3,7 @@ client: editors, desktop chat apps, other agents (another ostinato among them).
 
 The official ``mcp`` SDK serves the protocol (both eras: the ``initialize`` handshake of
 2025-11-25 and earlier, and 2026-07-28's stateless requests), stateless: no session
-lives in this process, so any server on the same database answers any request. Each
+lives in this process; what a call continues is read from the store. Each
 agent is a tool named by its id, taking ``message`` and an optional
 ``conversation_id`` (``calls``). Requests authenticate like every other route; the
 caller the middleware resolved is the owner of what the call does.

@@ -20,6 +20,7 @@ from ostinato.approvals import ApprovalPolicy
 from ostinato.config import AgentSection, Config, ConfigError, ModelsSection, guidelines_for
 from ostinato.context.catalog import ContextCatalog
 from ostinato.context.compaction import Compactor
+from ostinato.loop.begin import AfterTurn
 from ostinato.memory.extraction import FactExtractor
 from ostinato.memory.facts import Memory
 from ostinato.memory.ranking import default_ranker
@@ -35,6 +36,7 @@ from ostinato.spend.gate import SpendGate
 from ostinato.store.base import Store
 from ostinato.store.spend import SpendStore
 from ostinato.store.versions import VersionStore
+from ostinato.titles import AfterTurns, ModelFor, Titler
 from ostinato.tools.fetch import Fetcher, FetchPolicy, parse_allow_hosts
 from ostinato.tools.forge.limits import Limits
 from ostinato.tools.forge.pool import Sandbox
@@ -93,6 +95,7 @@ class Deployment:
     runtime: Runtime
     models: Models
     mcp: McpClients | None = None  # when MCP servers are configured
+    facts: bool = False  # facts about the person are extracted after each answered turn
 
     async def aclose(self) -> None:
         if self.mcp is not None:
@@ -169,20 +172,34 @@ async def build_runtime(
         ),
         disabled_tools=frozenset(config.tools.disabled),
         protected_tools=frozenset(config.tools.protected),
-        after_turn=(
-            FactExtractor(models(config.models.summarizer), memory)
-            if extracts_facts(config, models.resolve(config.models.summarizer), env)
-            else None
-        ),
         memory=memory,
         sandbox=sandbox,
         spend=spend_gate(config, store),
     )
+    facts = extracts_facts(config, models.resolve(config.models.summarizer), env)
+    runtime.after_turn = after_turn_of(config, runtime, models, memory if facts else None)
     runtime.personal_mcp = personal
     if isinstance(store, VersionStore):  # a version of each agent that changed
         runtime.pinning = Pinning(store)
         await runtime.pinning.record(runtime.router.skills)
-    return Deployment(runtime, models, mcp)
+    return Deployment(runtime, models, mcp, facts=facts)
+
+
+def after_turn_of(
+    config: Config, runtime: Runtime, models: Models, memory: Memory | None
+) -> AfterTurns:
+    """The work after each answered turn: a title for an untitled conversation
+    (``[data] titles``), then facts about the person, with ``memory``."""
+    choice = config.data.titles
+    model_for: ModelFor | None = None
+    if choice == "conversation":
+        model_for = runtime.model_for
+    elif choice != "off":
+        model_for = lambda conversation: models(choice)  # noqa: E731
+    works: list[AfterTurn] = [Titler(runtime.store, model_for)]
+    if memory is not None:
+        works.append(FactExtractor(models(config.models.summarizer), memory))
+    return AfterTurns(works)
 
 
 def spend_gate(config: Config, store: Store) -> SpendGate | None:

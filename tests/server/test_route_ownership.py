@@ -107,6 +107,8 @@ BODIES: dict[tuple[str, str], Any] = {
     },
 }
 UNOWNED = ("name", "agent", "assistant_id")  # name no one's thing (a tool, an agent)
+# The query of each route that needs one: a search for ann's words finds none of them.
+QUERIES: dict[tuple[str, str], str] = {("GET", "/v1/search"): "?q=ann%27s secret"}
 FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
 MCP = "/v1/mcp-servers/"  # its {name} is one of ann's MCP servers
 LANGGRAPH = "/langgraph/"
@@ -233,7 +235,8 @@ async def _ask(
     if (method, template) == ("POST", "/v1/schedules"):  # in a conversation of the caller's
         own = await who.post("/v1/conversations")
         body = {**body, "conversation_id": own.json().get("id", "none")}
-    response = await who.request(method, path, json=body, headers={"a2a-version": "1.0"})
+    query = QUERIES.get((method, template), "")
+    response = await who.request(method, path + query, json=body, headers={"a2a-version": "1.0"})
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         return response.status_code, response.text  # a stream that ends by itself
     return response.status_code, response.json() if response.content else None

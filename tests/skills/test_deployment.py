@@ -12,6 +12,7 @@ from ostinato.config import ConfigError, load_config
 from ostinato.deployment import build_runtime
 from ostinato.models.offline import OfflineModel
 from ostinato.store.memory import MemoryStore
+from ostinato.titles import AfterTurns, Titler
 
 PETSTORE = {
     "openapi": "3.1.0",
@@ -73,7 +74,9 @@ async def test_the_runtime_is_built_from_the_file(tmp_path: Path) -> None:
     names = {t.name for t in (await runtime.mount.registry()).registry}
     assert {"clock", "shell", "http_fetch", "remember", "recall", "delegate"} <= names
     assert "pets_listPets" in names
-    assert runtime.after_turn is None  # fact extraction is off by default on a local model
+    assert not deployment.facts  # fact extraction is off by default on a local model
+    assert isinstance(runtime.after_turn, AfterTurns)
+    assert [type(w) for w in runtime.after_turn.works] == [Titler]  # titles only
     await deployment.aclose()
 
 

@@ -35,7 +35,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import HEAD_REVISION, SCRIPT_LOCATION, switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0017"
+HEAD = "0018"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -62,6 +62,7 @@ PEOPLE_TABLES = {
     "protocol_records",
     "agent_versions",
     "conversation_agents",
+    "message_search",
 }
 T = TypeVar("T")
 
@@ -94,7 +95,7 @@ def _state(connection: sa.Connection) -> tuple[str | None, set[str], list[object
     tables = {
         name
         for name in sa.inspect(connection).get_table_names()
-        if not name.startswith("memories_fts")
+        if not name.startswith(("memories_fts", "message_fts"))
     }
     return context.get_current_revision(), tables, list(compare_metadata(context, metadata))
 
@@ -103,6 +104,8 @@ async def _use_the_new_tables(store: Store, cid: str) -> None:
     """The conversation made at 0001 reads back and takes approvals and queued inputs."""
     (message,) = await store.list_messages(cid)
     assert message.text == "from 0001"
+    # 0015 indexed what was stored for search, and a new message joins it
+    assert [h.message_id for h in await store.search_messages("0001", owner="ann")] == [message.id]
     assert (await append(store, cid, user_text("after 0002"))).seq == 2
     arguments = {"cmd": "ls"}
     asked = Approval(

@@ -7,6 +7,7 @@ import type {
   QueuedRecord,
   Row,
   SignInOptions,
+  SearchHit,
   ToolCallRecord,
   TurnRecord,
   TurnTimeline,
@@ -86,11 +87,16 @@ export const api = {
   signIn: (proof: Record<string, string>) =>
     request<Caller>("POST", "/v1/session", proof, false),
   signOut: () => request<void>("DELETE", "/v1/session", undefined, false),
-  listConversations: (before?: string | null) =>
+  listConversations: (before?: string | null, archived = false) =>
     request<{ conversations: Conversation[]; next: string | null }>(
       "GET",
-      `/v1/conversations?limit=50${before ? `&before=${encodeURIComponent(before)}` : ""}`,
+      `/v1/conversations?limit=50${before ? `&before=${encodeURIComponent(before)}` : ""}` +
+        (archived ? "&archived=true" : ""),
     ),
+  search: (q: string) =>
+    request<{ hits: SearchHit[] }>("GET", `/v1/search?limit=30&q=${encodeURIComponent(q)}`),
+  archive: (id: string, archived: boolean) =>
+    request<Conversation>("PATCH", base(id), { archived }),
   createConversation: (title: string | null) =>
     request<Conversation>("POST", "/v1/conversations", title ? { title } : {}),
   conversation: (id: string) => request<Conversation>("GET", base(id)),

@@ -6,6 +6,7 @@ import { ApprovalCard, FormCard, QuestionCard } from "./cards";
 import { Chat } from "./chat";
 import { Composer } from "./composer";
 import { newId, useChat } from "./hooks";
+import { loadUpTo, reveal, seqInHash } from "./jump";
 import { Live } from "./live";
 import { navigate } from "./nav";
 import { ModelPicker } from "./picker";
@@ -176,6 +177,27 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
     const el = scroller.current;
     if (el && stick.current) el.scrollTop = el.scrollHeight;
   }, true), [chat]);
+
+  // a search hit opens the conversation at its row: read up to it, show it, scroll to it
+  const [target, setTarget] = useState<number | null>(seqInHash());
+  useEffect(() => {
+    const onPop = () => setTarget(seqInHash());
+    addEventListener("popstate", onPop);
+    return () => removeEventListener("popstate", onPop);
+  }, []);
+  useEffect(() => {
+    if (target === null || !chat.loaded) return;
+    loadUpTo(chat, target).then((held) => {
+      if (!held) return;
+      const at = buildItems(chat).findIndex((i) => i.kind === "row" && i.row.seq >= target);
+      if (at >= 0) setLimit((n) => Math.max(n, buildItems(chat).length - at));
+      stick.current = false;
+      chat.changed();
+    });
+  }, [target, chat.loaded]);
+  useLayoutEffect(() => {
+    if (target !== null && reveal(scroller.current, target)) setTarget(null);
+  });
 
   const hasOlder = items.length > limit || chat.olderBefore !== null;
   const older = () => {

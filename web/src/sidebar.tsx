@@ -1,8 +1,11 @@
-// The conversations: newest first, paged; new, open, rename.
-import { useEffect, useState } from "preact/hooks";
+// The conversations: newest first, paged; new, open, rename, archive; the archived ones
+// on request; a search of them all as the person types.
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api";
 import { navigate } from "./nav";
-import type { Conversation } from "./types";
+import type { Conversation, SearchHit } from "./types";
+
+const SEARCH_DELAY_MS = 150; // after the last key, before the search is asked
 
 function title(c: Conversation): string {
   return c.title?.trim() || `Untitled · ${new Date(c.created_at).toLocaleString()}`;
@@ -12,9 +15,9 @@ function Entry({ c, current, onChanged }: { c: Conversation; current: boolean; o
   const [editing, setEditing] = useState(false);
   const [value, setValue] = useState(c.title ?? "");
   const [error, setError] = useState<string | null>(null);
-  const save = async () => {
+  const act = async (work: () => Promise<unknown>) => {
     try {
-      await api.rename(c.id, value.trim());
+      await work();
       setEditing(false);
       setError(null);
       onChanged();
@@ -22,6 +25,8 @@ function Entry({ c, current, onChanged }: { c: Conversation; current: boolean; o
       setError(e instanceof Error ? e.message : String(e));
     }
   };
+  const save = () => act(() => api.rename(c.id, value.trim()));
+  const archived = Boolean(c.archived_at);
   if (editing) {
     return (
       <li>
@@ -49,16 +54,77 @@ function Entry({ c, current, onChanged }: { c: Conversation; current: boolean; o
       <button class="icon rename-button" aria-label={`Rename ${title(c)}`} onClick={() => setEditing(true)}>
         ✎
       </button>
+      <button
+        class="icon archive-button"
+        aria-label={`${archived ? "Restore" : "Archive"} ${title(c)}`}
+        title={archived ? "Restore" : "Archive"}
+        onClick={() => act(() => api.archive(c.id, !archived))}
+      >
+        {archived ? "↩" : "🗄"}
+      </button>
+      {error && <p class="card-error" role="alert">{error}</p>}
     </li>
   );
+}
+
+function Snippet({ hit }: { hit: SearchHit }) {
+  return (
+    <span class="snippet">
+      {hit.snippet.map((part, i) => (part.match ? <mark key={i}>{part.text}</mark> : part.text))}
+    </span>
+  );
+}
+
+function Hits({ hits, query }: { hits: SearchHit[] | null; query: string }) {
+  if (hits === null) return <p class="muted search-status" role="status">Searching…</p>;
+  if (!hits.length) return <p class="muted search-status" role="status">Nothing matches “{query}”.</p>;
+  return (
+    <ul class="search-hits" aria-label="Search results">
+      {hits.map((hit) => {
+        const href = `/c/${encodeURIComponent(hit.conversation_id)}` + (hit.seq !== null ? `#seq-${hit.seq}` : "");
+        return (
+          <li key={`${hit.conversation_id}:${hit.seq}`}>
+            <a href={href} onClick={(e) => { e.preventDefault(); navigate(href); }}>
+              <span class="title">
+                {hit.conversation_title?.trim() || "Untitled"}
+                {hit.archived && <span class="badge">archived</span>}
+              </span>
+              <Snippet hit={hit} />
+            </a>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
+
+function useSearch(query: string): SearchHit[] | null {
+  const [hits, setHits] = useState<SearchHit[] | null>(null);
+  const asked = useRef(0);
+  useEffect(() => {
+    setHits(null);
+    if (!query.trim()) return;
+    const number = ++asked.current;
+    const timer = setTimeout(() => {
+      api.search(query).then(
+        (found) => number === asked.current && setHits(found.hits),
+        () => number === asked.current && setHits([]),
+      );
+    }, SEARCH_DELAY_MS);
+    return () => clearTimeout(timer);
+  }, [query]);
+  return hits;
 }
 
 export function Sidebar({ current, version, onChanged }: { current: string | null; version: number; onChanged: () => void }) {
   const [items, setItems] = useState<Conversation[]>([]);
   const [next, setNext] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [archived, setArchived] = useState(false);
+  const [query, setQuery] = useState("");
+  const hits = useSearch(query);
   useEffect(() => {
-    api.listConversations().then(
+    api.listConversations(null, archived).then(
       (page) => {
         setItems(page.conversations);
         setNext(page.next);
@@ -66,23 +132,44 @@ export function Sidebar({ current, version, onChanged }: { current: string | nul
       },
       (e) => setError(e.message),
     );
-  }, [version]);
+  }, [version, archived]);
   const more = async () => {
     if (!next) return;
-    const page = await api.listConversations(next);
+    const page = await api.listConversations(next, archived);
     setItems([...items, ...page.conversations]);
     setNext(page.next);
   };
+  const searching = query.trim() !== "";
   return (
     <nav id="conversations" aria-label="Conversations">
       <button class="primary new-button" onClick={() => navigate("/")}>New conversation</button>
-      {error && <p class="card-error" role="alert">{error}</p>}
-      <ul class="conversation-list">
-        {items.map((c) => (
-          <Entry key={c.id} c={c} current={c.id === current} onChanged={onChanged} />
-        ))}
-      </ul>
-      {next && <button class="link" onClick={more}>Older conversations</button>}
+      <input
+        type="search"
+        class="search"
+        aria-label="Search conversations"
+        placeholder="Search"
+        value={query}
+        onInput={(e) => setQuery((e.target as HTMLInputElement).value)}
+        onKeyDown={(e) => e.key === "Escape" && setQuery("")}
+      />
+      {searching ? (
+        <Hits hits={hits} query={query} />
+      ) : (
+        <>
+          {error && <p class="card-error" role="alert">{error}</p>}
+          {archived && <h2 class="list-heading">Archived</h2>}
+          <ul class="conversation-list">
+            {items.map((c) => (
+              <Entry key={c.id} c={c} current={c.id === current} onChanged={onChanged} />
+            ))}
+          </ul>
+          {archived && !items.length && <p class="muted">Nothing is archived.</p>}
+          {next && <button class="link" onClick={more}>Older conversations</button>}
+          <button class="link archived-toggle" aria-pressed={archived} onClick={() => setArchived(!archived)}>
+            {archived ? "Back to conversations" : "Archived conversations"}
+          </button>
+        </>
+      )}
     </nav>
   );
 }

@@ -43,6 +43,20 @@ export interface Conversation {
   title: string | null;
   persona?: string | null;
   metadata?: JsonObject;
+  pinned?: boolean;
+  archived_at?: string | null;
+}
+
+export interface SearchHit {
+  conversation_id: string;
+  conversation_title: string | null;
+  archived: boolean;
+  message_id: string | null;
+  seq: number | null;
+  role: string | null;
+  created_at: string | null;
+  snippet: Array<{ text: string; match: boolean }>;
+  score: number;
 }
 
 export interface Approval {

@@ -76,7 +76,7 @@ def facts_line(config: Config, deployment: Deployment) -> str:
     chosen = "set by memory.extract_facts"
     if config.memory.extract_facts is None:
         chosen = "the default for this model; memory.extract_facts sets it"
-    if deployment.runtime.after_turn is not None:
+    if deployment.facts:
         return (
             f"fact extraction ON: after each answered turn, one more call to {summarizer} "
             f"stores facts about the person ({chosen})"

@@ -15,6 +15,8 @@ from typing import Any
 from ostinato.config.sections import TIER_NAMES
 from ostinato.config.settings import Config
 
+TITLE_WORDS = ("conversation", "off")  # the values of data.titles that name no model
+
 
 def cross_checks(config: Config, raw: dict[str, Any]) -> list[str]:
     places = Places(raw)
@@ -90,6 +92,7 @@ def _model_ids(config: Config, places: Places) -> Iterator[str]:
         ("models.default", config.models.default),
         ("models.router", config.models.router),
         ("models.summarizer", config.models.summarizer),
+        ("data.titles", None if config.data.titles in TITLE_WORDS else config.data.titles),
         *((f"models.tiers.{name}", value) for name, value in config.models.tiers.items()),
         *((f"{places.agent(a.id)}.tier", a.tier) for a in config.agents),
     ]
@@ -99,7 +102,7 @@ def _model_ids(config: Config, places: Places) -> Iterator[str]:
         if ":" not in value:
             if label.startswith("models.tiers."):
                 yield f"{label}: {value!r} is not a provider:model id"
-            elif label.startswith("models.") and value.lower() not in tiers:
+            elif label.startswith(("models.", "data.")) and value.lower() not in tiers:
                 yield f"{label}: unknown tier {value!r} (known: {', '.join(sorted(tiers))})"
             continue
         try:

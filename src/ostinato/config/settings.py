@@ -60,6 +60,7 @@ from pydantic_settings import (
 
 from ostinato.config.background import BackgroundSection
 from ostinato.config.budgets import BudgetsSection
+from ostinato.config.data import DataSection
 from ostinato.config.observability import ObservabilitySection
 from ostinato.config.requests import RequestsSection
 from ostinato.config.sections import (
@@ -110,6 +111,7 @@ class Config(BaseSettings):
     requests: RequestsSection = Field(default_factory=RequestsSection)
     background: BackgroundSection = Field(default_factory=BackgroundSection)
     budgets: BudgetsSection = Field(default_factory=BudgetsSection)
+    data: DataSection = Field(default_factory=DataSection)
 
     @classmethod
     def settings_customise_sources(

@@ -28,7 +28,6 @@ from ostinato.approvals import Approval, Grant
 from ostinato.frames import FRAME_TYPES
 from ostinato.messages import Message as StoredMessage
 from ostinato.messages import message_to_json
-from ostinato.store.base import Conversation
 
 _TIME: JsonDict = {"format": "date-time"}
 
@@ -76,31 +75,6 @@ def refuse_null(value: object) -> object:
     if value is None:  # a null that was sent: the field is to be left out instead
         raise ValueError("must not be null (leave it out)")
     return value
-
-
-class CreateConversationRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    title: PlainText | None = Field(default=None, max_length=500)
-    metadata: dict[str, Any] | None = None
-
-
-class UpdateConversationRequest(BaseModel):
-    """The settings to change; a field left out stays as it is, `null` clears it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    title: PlainText | None = Field(default=None, max_length=500)
-    metadata: dict[str, Any] | None = None
-    persona: PlainText | None = Field(
-        default=None, max_length=64, description="The persona its turns are routed to."
-    )
-    model: PlainText | None = Field(
-        default=None,
-        min_length=1,
-        max_length=200,
-        description="A tier or a `provider:model` id that answers its turns.",
-    )
 
 
 Policy = Literal["queue", "supersede", "reject"]
@@ -290,37 +264,6 @@ CLIENT_MESSAGE: TypeAdapter[WsMessage | WsToolResponse | WsApproval | WsCancel] 
 
 
 # --- responses ---------------------------------------------------------------------
-
-
-class ConversationOut(BaseModel):
-    id: str
-    state: Literal["idle", "running", "paused", "failed"]
-    created_at: str = Field(json_schema_extra=_TIME)
-    updated_at: str = Field(json_schema_extra=_TIME)
-    owner: str | None = None
-    title: str | None = None
-    persona: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @classmethod
-    def of(cls, conversation: Conversation) -> ConversationOut:
-        return cls(
-            id=conversation.id,
-            state=conversation.state,
-            created_at=conversation.created_at.isoformat(),
-            updated_at=conversation.updated_at.isoformat(),
-            owner=conversation.owner,
-            title=conversation.title,
-            persona=conversation.persona,
-            metadata=conversation.metadata,
-        )
-
-
-class ConversationPage(BaseModel):
-    conversations: list[ConversationOut]
-    next: str | None = Field(
-        description="Pass as `before` to get the next (older) page; null on the last page."
-    )
 
 
 class MessageOut(BaseModel):

@@ -115,17 +115,33 @@ _UNSET: Any = object()
 
 @dataclass(frozen=True, slots=True)
 class UpdateConversation:
-    """Change a conversation's title, metadata (replaced whole) or persona; a field left
-    out is kept. Returns the updated ``Conversation``; ``NotFound`` if there is none."""
+    """Change a conversation's title, metadata (replaced whole), persona, pin or archive
+    time (None: not archived); a field left out is kept. Returns the updated
+    ``Conversation``; ``NotFound`` if there is none. With ``expect_title``, a compare
+    and set: a conversation whose title is not that one is left as it is (and
+    returned so)."""
 
     conversation_id: str
     title: str | None = _UNSET
     metadata: dict[str, Any] = field(default=_UNSET)
     persona: str | None = _UNSET
+    pinned: bool = _UNSET
+    archived_at: datetime | None = _UNSET
+    expect_title: str | None = _UNSET
+
+    def expects(self, title: str | None) -> bool:
+        """Whether a conversation titled ``title`` is to be changed (``expect_title``)."""
+        return self.expect_title is _UNSET or self.expect_title == title
 
     def changes(self) -> dict[str, Any]:
         """The fields this op sets, by name."""
-        named = {"title": self.title, "metadata": self.metadata, "persona": self.persona}
+        named = {
+            "title": self.title,
+            "metadata": self.metadata,
+            "persona": self.persona,
+            "pinned": self.pinned,
+            "archived_at": self.archived_at,
+        }
         return {name: value for name, value in named.items() if value is not _UNSET}
 
 

@@ -28,6 +28,7 @@ from ostinato.store.memory_records import MemoryHit as MemoryHit
 from ostinato.store.memory_records import check_fact_text as check_fact_text
 from ostinato.store.memory_records import normalize_subject as normalize_subject
 from ostinato.store.relations import RelationOp, RelationReads
+from ostinato.store.search import SearchReads
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
@@ -84,6 +85,8 @@ class Conversation:
     persona: str | None = None
     title: str | None = None
     metadata: JSON = field(default_factory=dict)
+    pinned: bool = False  # kept at the top of its owner's list
+    archived_at: datetime | None = None  # out of the default list since then
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +357,9 @@ WriteOp: TypeAlias = (
 )
 
 
-class Store(AccountReads, RelationReads, ForgedReads, McpServerReads, JobReads, Protocol):
+class Store(
+    AccountReads, RelationReads, ForgedReads, McpServerReads, JobReads, SearchReads, Protocol
+):
     """What the loop, the turn manager and the server need from storage."""
 
     async def write(self, *ops: WriteOp) -> list[Any]:
@@ -364,9 +369,15 @@ class Store(AccountReads, RelationReads, ForgedReads, McpServerReads, JobReads, 
     async def get_conversation(self, conversation_id: str) -> Conversation | None: ...
 
     async def list_conversations(
-        self, *, owner: str | None = None, limit: int = 50, before: str | None = None
+        self,
+        *,
+        owner: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+        archived: bool | None = None,
     ) -> list[Conversation]:
-        """Newest first; ``before`` is the id of the last conversation of the previous page."""
+        """Newest first; ``before`` is the id of the last conversation of the previous page.
+        ``archived``: only archived ones (True), only the others (False), or both (None)."""
         ...
 
     async def list_messages(

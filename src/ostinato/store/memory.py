@@ -32,11 +32,12 @@ from ostinato.store.memory_forged import forged_tool_versions, forged_tools
 from ostinato.store.memory_jobs import MemoryJobReads
 from ostinato.store.memory_mcp import mcp_servers
 from ostinato.store.memory_relations import relations_of
+from ostinato.store.memory_search import search
 from ostinato.store.memory_writes import MemoryTables, apply
 from ostinato.store.protocol_records import MemoryProtocolRecords
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import MemorySchedules
-from ostinato.store.search import overlap_score, search_terms
+from ostinato.store.search import SearchHit, overlap_score, search_terms
 from ostinato.store.spend import MemorySpend
 from ostinato.store.versions import MemoryVersions
 
@@ -128,7 +129,12 @@ class MemoryStore(
         return self._current(found) if found is not None else None
 
     async def list_conversations(
-        self, *, owner: str | None = None, limit: int = 50, before: str | None = None
+        self,
+        *,
+        owner: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+        archived: bool | None = None,
     ) -> list[Conversation]:
         rows = sorted(
             (self._current(c) for c in self._conversations.values()),
@@ -139,7 +145,14 @@ class MemoryStore(
             rows = [c for c in rows if c.owner == owner]
         if before is not None:
             rows = [c for c in rows if c.id < before]
+        if archived is not None:
+            rows = [c for c in rows if (c.archived_at is not None) == archived]
         return rows[:limit]
+
+    async def search_messages(
+        self, query: str, *, owner: str | None, limit: int = 20
+    ) -> list[SearchHit]:
+        return search(self, query, owner, limit)
 
     async def list_messages(
         self,

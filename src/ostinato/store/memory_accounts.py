@@ -100,6 +100,8 @@ def _update_conversation(t: MemoryTables, op: UpdateConversation, undo: Undo) ->
     found = t._conversations.get(cid)
     if found is None:
         raise NotFound(f"no conversation {cid!r}")
+    if not op.expects(found.title):
+        return found
     _keep(t._conversations, cid, undo)
     _keep(t._updated, cid, undo)
     now = utcnow()

@@ -160,7 +160,16 @@ def _set_state(t: MemoryTables, cid: str, state: ConversationState, undo: Undo) 
     _restore(t._updated, cid, undo)
     # a hot path: built by hand rather than by dataclasses.replace
     t._conversations[cid] = Conversation(
-        c.id, state, c.created_at, c.updated_at, c.owner, c.persona, c.title, c.metadata
+        c.id,
+        state,
+        c.created_at,
+        c.updated_at,
+        c.owner,
+        c.persona,
+        c.title,
+        c.metadata,
+        c.pinned,
+        c.archived_at,
     )
     t._updated[cid] = utcnow()
 

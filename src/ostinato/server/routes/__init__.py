@@ -18,6 +18,7 @@ from ostinato.server.routes import (
     messages,
     records,
     schedules,
+    search,
     session,
     timeline,
     tools,
@@ -50,4 +51,5 @@ ROUTERS = (
     jobs.router,
     usage.router,
     admin.router,
+    search.router,
 )

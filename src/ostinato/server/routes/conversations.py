@@ -15,6 +15,12 @@ from ostinato.errors import InvalidRequest
 from ostinato.runtime import Runtime
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
+from ostinato.server.conversation_schemas import (
+    ConversationOut,
+    ConversationPage,
+    CreateConversationRequest,
+    UpdateConversationRequest,
+)
 from ostinato.server.idempotency import (
     Claimed,
     Earlier,
@@ -23,17 +29,9 @@ from ostinato.server.idempotency import (
     request_key,
     stored_answer,
 )
-from ostinato.server.schemas import (
-    CONFLICT,
-    ERROR_RESPONSES,
-    MODEL_NOT_ALLOWED,
-    NO_NUL,
-    ConversationOut,
-    ConversationPage,
-    CreateConversationRequest,
-    UpdateConversationRequest,
-)
+from ostinato.server.schemas import CONFLICT, ERROR_RESPONSES, MODEL_NOT_ALLOWED, NO_NUL
 from ostinato.store.accounts import UpdateConversation
+from ostinato.store.base import utcnow
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -94,13 +92,18 @@ async def list_conversations(
             max_length=100, pattern=NO_NUL, description="The `next` cursor of the previous page."
         ),
     ] = None,
+    archived: Annotated[
+        bool,
+        Query(description="List the archived conversations (only those) instead."),
+    ] = False,
 ) -> ConversationPage:
-    """The caller's conversations, newest first. A scheduled prompt's background
-    conversation (where its stage one runs) is left out: a page may hold fewer than
-    `limit` then, and `next` still goes on from it."""
+    """The caller's conversations, newest first, archived ones left out unless asked
+    for (then only those). A scheduled prompt's background conversation (where its stage
+    one runs) is left out: a page may hold fewer than `limit` then, and `next` still
+    goes on from it."""
     owner = None if caller.sees_everything else caller.owner
     found = await context.runtime.store.list_conversations(
-        owner=owner, limit=limit + 1, before=before
+        owner=owner, limit=limit + 1, before=before, archived=archived
     )
     page = found[:limit]
     return ConversationPage(
@@ -125,11 +128,12 @@ async def get_conversation(
 async def update_conversation(
     context: Context, caller: CurrentCaller, conversation_id: str, body: UpdateConversationRequest
 ) -> ConversationOut:
-    """Change the title, metadata, persona or model; a field left out stays as it is,
-    and `null` clears it. `model` (a tier or a `provider:model` id) is checked before
-    it is kept: one callers may not choose is a 403 listing those they may (`GET
-    /v1/models`, `choosable`), one that cannot be used a 422 saying why. `metadata` replaces the
-    metadata whole, except `model`, which only the `model` field sets."""
+    """Change the title, metadata, persona or model, pin it or archive it; a field left
+    out stays as it is, and `null` clears it. `model` (a tier or a `provider:model` id)
+    is checked before it is kept: one callers may not choose is a 403 listing those they
+    may (`GET /v1/models`, `choosable`), one that cannot be used a 422 saying why.
+    `metadata` replaces the metadata whole, except `model`, which only the `model`
+    field sets."""
     runtime = context.runtime
     current = await owned(runtime, caller, conversation_id)
     fields = body.model_fields_set
@@ -148,6 +152,10 @@ async def update_conversation(
         op = dataclasses.replace(op, title=body.title)
     if "persona" in fields:
         op = dataclasses.replace(op, persona=body.persona)
+    if body.pinned is not None:
+        op = dataclasses.replace(op, pinned=body.pinned)
+    if body.archived is not None and body.archived != (current.archived_at is not None):
+        op = dataclasses.replace(op, archived_at=utcnow() if body.archived else None)
     (updated,) = await runtime.store.write(op)
     return ConversationOut.of(updated)
 

@@ -9,6 +9,7 @@ the lock, and the second one counts the first one's row.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -34,6 +35,7 @@ from ostinato.store.accounts import (
 from ostinato.store.base import Conversation
 from ostinato.store.sql import rows
 from ostinato.store.sql.rows import Row, TimeDecoder
+from ostinato.store.sql.search_sql import reindex_title
 from ostinato.store.sql.tables import api_keys, conversations, limit_events, limit_slots
 
 AccountWriteName: TypeAlias = Literal[
@@ -118,12 +120,21 @@ def account_statements(dialect: str) -> dict[Any, sa.Executable]:
         "insert_event": insert(limit_events).values(
             _bind(limit_events, "id", "owner", "kind", "at")
         ),
-        "find_conversation_row": sa.select(conversations).where(
-            conversations.c.id == _p(conversations.c.id, "b_id")
-        ),
+        **_conversation_statements(dialect),
+    }
+
+
+def _conversation_statements(dialect: str) -> dict[Any, sa.Executable]:
+    """Reading and changing a conversation's settings. On PostgreSQL the read locks the
+    row until commit, so two changes made at once (a rename, a title being made) are
+    applied one after the other, each to what the other left."""
+    settings = ("title", "metadata", "persona", "pinned", "archived_at", "updated_at")
+    found = sa.select(conversations).where(conversations.c.id == _p(conversations.c.id, "b_id"))
+    return {
+        "find_conversation_row": found.with_for_update() if dialect == "postgresql" else found,
         "update_conversation": sa.update(conversations)
         .where(conversations.c.id == _p(conversations.c.id, "b_id"))
-        .values(_bind(conversations, "title", "metadata", "persona", "updated_at")),
+        .values(_bind(conversations, *settings)),
     }
 
 
@@ -190,28 +201,22 @@ def _update_conversation(ex: Any, op: UpdateConversation, now: datetime) -> Conv
     if found is None:
         raise NotFound(f"no conversation {op.conversation_id!r}")
     current = rows.conversation(found, ex.read_time)
-    changes = op.changes()
-    title = changes.get("title", current.title)
-    metadata = changes.get("metadata", current.metadata)
-    persona = changes.get("persona", current.persona)
+    if not op.expects(current.title):
+        return current
+    changed = dataclasses.replace(current, updated_at=now, **op.changes())
     params = {
         "b_id": op.conversation_id,
-        "title": title,
-        "metadata": json.dumps(metadata, ensure_ascii=False, separators=(",", ":")),
-        "persona": persona,
+        "title": changed.title,
+        "metadata": json.dumps(changed.metadata, ensure_ascii=False, separators=(",", ":")),
+        "persona": changed.persona,
+        "pinned": changed.pinned,
+        "archived_at": ex.time(changed.archived_at) if changed.archived_at else None,
         "updated_at": ex.time(now),
     }
     ex.execute("update_conversation", params)
-    return Conversation(
-        current.id,
-        current.state,
-        current.created_at,
-        now,
-        current.owner,
-        persona,
-        title,
-        metadata,
-    )
+    if changed.title != current.title:
+        reindex_title(ex, changed.id, changed.owner, changed.title)
+    return changed
 
 
 def api_key(row: Row, decode: TimeDecoder) -> ApiKey:

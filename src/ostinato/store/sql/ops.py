@@ -63,6 +63,7 @@ from ostinato.store.sql.fact_ops import forget, relate, remember, resolve
 from ostinato.store.sql.forged_sql import apply_forged_op
 from ostinato.store.sql.job_sql import apply_job_op
 from ostinato.store.sql.mcp_sql import apply_mcp_op
+from ostinato.store.sql.search_sql import index_message, index_title
 
 # How many times an append retries after losing a race for its ``seq``.
 SEQ_ATTEMPTS = 8
@@ -94,9 +95,12 @@ def _create_conversation(ex: Executor, op: CreateConversation, now: WriteTime) -
         "metadata": dump_json(conv.metadata),
         "created_at": ex.time(conv.created_at),
         "updated_at": ex.time(conv.updated_at),
+        "pinned": conv.pinned,
+        "archived_at": ex.time(conv.archived_at) if conv.archived_at else None,
     }
     if not ex.execute("insert_conversation", params):
         raise StoreError(f"conversation {conv.id!r} exists")
+    index_title(ex, conv.id, conv.owner, conv.title)
 
 
 def _set_conversation_state(ex: Executor, op: SetConversationState, now: WriteTime) -> None:
@@ -277,6 +281,7 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
     for _ in range(SEQ_ATTEMPTS):
         seq = ex.returning("insert_message", params)
         if seq is not None:
+            index_message(ex, cid, message_id, message)
             return Message(
                 role=message.role,
                 blocks=message.blocks,

@@ -46,6 +46,7 @@ from ostinato.store.sql.statements import WriteName, write_statements
 from ostinato.store.sql.version_sql import SQLVersions
 
 POOL_SIZE, MAX_OVERFLOW = 10, 20
+_CUSTOM_PLAN = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
 
 
 class _ConnectionExecutor:
@@ -175,6 +176,18 @@ class PostgresStore(
             async with self._reads.connect() as connection:
                 result = await connection.execute(stmt, params)
                 found: Sequence[Row] = result.all()
+                return found
+        except sa.exc.DBAPIError as exc:
+            raise StoreError(f"postgresql: {exc.orig}") from exc
+
+    async def _fetch_planned(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
+        """``_fetch``, with the statement planned for these parameters' values: a prepared
+        statement run often gets a generic plan, which cannot tell a rare search word
+        from a common one (``search_sql``)."""
+        try:
+            async with self.engine.begin() as connection:
+                await connection.execute(_CUSTOM_PLAN)
+                found: Sequence[Row] = (await connection.execute(stmt, params)).all()
                 return found
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc

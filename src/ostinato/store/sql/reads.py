@@ -33,9 +33,10 @@ from ostinato.store.sql.forged_sql import ForgedReads
 from ostinato.store.sql.job_sql import JobReads
 from ostinato.store.sql.mcp_sql import McpServerReads
 from ostinato.store.sql.rows import Row, TimeDecoder
+from ostinato.store.sql.search_sql import SQLSearch
 
 
-class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, ABC):
+class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, ABC):
     """Reads shared by ``SQLiteStore`` and ``PostgresStore``."""
 
     _decode_time: TimeDecoder
@@ -51,10 +52,15 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, ABC):
         return rows.conversation(found[0], self._decode_time) if found else None
 
     async def list_conversations(
-        self, *, owner: str | None = None, limit: int = 50, before: str | None = None
+        self,
+        *,
+        owner: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+        archived: bool | None = None,
     ) -> list[Conversation]:
         """Newest first; ``before`` is the id of the last conversation of the previous page."""
-        stmt = statements.list_conversations(owner is not None, before is not None)
+        stmt = statements.list_conversations(owner is not None, before is not None, archived)
         found = await self._fetch(stmt, {"owner": owner, "before": before, "limit": limit})
         return [rows.conversation(r, self._decode_time) for r in found]
 

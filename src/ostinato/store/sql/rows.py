@@ -138,7 +138,7 @@ def _text(block: Block) -> str:
 
 
 def conversation(row: Row, decode: TimeDecoder) -> Conversation:
-    cid, owner, state, persona, title, metadata, created_at, updated_at = row
+    cid, owner, state, persona, title, metadata, created_at, updated_at, pinned, archived = row
     return Conversation(
         id=cid,
         state=state,
@@ -148,6 +148,8 @@ def conversation(row: Row, decode: TimeDecoder) -> Conversation:
         persona=persona,
         title=title,
         metadata=_object(metadata),
+        pinned=bool(pinned),
+        archived_at=None if archived is None else decode(archived),
     )
 
 

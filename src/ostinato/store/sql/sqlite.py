@@ -195,3 +195,5 @@ class SQLiteStore(
             return self._reader().execute(compiled.text, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite: {exc}") from exc
+
+    _fetch_planned = _fetch  # SQLite plans each statement as it runs it

@@ -30,6 +30,7 @@ from ostinato.store.sql.forged_sql import ForgedWriteName, forged_statements
 from ostinato.store.sql.job_sql import JobWriteName, job_statements
 from ostinato.store.sql.mcp_sql import McpWriteName, mcp_statements
 from ostinato.store.sql.relation_sql import RelationWriteName, relation_statements
+from ostinato.store.sql.search_sql import SearchWriteName, search_statements
 from ostinato.store.sql.tables import (
     approvals,
     conversations,
@@ -51,6 +52,7 @@ WriteName: TypeAlias = (
     | ForgedWriteName
     | McpWriteName
     | JobWriteName
+    | SearchWriteName
     | Literal[
         "insert_conversation",
         "set_state",
@@ -133,6 +135,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **forged_statements(dialect),
         **mcp_statements(dialect),
         **job_statements(dialect),
+        **search_statements(dialect),
     }
 
 
@@ -308,12 +311,15 @@ def get_conversation() -> sa.Select[Any]:
 
 
 @cache
-def list_conversations(by_owner: bool, paged: bool) -> sa.Select[Any]:
+def list_conversations(by_owner: bool, paged: bool, archived: bool | None) -> sa.Select[Any]:
     stmt = sa.select(*conversation_columns())
     if by_owner:
         stmt = stmt.where(conversations.c.owner == _param(conversations.c.owner, "owner"))
     if paged:
         stmt = stmt.where(conversations.c.id < _param(conversations.c.id, "before"))
+    if archived is not None:
+        column = conversations.c.archived_at
+        stmt = stmt.where(column.is_not(None) if archived else column.is_(None))
     return stmt.order_by(conversations.c.id.desc()).limit(sa.bindparam("limit", type_=sa.Integer))
 
 

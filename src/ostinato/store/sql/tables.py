@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from ostinato.store.sql.meta import ID as _ID
 from ostinato.store.sql.meta import TIME as _TIME
 from ostinato.store.sql.meta import metadata as metadata
+from ostinato.store.sql.search_tables import message_search as message_search
 from ostinato.store.sql.spend_tables import spend_days as spend_days
 from ostinato.store.sql.spend_tables import spend_holds as spend_holds
 from ostinato.store.sql.spend_tables import usage_days as usage_days
@@ -36,6 +37,9 @@ conversations = sa.Table(
     sa.Column("metadata", sa.Text, nullable=False, server_default="{}"),
     sa.Column("created_at", _TIME, nullable=False),
     sa.Column("updated_at", _TIME, nullable=False),
+    # 0018: kept at the top of the person's list; out of the default list since when
+    sa.Column("pinned", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("archived_at", _TIME, nullable=True),
     sa.Index(None, "owner", "id"),
 )
 
@@ -415,9 +419,16 @@ protocol_records = sa.Table(
 
 
 # Full-text search structures the migration makes outside ``metadata`` (SQLite's FTS5
-# table and its shadow tables, PostgreSQL's document column and its index): schema
-# comparisons (``alembic revision --autogenerate``, the migration tests) leave them out.
-FULL_TEXT_OBJECTS = ("memories_fts", "ix_memories_fts", "search_vector")
+# tables and their shadow tables, PostgreSQL's document columns and their indexes):
+# schema comparisons (``alembic revision --autogenerate``, the migration tests) leave
+# them out.
+FULL_TEXT_OBJECTS = (
+    "memories_fts",
+    "ix_memories_fts",
+    "search_vector",
+    "message_fts",
+    "ix_message_search_fts",
+)
 
 
 def include_object(

@@ -1,0 +1,16 @@
+"""The ``[data]`` section: what ostinato does with the conversations it keeps (titles)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ostinato.config.sections import Section
+
+
+class DataSection(Section):
+    titles: str = Field(
+        default="conversation",
+        description="Who titles a conversation after its first answer: `conversation` "
+        "(the model that answered it), a tier or `provider:model` id (a small one), or "
+        "`off` (its first words). A conversation that has a title keeps it.",
+    )

@@ -38,13 +38,12 @@ import referencing.exceptions
 from jsonschema.exceptions import ValidationError
 
 from ostinato.bounded.patterns import PatternRefused, compiled, search
-from ostinato.bounded.work import BudgetExceeded
+from ostinato.bounded.work import CHECK_SECONDS, BudgetExceeded
 from ostinato.errors import InvalidRequest
 
 MAX_SCHEMA_BYTES = 256 * 1024
 MAX_DEPTH = 128  # levels of JSON (a subschema under properties is two)
 MAX_VALUE_BYTES = 1 << 20  # of a value checked against a schema (JSON)
-CHECK_SECONDS = 2.0
 REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 DIALECTS = frozenset(
     {

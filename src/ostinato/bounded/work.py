@@ -21,6 +21,10 @@ from typing import Any, TypeVar
 
 from ostinato.errors import InvalidRequest
 
+# How long one schema check may take (``bounded.schemas``), here so that the loop can name
+# it without importing jsonschema, which loads with the first schema compiled.
+CHECK_SECONDS = 2.0
+
 T = TypeVar("T")
 
 THREADS = 2  # the pool's size: checks of several callers run side by side, never more

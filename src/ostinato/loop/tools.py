@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ostinato import observe
 from ostinato.approvals import Ending, refusal
 from ostinato.bounded import off_loop
-from ostinato.bounded.schemas import CHECK_SECONDS
+from ostinato.bounded.work import CHECK_SECONDS
 from ostinato.errors import InvalidRequest, ToolArgumentsInvalid, ToolError
 from ostinato.frames import ToolFinished
 from ostinato.identity.owners import is_anonymous

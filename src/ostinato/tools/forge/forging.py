@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ostinato.bounded import off_loop
-from ostinato.bounded.schemas import CHECK_SECONDS, compile_schema
+from ostinato.bounded.schemas import compile_schema
+from ostinato.bounded.work import CHECK_SECONDS
 from ostinato.errors import InvalidRequest, ToolArgumentsInvalid
 from ostinato.messages import JSON
 from ostinato.store.base import Store

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 from ostinato.approvals import Approval, Ending, Grant, Remember
 from ostinato.messages import JSON, Message
 from ostinato.store.accounts import AccountOp, AccountReads
+from ostinato.store.erasure import DeleteConversation
 from ostinato.store.forged import ForgedOp, ForgedReads
 from ostinato.store.jobs import JobOp, JobReads
 from ostinato.store.mcp_servers import McpServerOp, McpServerReads
@@ -349,6 +350,7 @@ WriteOp: TypeAlias = (
     | RememberFact
     | ForgetFact
     | SetToolSwitch
+    | DeleteConversation  # a conversation and everything stored for it (``store.erasure``)
     | AccountOp  # keys, limits, conversation settings (``store.accounts``)
     | RelationOp  # relations between facts, resolving conflicts (``store.relations``)
     | ForgedOp  # forged tools and their versions (``store.forged``)

@@ -53,11 +53,13 @@ from ostinato.store.base import (
     normalize_subject,
     utcnow,
 )
+from ostinato.store.erasure import DeleteConversation
 from ostinato.store.forged import ForgedTool
 from ostinato.store.jobs import JobRun, JobState
 from ostinato.store.leases import ServerLease
 from ostinato.store.mcp_servers import McpServerRecord
 from ostinato.store.memory_accounts import ACCOUNT_WRITES
+from ostinato.store.memory_erasure import delete_conversation
 from ostinato.store.memory_forged import FORGED_WRITES
 from ostinato.store.memory_jobs import JOB_WRITES
 from ostinato.store.memory_mcp import MCP_SERVER_WRITES
@@ -438,6 +440,7 @@ WRITES: dict[type, Write] = {
     RememberFact: _remember,
     ForgetFact: _forget,
     SetToolSwitch: _set_tool_switch,
+    DeleteConversation: delete_conversation,
     **ACCOUNT_WRITES,
     **RELATION_WRITES,
     **FORGED_WRITES,

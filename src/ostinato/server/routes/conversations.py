@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse
 
+from ostinato import deletion
 from ostinato.background.stage_one import is_background
 from ostinato.errors import InvalidRequest
 from ostinato.runtime import Runtime
@@ -158,6 +159,22 @@ async def update_conversation(
         op = dataclasses.replace(op, archived_at=utcnow() if body.archived else None)
     (updated,) = await runtime.store.write(op)
     return ConversationOut.of(updated)
+
+
+@router.delete(
+    "/{conversation_id}",
+    status_code=204,
+    responses={**ERROR_RESPONSES, **CONFLICT},
+)
+async def delete_conversation(
+    context: Context, caller: CurrentCaller, conversation_id: str
+) -> None:
+    """Delete the conversation for good: its messages (and their search entries), turns
+    and timelines, tool calls, approvals, grants, queued messages, summaries, schedules,
+    the facts of its own memory, and the files of its workdir. A conversation whose turn
+    is running is a 409 `conversation_busy` (cancel the turn first)."""
+    await owned(context.runtime, caller, conversation_id)
+    await deletion.delete_conversation(context.runtime, conversation_id)
 
 
 def _check_persona(runtime: Runtime, persona: str) -> None:

@@ -52,12 +52,14 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
+from ostinato.store.erasure import DeleteConversation
 from ostinato.store.forged import FORGED_OPS
 from ostinato.store.jobs import JOB_OPS
 from ostinato.store.mcp_servers import MCP_SERVER_OPS
 from ostinato.store.relations import RelateFacts, ResolveConflict
 from ostinato.store.sql import rows
 from ostinato.store.sql.account_sql import apply_account_op
+from ostinato.store.sql.erasure_sql import delete_conversation
 from ostinato.store.sql.executor import Executor, WriteTime, dump_json
 from ostinato.store.sql.fact_ops import forget, relate, remember, resolve
 from ostinato.store.sql.forged_sql import apply_forged_op
@@ -410,6 +412,7 @@ OPS: dict[type, WriteFunction] = {
     RememberFact: remember,
     ForgetFact: forget,
     SetToolSwitch: _set_tool_switch,
+    DeleteConversation: delete_conversation,
     **dict.fromkeys(ACCOUNT_OPS, lambda ex, op, now: apply_account_op(ex, op, now.value)),
     RelateFacts: relate,
     ResolveConflict: resolve,

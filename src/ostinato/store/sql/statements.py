@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.account_sql import AccountWriteName, account_statements
+from ostinato.store.sql.erasure_sql import erasure_statements
 from ostinato.store.sql.forged_sql import ForgedWriteName, forged_statements
 from ostinato.store.sql.job_sql import JobWriteName, job_statements
 from ostinato.store.sql.mcp_sql import McpWriteName, mcp_statements
@@ -136,6 +137,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **mcp_statements(dialect),
         **job_statements(dialect),
         **search_statements(dialect),
+        **erasure_statements(),
     }
 
 

@@ -1,0 +1,69 @@
+"""The in-memory store's ``DeleteConversation`` (``store.erasure``): every table's rows
+of the conversation dropped, each drop undoable, as the other memory writes are."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ostinato.errors import NotFound
+from ostinato.store.erasure import DeleteConversation, conversation_scope
+
+if TYPE_CHECKING:
+    from ostinato.store.memory_writes import MemoryTables
+
+Undo = list[Callable[[], None]]
+
+
+def _drop(table: dict[Any, Any], gone: Callable[[Any, Any], bool], undo: Undo) -> None:
+    """Drop the entries for which ``gone(key, value)``; recorded for undo."""
+    dropped = {k: v for k, v in table.items() if gone(k, v)}
+    for key in dropped:
+        del table[key]
+    if dropped:
+        undo.append(lambda: table.update(dropped))
+
+
+def _putting(table: dict[Any, Any], key: Any, value: Any) -> Callable[[], None]:
+    return lambda: table.__setitem__(key, value)
+
+
+def _unlink(table: dict[Any, Any], cid: str, undo: Undo) -> None:
+    """Clear the link to conversation ``cid`` of the records that name it."""
+    for key, value in list(table.items()):
+        if getattr(value, "conversation_id", None) == cid:
+            undo.append(_putting(table, key, value))
+            changes = {"conversation_id": None}
+            if hasattr(value, "turn_id"):
+                changes["turn_id"] = None
+            table[key] = dataclasses.replace(value, **changes)
+
+
+def delete_conversation(t: MemoryTables, op: DeleteConversation, undo: Undo) -> None:
+    cid = op.conversation_id
+    if cid not in t._conversations:
+        raise NotFound(f"no conversation {cid!r}")
+    scope = conversation_scope(cid)
+
+    def of_it(_: Any, value: Any) -> bool:
+        return getattr(value, "conversation_id", None) == cid
+
+    for by_id in (t._conversations, t._messages, t._updated, t._summaries, t._pins):
+        _drop(by_id, lambda key, _: key == cid, undo)
+    for table in (t._turns, t._tool_calls, t._approvals, t._grants, t._queue, t._schedules):
+        _drop(table, of_it, undo)
+    _drop(t._protocol_records, of_it, undo)
+    _drop(t._request_keys, of_it, undo)  # type: ignore[attr-defined]
+    _drop(t._memories, lambda _, fact: fact.scope == scope, undo)
+    _drop(t._relations, lambda _, relation: relation.scope == scope, undo)
+    _drop(t._fact_uses, lambda key, _: key[0] == scope, undo)
+    _drop(t._switches, lambda key, _: key[0] == scope, undo)
+    _unlink(t._memories, cid, undo)
+    for name, versions in list(t._forged.items()):
+        if any(v.conversation_id == cid for v in versions):
+            undo.append(_putting(t._forged, name, versions))
+            t._forged[name] = [
+                dataclasses.replace(v, conversation_id=None) if v.conversation_id == cid else v
+                for v in versions
+            ]

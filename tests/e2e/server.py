@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import psutil
 
+from tests.patience import start_timeout
 from tests.server.sse_client import Event, SSEParser
 
 PROVIDER_ENV = (
@@ -42,7 +43,6 @@ PROVIDER_ENV = (
     "OLLAMA_BASE_URL",
     "OSTINATO_CONFIG",
 )
-START_TIMEOUT = 60.0  # generous: a loaded CI machine imports slowly
 
 
 def free_port() -> int:
@@ -149,13 +149,14 @@ class Server:
         self.starts += 1
         self.url = f"http://127.0.0.1:{port}"
         began = time.monotonic()
-        deadline = began + START_TIMEOUT
+        patience = start_timeout()
+        deadline = began + patience
         while True:
             if not self.alive():
                 self.pid = self.popen = None
                 raise AssertionError(f"ostinato serve exited:\n{self.tail()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"no /healthz after {START_TIMEOUT} s:\n{self.tail()}")
+                raise AssertionError(f"no /healthz after {patience:g} s:\n{self.tail()}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     self.start_seconds += time.monotonic() - began

@@ -22,6 +22,7 @@ from ostinato.messages import Message, TextBlock
 from ostinato.store import open_store
 from ostinato.store.base import AppendMessage, Conversation, CreateConversation, utcnow
 from tests.e2e.server import free_port, server_env
+from tests.patience import start_timeout
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -33,7 +34,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-START_TIMEOUT = 60.0
 
 
 class Site:
@@ -56,7 +56,8 @@ class Site:
             self.process = subprocess.Popen(
                 argv, env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + START_TIMEOUT
+        patience = start_timeout()
+        deadline = time.monotonic() + patience
         while time.monotonic() < deadline:
             assert self.process.poll() is None, f"ostinato serve exited:\n{self.log()}"
             try:
@@ -65,7 +66,7 @@ class Site:
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
-        raise AssertionError(f"no /healthz after {START_TIMEOUT} s:\n{self.log()}")
+        raise AssertionError(f"no /healthz after {patience:g} s:\n{self.log()}")
 
     def kill(self) -> None:
         """SIGKILL: a crash; nothing of the server's shutdown runs."""

@@ -324,8 +324,10 @@ class TurnDriver:
         return Finish("spend_limit", {})
 
     async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
-        spend = self.spend
-        held = await spend.clear(self.model.name, request, self.seq) if spend else None
+        spend, held = self.spend, None
+        if spend is not None:  # the context keeper has the request's size already
+            tokens = self.context.raw(self, request) if self.context is not None else None
+            held = await spend.clear(self.model.name, request, self.seq, tokens)
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
         self.shown = Shown()

@@ -50,10 +50,15 @@ class TurnSpend:
         self.gate, self.asker, self.turn, self.owner = gate, asker, turn, owner
         self.consented: frozenset[str] = frozenset()  # soft limits agreed to in this turn
 
-    async def clear(self, model: str, request: ModelRequest, seq: int) -> Held | None:
-        """The call's reservation once it may go; ``Stopped`` when it may not."""
+    async def clear(
+        self, model: str, request: ModelRequest, seq: int, tokens_in: int | None = None
+    ) -> Held | None:
+        """The call's reservation once it may go; ``Stopped`` when it may not.
+        ``tokens_in``: the request's input tokens, when the turn has estimated them."""
         for _ in range(MAX_ASKS + 1):
-            clearance = await self.gate.clear(model, request, ask=True, consented=self.consented)
+            clearance = await self.gate.clear(
+                model, request, ask=True, consented=self.consented, tokens_in=tokens_in
+            )
             verdict = clearance.verdict
             if isinstance(verdict, Allow):
                 return clearance.held

@@ -34,7 +34,7 @@ from ostinato.models.base import ModelRequest, Usage
 from ostinato.observe import prices
 from ostinato.spend import words
 from ostinato.spend.limits import Budgets
-from ostinato.spend.rule import Allow, Refuse, Standing, Verdict, day_of, decide
+from ostinato.spend.rule import Account, Allow, Refuse, Standing, Verdict, day_of, decide
 from ostinato.spend.seam import Settle
 from ostinato.store.base import utcnow
 from ostinato.store.spend import Charge, Hold, SpendStore
@@ -96,10 +96,17 @@ class SpendGate:
     ) -> None:
         self.store, self.budgets = store, budgets
         self.holder, self.clock = holder, clock
+        self._made_for: Budgets | None = None
+        self._made: dict[str | None, tuple[Account, ...]] = {}
+        self._limited = budgets.any  # any limit set (else calls are only counted)
 
-    def estimate(self, model: str, request: ModelRequest) -> float | None:
-        """The call's cost at most (its output at its max), None when it has no price."""
-        tokens_in = estimate_input(request)
+    def estimate(
+        self, model: str, request: ModelRequest, tokens_in: int | None = None
+    ) -> float | None:
+        """The call's cost at most (its output at its max), None when it has no price;
+        ``tokens_in``: its input tokens when the caller knows them (a turn's context
+        keeper estimates its requests as they grow), else estimated here."""
+        tokens_in = estimate_input(request) if tokens_in is None else tokens_in
         tokens_out = request.max_tokens or self.budgets.output_tokens
         return prices.tokens_cost(model, tokens_in, tokens_out, 0, 0, tokens_in)
 
@@ -111,18 +118,19 @@ class SpendGate:
         ask: bool,
         consented: frozenset[str] = frozenset(),
         who: Payer | None = None,
+        tokens_in: int | None = None,
     ) -> Clearance:
         """Whether the call may go: ``Allow`` with its reservation, ``Ask`` (past a soft
         limit, only when ``ask``) or ``Refuse``. ``consented``: the soft limits the owner
         agreed to pass (``rule.consent_key``)."""
         budgets, now = self.budgets, self.clock()
         who = who or payer()
-        accounts = budgets.accounts(who.owner)
+        accounts = self._accounts(who.owner)
         keys = tuple((a.pool, a.owner) for a in accounts)
         day = day_of(now)
-        if not budgets.any:  # nothing to check: only counted
+        if not self._limited:  # nothing to check: only counted
             return Clearance(Allow(), Held(who, model, day, keys, None))
-        estimate = self.estimate(model, request)
+        estimate = self.estimate(model, request, tokens_in)
         hold = Hold(
             new_id(), who.owner or "", day, estimate or 0.0, keys, model, now, who.agent,
             self.holder(),
@@ -136,6 +144,16 @@ class SpendGate:
         verdict = await self.store.reserve_spend(hold, accounts, now, rule)  # type: ignore[arg-type]
         held = Held(who, model, day, keys, hold) if isinstance(verdict, Allow) else None
         return Clearance(verdict, held)
+
+    def _accounts(self, owner: str | None) -> tuple[Account, ...]:
+        """``budgets.accounts(owner)``, made once per owner for the budgets in force."""
+        budgets = self.budgets
+        if self._made_for is not budgets:
+            self._made_for, self._made, self._limited = budgets, {}, budgets.any
+        found = self._made.get(owner)
+        if found is None:
+            found = self._made[owner] = budgets.accounts(owner)
+        return found
 
     async def charge(self, held: Held, usage: Usage | None) -> None:
         """Settle a call that was made (or cut short) at what it cost."""

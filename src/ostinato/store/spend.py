@@ -22,7 +22,6 @@ from ``Store.write``, each method one small transaction.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -81,15 +80,18 @@ class UsageRow:
     unpriced_calls: int = 0  # calls whose model had no price: their cost is unknown
 
     def plus(self, charge: Charge) -> UsageRow:
-        return dataclasses.replace(
-            self,
-            calls=self.calls + 1,
-            tokens_in=self.tokens_in + charge.tokens_in,
-            tokens_out=self.tokens_out + charge.tokens_out,
-            cache_read_tokens=self.cache_read_tokens + charge.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + charge.cache_write_tokens,
-            cost_usd=self.cost_usd + (charge.cost or 0.0),
-            unpriced_calls=self.unpriced_calls + (charge.cost is None),
+        return UsageRow(  # made directly: this runs once a model call
+            self.owner,
+            self.day,
+            self.model,
+            self.agent,
+            self.calls + 1,
+            self.tokens_in + charge.tokens_in,
+            self.tokens_out + charge.tokens_out,
+            self.cache_read_tokens + charge.cache_read_tokens,
+            self.cache_write_tokens + charge.cache_write_tokens,
+            self.cost_usd + (charge.cost or 0.0),
+            self.unpriced_calls + (charge.cost is None),
         )
 
 

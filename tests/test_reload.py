@@ -20,6 +20,9 @@ FILE = """
 [memory]
 extract_facts = false
 
+[data]
+titles = "off"
+
 [[agents]]
 id = "assistant"
 prompt = "{prompt}"

@@ -41,6 +41,7 @@ def env(fake_url: str) -> dict[str, str]:
         "OSTINATO_BUDGETS__DEFAULT": json.dumps({"hard": HARD}),
         "OSTINATO_BUDGETS__OUTPUT_TOKENS": "20",
         "OSTINATO_MEMORY__EXTRACT_FACTS": "false",
+        "OSTINATO_DATA__TITLES": "off",
         "OSTINATO_BACKGROUND__JOBS__ENABLED": "false",
         "OSTINATO_CONFIG": str(Path(__file__).with_name("spend_agents.toml")),
     }

@@ -24,6 +24,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         "OSTINATO_OBSERVABILITY__PRICES": json.dumps(PRICES),
         "OSTINATO_BUDGETS__DEFAULT": json.dumps({"soft": 0.000001, "hard": 100}),
         "OSTINATO_BUDGETS__OUTPUT_TOKENS": "50",
+        "OSTINATO_DATA__TITLES": "off",
     }
     site = Site(tmp_path_factory.mktemp("spend"), env)
     site.start()

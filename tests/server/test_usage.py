@@ -106,6 +106,8 @@ async def test_a_span_of_days_is_checked(clients: Clients) -> None:
     assert too_long.status_code == 422
     not_a_day = await c["ann"].get("/v1/usage", params={"since": "yesterday"})
     assert not_a_day.status_code == 422
+    for number in ("0", "1700000000"):  # not taken as a Unix time
+        assert (await c["ann"].get("/v1/usage", params={"until": number})).status_code == 422
     empty = (
         await c["ann"].get("/v1/usage", params={"since": "2020-01-01", "until": "2020-01-31"})
     ).json()

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ostinato.errors import InvalidRequest, NotFound
 from ostinato.server.agent_protocol.record import records
@@ -24,6 +25,28 @@ KIND = "lg_item"
 SCAN = 1000
 router = APIRouter(tags=["agent-protocol"])
 Json = Annotated[dict[str, Any], Body()]
+# A namespace label and a key, bounded so that the owner, the labels and the key always
+# fit a record's id (ID_LIMIT): the document states every rule the routes apply.
+Label = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[^.\x00-\x1f]+$")]
+Key = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\x00]+$")]
+Namespace = Annotated[list[Label], Field(min_length=1, max_length=5)]
+
+
+class _Body(BaseModel):
+    # the SDK sends fields this server does not use (``index``): they are ignored
+    model_config = ConfigDict(extra="ignore")
+
+
+class PutItem(_Body):
+    namespace: Namespace
+    key: Key
+    value: dict[str, Any]
+    ttl: None = Field(default=None, description="Not supported: items stay until deleted.")
+
+
+class DeleteItem(_Body):
+    namespace: Namespace
+    key: Key
 
 
 def _namespace(value: Any, field: str = "namespace") -> list[str]:
@@ -53,13 +76,9 @@ def _item(record: ProtocolRecord) -> dict[str, Any]:
 
 
 @router.put(f"{PREFIX}/store/items", status_code=204, responses={422: {}})
-async def put_item(context: Context, caller: CurrentCaller, body: Json) -> Response:
+async def put_item(context: Context, caller: CurrentCaller, body: PutItem) -> Response:
     """Store an item (replacing one with the same namespace and key)."""
-    namespace, key, value = _namespace(body.get("namespace")), body.get("key"), body.get("value")
-    if not isinstance(key, str) or not key or not isinstance(value, dict):
-        raise InvalidRequest("key must be a non-empty string and value an object")
-    if body.get("ttl") is not None:
-        raise InvalidRequest("ttl is not supported: items stay until deleted")
+    namespace, key, value = body.namespace, body.key, body.value
     now = utcnow()
     data = {"namespace": namespace, "key": key, "value": value}
     record = ProtocolRecord(KIND, _id(caller, namespace, key), caller.owner, data, now, now)
@@ -83,11 +102,9 @@ async def get_item(
 
 
 @router.delete(f"{PREFIX}/store/items", status_code=204, responses={422: {}})
-async def delete_item(context: Context, caller: CurrentCaller, body: Json) -> Response:
+async def delete_item(context: Context, caller: CurrentCaller, body: DeleteItem) -> Response:
     """Delete an item (deleting a missing one does nothing)."""
-    namespace, key = _namespace(body.get("namespace")), body.get("key")
-    if not isinstance(key, str) or not key:
-        raise InvalidRequest("key must be a non-empty string")
+    namespace, key = body.namespace, body.key
     await records(context.runtime.store).delete_record(KIND, _id(caller, namespace, key))
     return Response(status_code=204)
 

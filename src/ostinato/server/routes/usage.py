@@ -9,11 +9,12 @@ is ``null`` when a call counted in it had no price (``unpriced_calls`` says how 
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from ostinato.errors import InvalidRequest
 from ostinato.server.auth import CurrentCaller
@@ -33,10 +34,21 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "they are more than 366 days apart.",
     },
 }
+
+
+def _iso_day(value: Any) -> Any:
+    """Only ``YYYY-MM-DD``: pydantic alone also takes a number as a Unix time (``0``)."""
+    if value is not None and not (isinstance(value, str) and ISO_DAY.fullmatch(value)):
+        raise ValueError("a day is written YYYY-MM-DD")
+    return value
+
+
+ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+Day = Annotated[date | None, BeforeValidator(_iso_day)]
 Since = Annotated[
-    date | None, Query(description="The first day counted (UTC); default: the 1st of the month.")
+    Day, Query(description="The first day counted (UTC); default: the 1st of the month.")
 ]
-Until = Annotated[date | None, Query(description="The last day counted (UTC); default: today.")]
+Until = Annotated[Day, Query(description="The last day counted (UTC); default: today.")]
 
 
 class CountOut(BaseModel):

@@ -60,6 +60,9 @@ class ConsentGate:
         self.policy = policy or ApprovalPolicy()
         self._waiting: dict[str, asyncio.Future[Approval]] = {}
         self.asks_in: dict[str, str] = {}  # a conversation -> where its approvals are asked
+        # other processes may share the store (a lease, no relay: two servers on one
+        # SQLite file): a waiting turn re-reads its approval, as with a relay
+        self.shared = False
         bus.on("decided", self._decided_elsewhere)
 
     def required(self, tool: Tool) -> bool:
@@ -198,11 +201,11 @@ class ConsentGate:
         return decided  # type: ignore[no-any-return]
 
     async def _wait(self, approval_id: str, future: asyncio.Future[Approval]) -> Approval:
-        """The decision, by ``decide`` here or (with a relay) another server; raises
-        ``TimeoutError`` at the policy's deadline."""
+        """The decision, by ``decide`` here or (with a relay, or a store ``shared``
+        without one) another server; raises ``TimeoutError`` at the policy's deadline."""
         async with asyncio.timeout(self.policy.timeout):
             while True:
-                recheck = RECHECK_S if self.bus.relay is not None else None
+                recheck = RECHECK_S if self.bus.relay is not None or self.shared else None
                 with contextlib.suppress(TimeoutError):
                     return await asyncio.wait_for(asyncio.shield(future), recheck)
                 await self._decided_elsewhere("", {"approval": approval_id})
@@ -239,7 +242,7 @@ class ConsentGate:
     async def _dismiss_elsewhere(self, approval: Approval) -> Approval | None:
         """Dismiss an approval whose turn waits on another server: the ending is written
         here, and ``decided`` tells that server's turn to read it and go on."""
-        if self.bus.relay is None:
+        if self.bus.relay is None and not self.shared:
             return None
         turn = await self.store.get_turn(approval.turn_id)
         if turn is None or turn.status != "running":

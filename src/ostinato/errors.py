@@ -7,6 +7,7 @@
     │   ├── Forbidden               403: the caller may not use this route
     │   ├── NotFound                404: no such conversation, turn, ...
     │   ├── Conflict                409: the request clashes with the current state
+    │   │   └── AlreadyAnswered     a tool call that has its result got a second one
     │   └── InvalidRequest          422: the input is malformed
     ├── ModelError                  the model provider's fault
     │   ├── ModelTimeout            a call passed its deadline
@@ -64,6 +65,20 @@ class NotFound(ClientError):
 class Conflict(ClientError):
     status = 409
     code = "conflict"
+
+
+class AlreadyAnswered(Conflict):
+    """A write gave a tool call a second result: the store keeps one result per call
+    (the first), so nothing of that write was applied. ``calls`` are the tool_use ids
+    that already had their result.
+
+    For a writer of results (a turn, its cancellation, recovery, a history repair) this
+    is the normal outcome of a lost race, not a failure: someone else answered the call
+    first. ``ostinato.store.answered.write_answers`` writes the rest without them."""
+
+    def __init__(self, message: str, calls: frozenset[str]) -> None:
+        super().__init__(message)
+        self.calls = calls
 
 
 class InvalidRequest(ClientError):

@@ -24,7 +24,11 @@ answered, in one tool message:
   again by itself: it may or may not have taken effect.
 
 Tool-call records still marked running are closed to match, and the turn ends
-``interrupted`` (or ``paused``). Paused turns are left alone: they stay resumable.
+``interrupted`` (or ``paused``). Paused turns are left alone: they stay resumable. The
+claim of a turn (``ClaimTurn``) is part of the write that closes it: until that commits
+the turn is its gone holder's and running, so no new turn of its conversation begins
+(``holds``) and repairs a history whose calls recovery is about to answer. A call that
+was answered meanwhile keeps its first answer (``store.answered``).
 
 A sweep also finds the decisions a gone holder saved but did not act on (the approval is
 decided, its call still open in a paused conversation), and the queued messages a gone
@@ -42,11 +46,14 @@ from dataclasses import dataclass, field
 from ostinato import observe
 from ostinato.approvals import SPEND, Approval, Ending, approver
 from ostinato.elsewhere import announce_closed
+from ostinato.errors import AlreadyAnswered, Conflict
 from ostinato.leases import Holders, claim_queued, claim_turn, holders
 from ostinato.loop.setup import open_tool_use, open_tool_uses
 from ostinato.messages import Message, ToolResultBlock
+from ostinato.store.answered import write_answers
 from ostinato.store.base import (
     AppendMessage,
+    ClaimTurn,
     DecideApproval,
     FinishToolCall,
     FinishTurn,
@@ -153,15 +160,18 @@ async def recover(
     first; the ids of the turns closed."""
     closed = []
     for turn in await store.running_turns():
-        if gone(turn.holder) and await claim_turn(store, turn.id, turn.holder, holder):
-            await _close_turn(store, tools, turn)
+        if gone(turn.holder) and await _close_turn(store, tools, turn, holder):
             closed.append(turn.id)
     return closed
 
 
-async def _close_turn(store: Store, tools: ToolRegistry, turn: Turn) -> None:
+async def _close_turn(store: Store, tools: ToolRegistry, turn: Turn, holder: str | None) -> bool:
+    """Claim the turn and close it in one write: until it commits the turn is still its
+    gone holder's and running, so no new turn of the conversation begins (``holds``)
+    and reads its calls as open. False if another process claimed it first."""
     messages = await store.list_messages(turn.conversation_id)
-    open_uses = [use for use, _ in open_tool_uses(messages)]
+    made = open_tool_uses(messages)
+    open_uses = [use for use, _ in made]
     records = {r.id: r for r in await store.list_tool_calls(turn.conversation_id)}
     waiting = await store.list_approvals(turn.conversation_id, pending_only=True)
     pending = {a.tool_use_id for a in waiting}
@@ -189,10 +199,21 @@ async def _close_turn(store: Store, tools: ToolRegistry, turn: Turn) -> None:
         if record is not None and record.status in ("running", "waiting"):
             ops.append(_close(record, status, text))
     if blocks:
-        ops.insert(0, AppendMessage(turn.conversation_id, Message("tool", tuple(blocks)), turn.id))
+        row = Message("tool", tuple(blocks))
+        earlier = {use.id: made_in for use, made_in in made if made_in != turn.id}
+        ops.insert(0, AppendMessage(turn.conversation_id, row, turn.id, earlier))
     stop: TurnStopReason = "paused" if pending & {u.id for u in open_uses} else "interrupted"
     ops.append(FinishTurn(turn.id, turn.conversation_id, stop, utcnow()))
-    await store.write(*ops)
+    try:  # a call answered meanwhile keeps its first answer (``store.answered``)
+        await write_answers(store, ClaimTurn(turn.id, turn.holder, holder), *ops)
+    except AlreadyAnswered:
+        raise
+    except Conflict:  # claimed by another process first? then it closes the turn
+        now = await store.get_turn(turn.id)
+        if now is not None and now.holder != turn.holder:
+            return False
+        raise
+    return True
 
 
 async def decided_but_not_acted_on(

@@ -7,6 +7,7 @@ them with the kill that caused them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable
@@ -115,6 +116,21 @@ def running_in_db(database_url: str, conversation_id: str) -> list[str]:
     """Turns and tool-call records of the conversation still marked running."""
     found = query(database_url, RUNNING_SQL, conversation_id)
     return [f"{kind} {ident} is still running" for kind, ident in found]
+
+
+def overlapping_turns(database_url: str, conversation_id: str) -> list[str]:
+    """Turns of the conversation that ran at the same time: each must begin after the
+    one before it ended (the database's times; the servers share one clock)."""
+    sql = (
+        "SELECT id, started_at, finished_at FROM turns WHERE conversation_id = :c"
+        " ORDER BY started_at, id"
+    )
+    rows = query(database_url, sql, conversation_id)
+    return [
+        f"turn {later} began at {began} before turn {earlier} ended ({ended})"
+        for (earlier, _, ended), (later, began, _) in itertools.pairwise(rows)
+        if ended is None or began < ended
+    ]
 
 
 def turn_endings(database_url: str, conversation_id: str) -> list[str | None]:

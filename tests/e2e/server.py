@@ -241,9 +241,12 @@ class SSEReader(threading.Thread):
     The stream ends when the server ends it or dies (a killed server closes the socket).
     """
 
-    def __init__(self, method: str, url: str, body: Any = None) -> None:
+    def __init__(
+        self, method: str, url: str, body: Any = None, client: httpx.Client | None = None
+    ) -> None:
         super().__init__(daemon=True)
         self.method, self.url, self.body = method, url, body
+        self.client = client  # a shared one (making a client costs milliseconds)
         self.status: int | None = None
         self.error_body = ""
         self.frames: list[Event] = []
@@ -260,7 +263,8 @@ class SSEReader(threading.Thread):
             if content is not None:
                 headers["content-type"] = "application/json"
             timeout = httpx.Timeout(10.0, read=120.0)
-            with httpx.stream(
+            opener = self.client.stream if self.client is not None else httpx.stream
+            with opener(
                 self.method, self.url, content=content, headers=headers, timeout=timeout
             ) as response:
                 self.status = response.status_code

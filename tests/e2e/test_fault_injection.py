@@ -12,6 +12,9 @@ stable points, set up first in every life (they hold until the kill):
   - ``card``: a question card waits (its JSON request returned ``paused``);
   - ``queued``: a slow turn streams, one to three messages wait in its queue (each
     ``input.queued`` frame seen), one more was sent but not confirmed;
+  - ``cancel``: a calculator turn was cancelled as a seeded frame (0..8) of its stream
+    arrived (before the first model call, during a tool, between a result and the next
+    call, while the answer streams);
   - ``shell``: an approved ``shell`` command runs (``echo a >> marks.txt; sleep 20``);
 
 then one timed point, in rotation, the kill landing right after it:
@@ -59,7 +62,9 @@ once, a fresh forked process per start) because a plain start spends seconds imp
 
 Randomness is seeded (``OSTINATO_FAULT_SEED``); ``OSTINATO_FAULT_LIVES`` sets the number
 of lives (default 16: 20 kills checked). Timing is only ever waited on (generous
-timeouts), never asserted.
+timeouts), never asserted. No two turns of a conversation may overlap (the database's
+times). The races of cancels, of two servers on one database and of ``--workers`` with
+a worker killed are the run's other half: ``test_fault_races.py``.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ import sqlalchemy as sa
 from tests.e2e.fake_model import AnsweringChat
 from tests.e2e.invariants import (
     Row,
+    overlapping_turns,
     result_text,
     results_for,
     running_in_db,
@@ -118,6 +124,7 @@ class Lab:
     convos: list[Convo] = field(default_factory=list)
     readers: list[SSEReader] = field(default_factory=list)
     life: int = 0
+    cancels: int = 0  # cancel points run (``CancelledTurn``)
 
     # --- the API ---------------------------------------------------------------------
 
@@ -230,6 +237,7 @@ class Lab:
         self.expect(convo, stored_once(rows, convo.accepted, convo.maybe))
         self.expect(convo, tool_pairs(rows))
         self.expect(convo, running_in_db(self.server.database_url, convo.id))
+        self.expect(convo, overlapping_turns(self.server.database_url, convo.id))
         self.check_marks(convo)
         if (state := self.state(convo)) != "idle":
             self.fail(convo, f"state {state!r} after a finished turn")
@@ -376,6 +384,27 @@ class Queued(Scenario):
         self.convo.maybe.append(unconfirmed)
 
 
+class CancelledTurn(Scenario):
+    """A calculator turn (a hidden recall call first, then the model's call) cancelled
+    as a seeded frame of its stream arrives, before this life's kill: its calls each
+    have one result however the cancel met its writes (``test_fault_races`` has many
+    more such points)."""
+
+    kind = "cancel"
+
+    def drive(self) -> None:
+        reader = self.send_stream('/tool calculator {"expression": "6*7"}')
+        with contextlib.suppress(EOFError):
+            for _ in range(self.lab.rng.randint(0, 8)):
+                if reader.next_frame(WAIT).event == "turn.finished":
+                    break
+        cancelled = self.lab.server.post(f"/v1/conversations/{self.convo.id}/cancel")
+        assert cancelled.status_code in (200, 409), cancelled.text
+        with contextlib.suppress(EOFError):
+            reader.until_type("turn.finished", WAIT)
+        self.lab.cancels += 1
+
+
 class ShellRunning(Scenario):
     """An approved command runs; the kill lands ``delay`` after its ``approval.decided``
     frame (None: whenever the life's last scenario is done, during its ``sleep 20``)."""
@@ -485,7 +514,13 @@ class CardFrame(CardPaused):
         self.tool_use_id = frame.data["tool_use_id"]
 
 
-STABLE: tuple[type[Scenario], ...] = (ApprovalPending, CardPaused, Queued, ShellRunning)
+STABLE: tuple[type[Scenario], ...] = (
+    ApprovalPending,
+    CardPaused,
+    Queued,
+    CancelledTurn,
+    ShellRunning,
+)
 TIMED: tuple[type[Scenario], ...] = (
     StreamFrames,
     ToolTurnFrames,
@@ -571,7 +606,8 @@ def test_sigkill_at_many_points_loses_and_repeats_nothing(engine: str, tmp_path:
             if forks is not None:
                 forks.close()
         print(
-            f"\n{engine}: {server.kills} kills, {len(lab.convos)} conversations, "
+            f"\n{engine}: {server.kills} kills, {lab.cancels} cancels, "
+            f"{len(lab.convos)} conversations, "
             f"{time.monotonic() - began:.0f} s ({server.start_seconds:.0f} s starting)"
         )
         assert server.kills >= LIVES

@@ -19,10 +19,12 @@ from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from ostinato.approvals import Approval, Ending, arguments_hash
+from ostinato.errors import AlreadyAnswered
 from ostinato.ids import new_id
-from ostinato.messages import user_text
+from ostinato.messages import Message, ToolResultBlock, user_text
 from ostinato.store import PostgresStore, SQLiteStore, Store, is_postgres
 from ostinato.store.base import (
+    AppendMessage,
     AppendSummary,
     CreateApproval,
     DecideApproval,
@@ -35,7 +37,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import HEAD_REVISION, SCRIPT_LOCATION, switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0018"
+HEAD = "0019"
 PEOPLE_TABLES = {
     "approvals",
     "grants",
@@ -63,6 +65,7 @@ PEOPLE_TABLES = {
     "agent_versions",
     "conversation_agents",
     "message_search",
+    "tool_results",
 }
 T = TypeVar("T")
 
@@ -310,3 +313,87 @@ async def test_postgres_stores_opening_an_empty_database_at_once(
     finally:
         for store in stores:
             await store.close()
+
+
+# --- 0019: one result per tool call -------------------------------------------------------
+
+_ROWS_AT_0018 = [  # (seq, role, turn, blocks): two races' leftovers, as 0018 let them be
+    (1, "user", "t1", [{"type": "text", "text": "go"}]),
+    (2, "assistant", "t1", [{"type": "tool_use", "id": "a", "name": "x", "input": {}}]),
+    (3, "tool", "t1", [{"type": "tool_result", "tool_use_id": "a", "content": "real"}]),
+    (4, "tool", "t1", [{"type": "tool_result", "tool_use_id": "a", "content": "cancelled"}]),
+    (5, "user", "t2", [{"type": "text", "text": "again"}]),
+    (6, "assistant", "t2", [{"type": "tool_use", "id": "a", "name": "x", "input": {}}]),
+    (
+        7,
+        "tool",
+        "t2",
+        [
+            {"type": "tool_result", "tool_use_id": "a", "content": "own"},
+            {"type": "tool_result", "tool_use_id": "a", "content": "again"},
+            {"type": "text", "text": "note"},
+        ],
+    ),
+    (8, "tool", "t3", [{"type": "tool_result", "tool_use_id": "a", "content": "repair"}]),
+]
+
+
+def _at_0018_with_repeated_results(connection: sa.Connection, cid: str) -> None:
+    upgrade(connection, "0018")
+    now = utcnow()
+    connection.execute(
+        sa.text(
+            "INSERT INTO conversations (id, owner, state, metadata, created_at, updated_at)"
+            " VALUES (:id, 'ann', 'idle', '{}', :now, :now)"
+        ),
+        {"id": cid, "now": now},
+    )
+    for seq, role, turn, blocks in _ROWS_AT_0018:
+        connection.execute(
+            sa.text(
+                "INSERT INTO messages (id, conversation_id, turn_id, seq, role, blocks, hidden,"
+                " metadata, created_at) VALUES (:id, :c, :t, :s, :r, :b, false, '{}', :now)"
+            ),
+            {"id": f"m{seq}", "c": cid, "t": turn, "s": seq, "r": role, "now": now}
+            | {"b": json.dumps(blocks)},
+        )
+
+
+async def _check_first_results_kept(store: Store, cid: str) -> None:
+    rows = await store.list_messages(cid)
+    assert [m.seq for m in rows] == [1, 2, 3, 5, 6, 7]  # seq 4 and 8 held only repeats
+    answers = [(m.seq, r.tool_use_id, r.text) for m in rows for r in m.tool_results]
+    assert answers == [(3, "a", "real"), (7, "a", "own")]
+    assert rows[-1].text == "note"
+    with pytest.raises(AlreadyAnswered):  # and from now on the store refuses them
+        await store.write(AppendMessage(cid, Message("tool", (ToolResultBlock("a", "x"),)), "t2"))
+    (fresh,) = await store.write(AppendMessage(cid, user_text("after"), "t4"))
+    assert fresh.seq == 8
+
+
+async def test_sqlite_at_0018_keeps_the_first_result_of_each_call(tmp_path: Path) -> None:
+    path, cid = tmp_path / "races.db", new_id()
+    _sqlite(path, lambda c: _at_0018_with_repeated_results(c, cid))
+    store = await SQLiteStore.open(path)
+    try:
+        assert _sqlite(path, _state)[0] == HEAD
+        await _check_first_results_kept(store, cid)
+    finally:
+        await store.close()
+
+
+async def test_postgres_at_0018_keeps_the_first_result_of_each_call(
+    empty_postgres_url: sa.URL,
+) -> None:
+    cid = new_id()
+    engine = create_async_engine(empty_postgres_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(_at_0018_with_repeated_results, cid)
+    finally:
+        await engine.dispose()
+    store = await PostgresStore.open(empty_postgres_url)
+    try:
+        await _check_first_results_kept(store, cid)
+    finally:
+        await store.close()

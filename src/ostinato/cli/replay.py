@@ -55,6 +55,7 @@ from ostinato.models.scripted import ScriptedModel, ScriptError, Step, error_ste
 from ostinato.runtime import PROTECTED_TOOLS, Runtime
 from ostinato.skills import Router, Skill
 from ostinato.store import open_store
+from ostinato.store.answered import call_turns
 from ostinato.store.base import AppendMessage, Conversation, CreateConversation, Store, Turn
 from ostinato.store.memory import MemoryStore
 from ostinato.tools.base import Tool, ToolContext
@@ -269,6 +270,14 @@ async def configured(config: Config, owner: str | None) -> AsyncIterator[Setup]:
             await clients.aclose()
 
 
+def _copied(cid: str, rows: list[Message], index: int) -> AppendMessage:
+    """Row ``index`` appended again, its results keyed to the turns of their calls."""
+    row = rows[index]
+    calls = [r.tool_use_id for r in row.tool_results]
+    made = call_turns(rows[:index], calls, row.turn_id) if calls else {}
+    return AppendMessage(cid, _fresh(row), row.turn_id, made)
+
+
 def _fresh(message: Message) -> Message:
     return Message(message.role, message.blocks, message.hidden, message.metadata)
 
@@ -332,7 +341,7 @@ async def _replay_turn(
     fresh = MemoryStore()
     await fresh.write(
         CreateConversation(conversation),
-        *(AppendMessage(conversation.id, _fresh(r), r.turn_id) for r in before),
+        *(_copied(conversation.id, before, i) for i in range(len(before))),
     )
     model = recorded_model(stored, turn)
     skill = setup.skill_for(user)

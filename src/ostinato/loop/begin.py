@@ -48,6 +48,7 @@ from ostinato.messages import FileBlock, Message, ToolUseBlock
 from ostinato.models.base import Model
 from ostinato.pinning import Pinning
 from ostinato.skills import Route, Router, Skill, last_skill, sticky_persona
+from ostinato.store.answered import write_answers
 from ostinato.store.base import (
     AppendMessage,
     Conversation,
@@ -144,6 +145,9 @@ class Opening:
     client_message_id: str | None = None
     instructions: str | None = None  # added to the skill's system prompt (it allows it)
     background_run_id: str | None = None  # the work a "background" turn delivers
+    # a card's answer must be written: a card answered meanwhile refuses the turn
+    # (``AlreadyAnswered``); other answers (what the user moved on from) may lose the race
+    exact: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +247,7 @@ def open_with_card_answer(
 ) -> Opening:
     """The answer to the waiting question card; ``Conflict`` for a wrong or stale id."""
     ops = card_answer(conversation_id, history, tool_use_id, result, turn_id)
-    return Opening("resume", resumed_route(parts.router, history), ops)
+    return Opening("resume", resumed_route(parts.router, history), ops, exact=True)
 
 
 def open_with_approval(parts: Parts, history: list[Message], approval: Approval) -> Opening:
@@ -351,6 +355,7 @@ async def _commit_start(
         route=opening.route,
         client_message_id=opening.client_message_id,
         background_run_id=opening.background_run_id,
+        exact=opening.exact,
     )
 
 
@@ -443,11 +448,14 @@ async def commit_rows(
     route: Route | None = None,
     client_message_id: str | None = None,
     background_run_id: str | None = None,
+    exact: bool = False,
 ) -> list[Message]:
-    """Commit ops, then announce: ``turn.started`` first, then each row in seq order."""
+    """Commit ops, then announce: ``turn.started`` first, then each row in seq order.
+    A result for a call answered meanwhile is left out (a lost race, ``store.answered``)
+    unless ``exact``, when it refuses the write (``AlreadyAnswered``)."""
     if not ops:
         return []
-    results = await store.write(*ops)
+    results = await store.write(*ops) if exact else (await write_answers(store, *ops)).results
     rows = [r for r in results if isinstance(r, Message)]
     cid = next(
         op.conversation_id for op in ops if isinstance(op, SetConversationState | AppendMessage)

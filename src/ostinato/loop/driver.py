@@ -21,7 +21,7 @@ from ostinato.agents import AgentConfig
 from ostinato.attachments import placeholder
 from ostinato.bus import Bus
 from ostinato.context.keeper import ContextKeeper
-from ostinato.errors import ContextTooLong, ModelError, ToolError
+from ostinato.errors import AlreadyAnswered, ContextTooLong, ModelError, ToolError
 from ostinato.frames import ErrorFrame, TextDiscarded
 from ostinato.loop.calling import Shown, stream_reply
 from ostinato.loop.decision import (
@@ -53,6 +53,7 @@ log = logging.getLogger("ostinato.loop")
 
 INTERRUPTED = "interrupted: the turn was cancelled before this tool call finished"
 FAILED = "not run: the turn failed before this tool call could run"
+TAKEN_OVER = "interrupted: the turn was taken over before this tool call finished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +203,8 @@ class TurnDriver:
         except asyncio.CancelledError:
             await asyncio.shield(self._teardown_cancelled())
             raise
+        except AlreadyAnswered as exc:  # another writer answered this turn's calls
+            return await self._taken_over(exc)
         except Exception as exc:  # ours (e.g. the store refused a write): never hang the turn
             return await self._fail_unexpectedly(exc)
         finally:
@@ -224,6 +227,15 @@ class TurnDriver:
             return await self._finish("failed", error=f"internal_error: {message}")
         except Exception:
             raise exc from None
+
+    async def _taken_over(self, exc: AlreadyAnswered) -> TurnResult:
+        """Someone else answered calls this turn ran (recovery judged this process gone,
+        or another turn repaired the history): the first answers stand, and the turn
+        stops here, ``interrupted``, answering what it still had open."""
+        log.warning("turn %s was taken over: %s", self.turn.id, exc.message)
+        self._discard_shown("failed")
+        await self.record.answer_all(TAKEN_OVER, "interrupted")
+        return await self._finish("interrupted", error=f"taken_over: {exc.message}")
 
     async def _teardown_cancelled(self) -> None:
         await self.record.answer_all(INTERRUPTED, "interrupted")
@@ -421,8 +433,7 @@ class TurnDriver:
                 if call.id not in step.broken:
                     waiting = call.id == step.awaiting
                     starts.append(self.record.start_op(call, now, waiting))
-        await self.record.commit([message], starts)
-        self.record.opened(reply.tool_uses, starts)
+        await self.record.commit([message], starts)  # opens its calls (``TurnRecord``)
         if isinstance(step, RunTools):
             for call in step.calls:
                 if call.id not in step.broken and call.id != step.awaiting:

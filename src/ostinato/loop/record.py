@@ -1,17 +1,29 @@
 """A turn's record: every row it commits, committed before it is announced, and what it
 still owes (tool calls without a result, tool-call records still running), so that it
-always ends by answering them and recording a stop reason."""
+always ends by answering them and recording a stop reason.
+
+The record follows what was written, never what was meant to be: a write is booked
+(its rows, the calls they open and answer) when it has committed, and a turn cancelled
+while a write is in flight waits for that write's outcome, books it, and only then
+takes the cancel (``settle``). Its teardown so answers exactly the calls still open: no
+call left without a result, none given a second one. A result the store refuses because
+the call was answered first (``store.answered``) is a lost race: the record books the
+call as answered.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 
 from ostinato.bus import Bus
 from ostinato.frames import Frame, InputRequested, MessageCommitted, ToolStarted, TurnFinished
 from ostinato.loop.tools import ToolRun
 from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ostinato.store.answered import Answered, refusal, write_answers
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
@@ -26,6 +38,8 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
+
+T = TypeVar("T")
 
 
 class TurnRecord:
@@ -59,16 +73,58 @@ class TurnRecord:
     def emit(self, frame: Frame) -> None:
         self.bus.publish(self.turn.conversation_id, frame)
 
-    async def commit(self, messages: Sequence[Message], extra: Sequence[WriteOp] = ()) -> None:
-        """Commit messages (and other ops) together, then announce the rows."""
+    async def commit(
+        self, messages: Sequence[Message], extra: Sequence[WriteOp] = ()
+    ) -> frozenset[str]:
+        """Commit messages (and other ops) together, then announce the rows; the calls
+        whose results were left out because they had been answered first."""
         cid, turn_id = self.turn.conversation_id, self.turn.id
-        ops: list[WriteOp] = [AppendMessage(cid, m, turn_id) for m in messages]
-        results = await self.store.write(*ops, *extra)
-        for stored in results[: len(messages)]:
+        ops: list[WriteOp] = [AppendMessage(cid, m, turn_id, self._call_turns(m)) for m in messages]
+        done, cancelled = await settle(write_answers(self.store, *ops, *extra))
+        if cancelled and (done.cancelled() or done.exception() is not None):
+            raise asyncio.CancelledError  # nothing was written: the cancel goes up
+        written = done.result()  # or the write's error
+        self._book(written, len(messages))
+        if cancelled:
+            raise asyncio.CancelledError
+        return written.lost
+
+    def _call_turns(self, message: Message) -> dict[str, str]:
+        """The earlier turns of the carried calls this row answers (``AppendMessage``)."""
+        if not self.record_turn:
+            return {}
+        earlier = self.record_turn
+        return {
+            r.tool_use_id: earlier[r.tool_use_id]
+            for r in message.tool_results
+            if r.tool_use_id in earlier
+        }
+
+    def _book(self, written: Answered, rows: int) -> None:
+        """Follow a committed write: its rows (announced), the calls they open and
+        answer, the records it started and finished; calls answered first are closed."""
+        for stored in written.results[:rows]:
+            if stored is None:
+                continue
             self.seq = stored.seq
             self.history.append(stored)
             self.written.append(stored)
             self.emit(MessageCommitted(run_id=self.turn.run_id, seq=stored.seq, message=stored))
+            for use in stored.tool_uses:
+                self.open_calls[use.id] = use
+            for result in stored.tool_results:
+                self._answered(result.tool_use_id)
+        for op in written.ops[rows:]:
+            if isinstance(op, StartToolCall) and op.record.status == "running":
+                self.unfinished.add(op.record.id)
+            elif isinstance(op, FinishToolCall):
+                self.unfinished.discard(op.tool_call_id)
+        for call in written.lost:
+            self._answered(call)
+
+    def _answered(self, tool_use_id: str) -> None:
+        self.open_calls.pop(tool_use_id, None)
+        self.unfinished.discard(tool_use_id)
 
     # --- tool calls ------------------------------------------------------------------
 
@@ -77,7 +133,8 @@ class TurnRecord:
         return start_op(self.turn, call, now, waiting)
 
     def opened(self, calls: Sequence[ToolUseBlock], starts: Sequence[StartToolCall]) -> None:
-        """The calls are committed (as tool_use blocks) and these records started."""
+        """The calls are committed (as tool_use blocks) and these records started (the
+        seed calls, committed with the turn's start)."""
         for call in calls:
             self.open_calls[call.id] = call
         self.unfinished.update(op.record.id for op in starts if op.record.status == "running")
@@ -129,15 +186,15 @@ class TurnRecord:
         if note:
             blocks.append(TextBlock(note))
         unrecorded = [r for r in runs if r.status != "skipped" and not r.recorded]
-        await self.commit(
+        lost = await self.commit(
             [Message("tool", tuple(blocks), hidden, metadata or {})],
             [self.finish_op(r) for r in unrecorded],
         )
-        for run in runs:
-            self.open_calls.pop(run.call.id, None)
-            self.unfinished.discard(run.call.id)
         for run in unrecorded:
-            self.emit(run.finished_frame(self.turn.run_id, self.seq))
+            if run.call.id not in lost:
+                self.emit(run.finished_frame(self.turn.run_id, self.seq))
+        if lost:  # another writer (recovery, another turn) took this turn's calls over
+            raise refusal(lost)
 
     async def answer(self, unanswered: dict[str, str], status: ToolCallStatus = "skipped") -> None:
         """Give every still-open tool call a synthetic result, so the history stays valid
@@ -154,13 +211,10 @@ class TurnRecord:
         ]
         closes = [self.finish_op(run, now) for run in runs]
         blocks = tuple(ToolResultBlock(i, why, is_error=True) for i, why in pending.items())
-        await self.commit([Message(role="tool", blocks=blocks)], closes)
-        for tool_use_id in pending:
-            self.open_calls.pop(tool_use_id, None)
-            self.unfinished.discard(tool_use_id)
+        lost = await self.commit([Message(role="tool", blocks=blocks)], closes)
         for run in runs:
-            if run.call.id in self.begun:  # its start was announced: so is its end
-                self.emit(run.finished_frame(self.turn.run_id, self.seq))
+            if run.call.id in self.begun and run.call.id not in lost:  # its start was
+                self.emit(run.finished_frame(self.turn.run_id, self.seq))  # announced
 
     def cut_short(self, tool_use_id: str, text: str) -> None:
         """A call cut short had done this so far: its synthetic result will say so."""
@@ -226,3 +280,23 @@ def start_op(turn: Turn, call: ToolUseBlock, now: Any, waiting: bool = False) ->
             started_at=now,
         )
     )
+
+
+async def settle(work: Awaitable[T]) -> tuple[asyncio.Future[T], bool]:
+    """Run ``work`` to its end even if this task is cancelled meanwhile: its finished
+    future (result or error), and whether a cancel came (the caller books the outcome,
+    then raises it). A write already sent may commit whatever the caller does: knowing
+    its outcome is what lets a cancelled turn answer exactly what is still open."""
+    future = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        pass  # this task was cancelled (or the work itself, as the loop closes)
+    except Exception:  # the work's own error: the caller reads it from the future
+        return future, False
+    else:
+        return future, False
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([future])
+    return future, True

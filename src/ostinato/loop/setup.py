@@ -76,7 +76,7 @@ def card_answer(
     content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     answer = Message("tool", (ToolResultBlock(use.id, content),))
     return [
-        AppendMessage(conversation_id, answer, turn_id),
+        AppendMessage(conversation_id, answer, turn_id, {use.id: card_turn}),
         FinishToolCall(card_turn, use.id, "ok", content, False, utcnow(), 0.0),
     ]
 
@@ -115,7 +115,8 @@ def waiting_answers(
             ops.append(FinishToolCall(turn_id, use.id, "refused", text, True, now, 0.0))
         else:
             blocks.append(ToolResultBlock(use.id, NO_RESULT, is_error=True))
-    ops.insert(0, AppendMessage(conversation_id, Message("tool", tuple(blocks))))
+    made = {use.id: turn_id for use, turn_id in open_uses}  # the turn of each call
+    ops.insert(0, AppendMessage(conversation_id, Message("tool", tuple(blocks)), None, made))
     return ops, [use.id for use, _ in open_uses]
 
 

@@ -8,6 +8,7 @@ allocated) and lets an engine batch concurrent writers into one commit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeAlias
@@ -169,6 +170,17 @@ class StartTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimTurn:
+    """Make ``holder`` the turn's holder if it still is ``holder_was`` (a lease id, or
+    None); ``Conflict`` if not. Recovery claims a gone holder's turn in the write that
+    closes it, so no one ever sees the turn taken over and still open."""
+
+    turn_id: str
+    holder_was: str | None
+    holder: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class FinishTurn:
     """Ends a turn and moves its conversation to the state that ending implies."""
 
@@ -193,11 +205,18 @@ class SetTurnMetrics:
 
 @dataclass(frozen=True, slots=True)
 class AppendMessage:
-    """Insert one message; the store allocates its ``seq``, ``id`` and ``created_at``."""
+    """Insert one message; the store allocates its ``seq``, ``id`` and ``created_at``.
+
+    A tool call has one result: a message whose tool_result answers a call that already
+    has one is refused whole with ``AlreadyAnswered`` (``store.answered``). A call is
+    known by the turn that made it and its tool_use id: ``call_turns`` names the turn of
+    each answered call made by another turn than ``turn_id`` (a card answered in a new
+    turn, a call recovery or a later turn closes)."""
 
     conversation_id: str
     message: Message
     turn_id: str | None = None
+    call_turns: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +353,7 @@ WriteOp: TypeAlias = (
     CreateConversation
     | SetConversationState
     | StartTurn
+    | ClaimTurn
     | FinishTurn
     | SetTurnMetrics
     | AppendMessage

@@ -20,10 +20,12 @@ from ostinato.errors import Conflict, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.messages import Message
 from ostinato.store.accounts import ApiKey
+from ostinato.store.answered import answer_keys, refusal
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
     AppendSummary,
+    ClaimTurn,
     Conversation,
     ConversationState,
     CreateApproval,
@@ -81,6 +83,8 @@ class MemoryTables:
     _messages: dict[str, list[Message]] = field(default_factory=dict)
     _turns: dict[str, Turn] = field(default_factory=dict)
     _tool_calls: dict[tuple[str, str], ToolCallRecord] = field(default_factory=dict)
+    # the calls that have their result: (conversation, turn of the call, tool_use id)
+    _answered: set[tuple[str, str, str]] = field(default_factory=set)
     # updated_at of a state change, kept apart from the conversation (``_set_state``);
     # an append's is its row's time (``MemoryStore._current``)
     _updated: dict[str, datetime] = field(default_factory=dict)
@@ -189,6 +193,14 @@ def _start_turn(t: MemoryTables, op: StartTurn, undo: Undo) -> None:
     t._turns[turn.id] = turn
 
 
+def _claim_turn(t: MemoryTables, op: ClaimTurn, undo: Undo) -> None:
+    turn = t._turns.get(op.turn_id)
+    if turn is None or turn.holder != op.holder_was:
+        raise Conflict(f"turn {op.turn_id!r} is no longer held by {op.holder_was!r}")
+    _restore(t._turns, op.turn_id, undo)
+    t._turns[op.turn_id] = dataclasses.replace(turn, holder=op.holder)
+
+
 def _finish_turn(t: MemoryTables, op: FinishTurn, undo: Undo) -> None:
     turn = t._turns.get(op.turn_id)
     if turn is None:
@@ -223,6 +235,13 @@ def _set_turn_metrics(t: MemoryTables, op: SetTurnMetrics, undo: Undo) -> None:
 def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
     conversation_of(t, op.conversation_id)
     rows = t._messages[op.conversation_id]
+    if op.message.tool_results:  # one result per call (``store.answered``)
+        keys = [(op.conversation_id, *key) for key in answer_keys(op)]
+        taken = [key[2] for i, key in enumerate(keys) if key in t._answered or key in keys[:i]]
+        if taken:
+            raise refusal(taken)
+        t._answered.update(keys)
+        undo.append(lambda: t._answered.difference_update(keys))
     message, now = op.message, utcnow()
     stored = Message(
         message.role,
@@ -424,6 +443,7 @@ WRITES: dict[type, Write] = {
     CreateConversation: _create_conversation,
     SetConversationState: _set_conversation_state,
     StartTurn: _start_turn,
+    ClaimTurn: _claim_turn,
     FinishTurn: _finish_turn,
     SetTurnMetrics: _set_turn_metrics,
     AppendMessage: _append,

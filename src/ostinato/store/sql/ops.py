@@ -27,10 +27,12 @@ from ostinato.errors import Conflict, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.messages import Message, blocks_to_json
 from ostinato.store.accounts import ACCOUNT_OPS
+from ostinato.store.answered import answer_keys, refusal
 from ostinato.store.base import (
     STATE_AFTER,
     AppendMessage,
     AppendSummary,
+    ClaimTurn,
     CreateApproval,
     CreateConversation,
     CreateGrant,
@@ -128,6 +130,12 @@ def _start_turn(ex: Executor, op: StartTurn, now: WriteTime) -> None:
     if not ex.execute("insert_turn", params):
         _require_conversation(ex, turn.conversation_id)
         raise StoreError(f"turn {turn.id!r} exists")
+
+
+def _claim_turn(ex: Executor, op: ClaimTurn, now: WriteTime) -> None:
+    params = {"b_id": op.turn_id, "b_holder": op.holder_was, "holder": op.holder}
+    if not ex.execute("claim_turn", params):
+        raise Conflict(f"turn {op.turn_id!r} is no longer held by {op.holder_was!r}")
 
 
 def _finish_turn(ex: Executor, op: FinishTurn, now: WriteTime) -> None:
@@ -283,6 +291,7 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
     for _ in range(SEQ_ATTEMPTS):
         seq = ex.returning("insert_message", params)
         if seq is not None:
+            _answer(ex, op, message_id)
             index_message(ex, cid, message_id, message)
             return Message(
                 role=message.role,
@@ -296,6 +305,23 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
             )
         _require_conversation(ex, cid)  # none inserted: an unknown conversation, or a race
     raise StoreError(f"could not allocate a seq in conversation {cid!r}")
+
+
+def _answer(ex: Executor, op: AppendMessage, message_id: str) -> None:
+    """Record each call the row answers (``store.answered``): ``AlreadyAnswered`` for
+    those that had a result already."""
+    taken = []
+    for turn_id, tool_use_id in answer_keys(op):
+        params = {
+            "conversation_id": op.conversation_id,
+            "turn_id": turn_id,
+            "tool_use_id": tool_use_id,
+            "message_id": message_id,
+        }
+        if not ex.execute("insert_tool_result", params):
+            taken.append(tool_use_id)
+    if taken:
+        raise refusal(taken)
 
 
 def _require_conversation(ex: Executor, cid: str) -> None:
@@ -396,6 +422,7 @@ OPS: dict[type, WriteFunction] = {
     CreateConversation: _create_conversation,
     SetConversationState: _set_conversation_state,
     StartTurn: _start_turn,
+    ClaimTurn: _claim_turn,
     FinishTurn: _finish_turn,
     SetTurnMetrics: _set_turn_metrics,
     AppendMessage: _append,

@@ -6,12 +6,14 @@ compiled text straight on its ``sqlite3`` connection. Bind parameters are typed,
 asyncpg gets explicit casts, and every value is a named parameter (no literals bound
 at build time), so the compiled text needs nothing but the caller's parameters.
 
-Two statements carry the store's guarantees:
+Three statements carry the store's guarantees:
 
 - ``insert_message`` allocates ``seq`` inside the statement
   (``INSERT ... SELECT COALESCE(MAX(seq), 0) + 1 ... WHERE conversation_id = :c``) and
   does nothing on a ``(conversation_id, seq)`` clash, so a writer that lost a race sees
   no row returned and retries; the transaction is never aborted by the clash.
+- ``insert_tool_result`` (``answer_sql``) keeps one result per tool call: a clash
+  with its key inserts nothing, and the append is refused (``AlreadyAnswered``).
 - ``insert_turn`` selects its conversation id from ``conversations``, so an unknown
   conversation inserts no row (``NotFound``) instead of raising a foreign-key error.
 """
@@ -26,6 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.account_sql import AccountWriteName, account_statements
+from ostinato.store.sql.answer_sql import AnswerWriteName, answer_statements
 from ostinato.store.sql.erasure_sql import erasure_statements
 from ostinato.store.sql.forged_sql import ForgedWriteName, forged_statements
 from ostinato.store.sql.job_sql import JobWriteName, job_statements
@@ -48,6 +51,7 @@ from ostinato.store.sql.turn_sql import TurnWriteName, turn_statements
 
 WriteName: TypeAlias = (
     AccountWriteName
+    | AnswerWriteName
     | TurnWriteName
     | RelationWriteName
     | ForgedWriteName
@@ -129,6 +133,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
     """The write statements for ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
     return {
         **_history_statements(dialect),
+        **answer_statements(dialect),
         **_people_statements(dialect),
         **_memory_statements(dialect),
         **account_statements(dialect),

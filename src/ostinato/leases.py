@@ -29,8 +29,9 @@ the same machine), and its queued messages are run there.
 
 A process that finds its own lease gone (it stalled for longer than ``ttl``, so another
 judged it dead) writes it again under the same id and logs an error: what was not yet
-taken over is its own again; what was is finished there, and any result it still writes
-for such a call is dropped before a provider sees it (``loop.history.repair``).
+taken over is its own again; what was is finished there, and a result it still writes
+for such a call is refused by the store (one result per call, ``store.answered``): its
+turn stops, taken over.
 
 Extending it (issue 16, several servers): the lease is the unit of ownership, so
 

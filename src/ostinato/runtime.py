@@ -459,9 +459,7 @@ class Runtime:
             stop_left(self.data_dir / processes.FOLDER)
         if self.lease is not None:
             await self.lease.acquire()
-            # Another process may share the store (a relay or not: two servers on one
-            # SQLite file have none), so one turn per conversation is held in it.
-            if isinstance(self.store, ConversationHolds):
+            if isinstance(self.store, ConversationHolds):  # shared, with a relay or not
                 self._workers.holds = Holds(self.store, self.lease.id, self.bus)
                 self.consent.shared = True
         closed = await self._sweep(everything=True)

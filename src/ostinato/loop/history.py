@@ -4,8 +4,9 @@ The store should never hold an orphan (every turn answers its tool calls before 
 and recovery answers those of a crashed turn), but a request must be valid even if it
 does: ``repair`` answers any unanswered tool_use right after the message that made it,
 drops tool_results whose tool_use is not in the history, and keeps only the first
-result of a call that has several (two processes that both answered it: a provider
-refuses a history with two results for one call).
+result of a call that has several (a provider refuses a history with two results for
+one call; the store refuses a second result, ``store.answered``, so this is only a
+guard).
 
 A reply cut short by a cancel is stored as the text that was shown (``partial`` in its
 metadata); ``as_sent`` marks it as cut off, so a model never takes it for a finished

@@ -85,8 +85,8 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
                 " queued_inputs, summaries, memories, memory_relations, tool_switches, api_keys,"
                 " limit_slots, limit_events, forged_tools, servers, request_keys, schedules,"
                 " conversation_holds, job_states, job_runs, memory_uses, spend_days, spend_holds,"
-                " usage_days, protocol_records, agent_versions, conversation_agents, message_search,"
-                " tool_results"
+                " usage_days, protocol_records, agent_versions, conversation_agents,"
+                " message_search, tool_results"
             )
         )
     return store

@@ -25,6 +25,7 @@ CONVERSATION_ROWS: dict[str, Action] = {
     "message_search": "delete",
     "turns": "delete",
     "tool_calls": "delete",
+    "tool_results": "delete",
     "approvals": "delete",
     "grants": "delete",
     "queued_inputs": "delete",

@@ -53,6 +53,10 @@ def delete_conversation(t: MemoryTables, op: DeleteConversation, undo: Undo) -> 
         _drop(by_id, lambda key, _: key == cid, undo)
     for table in (t._turns, t._tool_calls, t._approvals, t._grants, t._queue, t._schedules):
         _drop(table, of_it, undo)
+    answered = {key for key in t._answered if key[0] == cid}
+    if answered:
+        t._answered -= answered
+        undo.append(lambda: t._answered.update(answered))
     _drop(t._protocol_records, of_it, undo)
     _drop(t._request_keys, of_it, undo)  # type: ignore[attr-defined]
     _drop(t._memories, lambda _, fact: fact.scope == scope, undo)

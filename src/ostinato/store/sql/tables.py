@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ostinato.store.sql.answer_sql import tool_results as tool_results
 from ostinato.store.sql.meta import ID as _ID
 from ostinato.store.sql.meta import TIME as _TIME
 from ostinato.store.sql.meta import metadata as metadata
@@ -108,24 +109,6 @@ tool_calls = sa.Table(
     sa.Column("finished_at", _TIME, nullable=True),
     sa.Column("duration_s", sa.Float, nullable=True),
     sa.Index(None, "conversation_id", "turn_id"),
-)
-
-# One row per tool call that has its result (0019): its primary key is what makes a
-# second result impossible (``store.answered``). A call is its conversation, the turn
-# whose row made it ('' for a row written outside a turn) and its tool_use id;
-# ``message_id`` is the row that answers it.
-tool_results = sa.Table(
-    "tool_results",
-    metadata,
-    sa.Column(
-        "conversation_id",
-        _ID,
-        sa.ForeignKey("conversations.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    sa.Column("turn_id", _ID, primary_key=True),
-    sa.Column("tool_use_id", sa.String(), primary_key=True),
-    sa.Column("message_id", _ID, nullable=False),
 )
 
 # --- people in the loop (revision 0002) --------------------------------------------

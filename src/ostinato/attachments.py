@@ -153,6 +153,7 @@ def placeholder(message: Message) -> Message:
         message.id,
         message.turn_id,
         message.created_at,
+        message.parent_seq,
     )
 
 

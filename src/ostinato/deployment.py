@@ -20,7 +20,7 @@ from ostinato.approvals import ApprovalPolicy
 from ostinato.config import AgentSection, Config, ConfigError, ModelsSection, guidelines_for
 from ostinato.context.catalog import ContextCatalog
 from ostinato.context.compaction import Compactor
-from ostinato.loop.begin import AfterTurn
+from ostinato.loop.opening import AfterTurn
 from ostinato.memory.extraction import FactExtractor
 from ostinato.memory.facts import Memory
 from ostinato.memory.ranking import default_ranker

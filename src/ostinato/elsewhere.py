@@ -22,6 +22,7 @@ import contextlib
 from ostinato.bus import LocalBus
 from ostinato.frames import TurnFinished
 from ostinato.store.base import Store
+from ostinato.store.tree import WHOLE
 
 CANCEL_WAIT_S = 15.0  # how long a cancel waits for the other server's teardown
 RECHECK_S = 2.0  # how often a turn waiting on an approval re-reads it (with a relay)
@@ -55,7 +56,7 @@ async def announce_closed(store: Store, bus: LocalBus, turn_ids: list[str]) -> N
         conversation = await store.get_conversation(turn.conversation_id) if turn else None
         if turn is None or conversation is None:
             continue
-        rows = await store.list_messages(turn.conversation_id, after_seq=0)
+        rows = await store.list_messages(turn.conversation_id, branch=WHOLE)
         seq = rows[-1].seq or 0 if rows else 0
         bus.publish(
             turn.conversation_id,

@@ -45,6 +45,7 @@ from ostinato.bus import LocalBus
 from ostinato.frames import Frame, MessageCommitted
 from ostinato.ids import new_id
 from ostinato.store.base import Store
+from ostinato.store.tree import WHOLE
 
 log = logging.getLogger("ostinato.fanout")
 
@@ -320,7 +321,9 @@ class Relay:
 
     async def _rows(self, spans: dict[str, tuple[int, int]]) -> dict[tuple[str, int], Any]:
         async def read(cid: str, low: int, high: int) -> list[Any]:
-            return await self.store.list_messages(cid, after_seq=low - 1, limit=high - low + 1)
+            return await self.store.list_messages(
+                cid, after_seq=low - 1, limit=high - low + 1, branch=WHOLE
+            )
 
         found = await asyncio.gather(*(read(cid, *span) for cid, span in spans.items()))
         return {(cid, row.seq): row for cid, got in zip(spans, found, strict=True) for row in got}

@@ -171,6 +171,21 @@ class InputQueued(_Frame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BranchChanged(_Frame):
+    """The conversation's current branch changed: an edit or a regenerate forked it (the
+    turn that follows writes its rows there), or it was switched to another leaf. Its
+    rows are those in ``ranges`` (seq ranges, through ``tip``, the row it was moved to)
+    and every row after ``since``; ``seq`` is ``since``, the newest row when it moved.
+    Rows a client shows that are not on it belong to another branch: read ``/messages``
+    to show the branch again."""
+
+    tip: int
+    ranges: list[list[int]]
+    since: int
+    type: Literal["branch.changed"] = "branch.changed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InputWaiting(_Frame):
     """A message waits for a turn slot: the server runs as many turns as it may at once
     (``server.max_turns``). Nothing of it is stored yet. It begins when a slot comes free,
@@ -245,6 +260,7 @@ Frame: TypeAlias = (
     | ApprovalRequested
     | ApprovalDecided
     | InputQueued
+    | BranchChanged
     | InputWaiting
     | ContextCompacted
     | ModelRetrying
@@ -266,6 +282,7 @@ FRAME_TYPES: tuple[str, ...] = (
     "approval.requested",
     "approval.decided",
     "input.queued",
+    "branch.changed",
     "input.waiting",
     "context.compacted",
     "model.retrying",

@@ -92,7 +92,9 @@ Block: TypeAlias = (
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message. ``seq``, ``id``, ``turn_id`` and ``created_at`` are set once stored."""
+    """One message. ``seq``, ``id``, ``turn_id``, ``created_at`` and ``parent_seq`` are set
+    once stored: ``parent_seq`` is the seq of the row it follows in the conversation's tree
+    (0 for a first row; ``ostinato.store.tree``)."""
 
     role: Role
     blocks: tuple[Block, ...]
@@ -102,6 +104,7 @@ class Message:
     id: str | None = None
     turn_id: str | None = None
     created_at: datetime | None = None
+    parent_seq: int | None = None
 
     @property
     def text(self) -> str:
@@ -231,6 +234,8 @@ def message_to_json(message: Message) -> JSON:
         "metadata": message.metadata,
         "turn_id": message.turn_id,
         "created_at": message.created_at.isoformat() if message.created_at else None,
+        "parent_seq": message.parent_seq,
+        "siblings": None,  # the versions where a branch forks: set by ``/messages`` only
     }
 
 

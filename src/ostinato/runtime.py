@@ -25,9 +25,9 @@ from ostinato.holds import Holds
 from ostinato.ids import new_id
 from ostinato.inputs import begin_input
 from ostinato.leases import Lease
-from ostinato.loop.begin import AfterTurn, commit_rows, pending_approvals
+from ostinato.loop.begin import commit_rows
 from ostinato.loop.driver import TurnResult
-from ostinato.loop.setup import waiting_answers
+from ostinato.loop.opening import AfterTurn
 from ostinato.memory.facts import Memory
 from ostinato.messages import JSON, Message
 from ostinato.models.base import Model
@@ -41,13 +41,13 @@ from ostinato.store.base import (
     CreateConversation,
     Enqueue,
     QueuedInput,
-    SetConversationState,
     Store,
     Turn,
     utcnow,
 )
 from ostinato.store.leases import ConversationHolds
 from ostinato.switches import ToolSwitches, ToolSwitchState
+from ostinato.switching import TreeMoves, answer_waiting
 from ostinato.tools import processes
 from ostinato.tools.builtins import default_registry
 from ostinato.tools.forge.pool import Sandbox
@@ -74,7 +74,9 @@ ModelResolver = Callable[[str], Model]
 """Turns a tier name or a ``provider:model`` id into a model."""
 
 
-class Runtime:
+class Runtime(TreeMoves):
+    """(Edits, regenerations and switches: ``TreeMoves``, ``ostinato.switching``.)"""
+
     pinning: Pinning | None = None  # the agents' versions (``ostinato.pinning``)
 
     def __init__(
@@ -386,10 +388,7 @@ class Runtime:
                 return CancelOutcome(remote, ())
         if conversation.state != "paused":
             raise Conflict("nothing to cancel: no turn is running and nothing waits")
-        history = (await self.store.window(conversation_id, limit=self.history_limit)).rows
-        pending = await pending_approvals(self.store, conversation_id, history)
-        ops, answered = waiting_answers(conversation_id, history, pending, None)
-        ops.append(SetConversationState(conversation_id, "idle"))
+        ops, answered = await answer_waiting(self, conversation_id, self.history_limit)
         await commit_rows(self.store, self.bus, "", ops)
         return CancelOutcome(None, tuple(answered))
 
@@ -428,14 +427,16 @@ class Runtime:
     # --- beginning a turn (run by the conversation's worker, one at a time) ----------
 
     async def _begin(self, conversation_id: str, submission: Submission) -> TurnHandle:
-        """Begin the turn an input causes (``loop.begin``), observed from here: its routing
-        is part of it (``ostinato.observe``)."""
+        """Begin the turn an input causes (``loop.opening``, ``loop.begin``), observed from
+        here: its routing is part of it (``ostinato.observe``)."""
         conversation = await self.conversation(conversation_id)
         window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
         paying = GATE.set(self.spend)  # the turn's calls, and work after it, are checked
         try:
-            return await begin_input(self, conversation, window, turn, submission)
+            return await begin_input(
+                self, conversation, window, turn, submission, self.history_limit
+            )
         finally:
             GATE.reset(paying)
 

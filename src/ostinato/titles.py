@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ostinato.errors import OstinatoError
-from ostinato.loop.begin import AfterTurn
+from ostinato.loop.opening import AfterTurn
 from ostinato.messages import Message, TextBlock
 from ostinato.models.assembly import complete
 from ostinato.models.base import Model, ModelRequest

@@ -59,6 +59,23 @@ async def test_identical_turns_replay_ok() -> None:
     assert "turn 1" in text and ": OK" in text and text.endswith("identical")
 
 
+async def test_the_current_branch_is_replayed_a_regenerate_as_its_question() -> None:
+    store = MemoryStore()
+    steps = [text_step("a1"), text_step("a2"), text_step("a2, edited"), text_step("again")]
+    model = ScriptedModel(steps)
+    runtime = Runtime(store, model=model, tools=ToolRegistry(builtin_tools()))
+    cid = (await runtime.create_conversation()).id
+    await runtime.run_turn(cid, "q1")
+    await runtime.run_turn(cid, "q2")
+    await (await (await runtime.edit(cid, 3, "q2, edited")).handle()).result()
+    await (await (await runtime.regenerate(cid, 6)).handle()).result()
+    report = await replay_conversation(store, cid)
+    # q1's turn; the edit's, whose answer the regenerate gave again (q2's turn is on
+    # another branch); the regenerate's, replayed as the edited question's turn
+    assert [(t.outcome, t.rows) for t in report.turns] == [("ok", 1), ("skipped", 0), ("ok", 1)]
+    assert report.identical
+
+
 async def test_a_tool_whose_output_changed_diverges_unless_played_back() -> None:
     store = MemoryStore()
     steps = [tool_step(("ticket", {})), text_step("You have a ticket.")]

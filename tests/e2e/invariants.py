@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable
@@ -89,6 +90,69 @@ def tool_pairs(rows: list[Row], may_wait: Iterable[str] = ()) -> list[str]:
         for orphan in set(answers) - set(uses):
             problems.append(f"seq {row['seq']}: result for {orphan}, not a call of that row")
     problems += [f"tool_use id {u} used {n} times" for u, n in seen_uses.items() if n > 1]
+    return problems
+
+
+# --- the tree (every branch, read from the database) --------------------------------------
+
+TREE_SQL = (
+    "SELECT seq, COALESCE(parent_seq, seq - 1), role, blocks, turn_id FROM messages "
+    "WHERE conversation_id = :c ORDER BY seq"
+)
+
+
+def tree_rows(database_url: str, conversation_id: str) -> list[Row]:
+    """Every row of the conversation, on every branch, with its ``parent_seq``."""
+    found = query(database_url, TREE_SQL, conversation_id)
+    return [
+        {
+            "seq": s,
+            "parent_seq": p,
+            "role": r,
+            "blocks": json.loads(b),
+            "turn_id": t,
+            "metadata": {},
+        }
+        for s, p, r, b, t in found
+    ]
+
+
+def branches(rows: list[Row]) -> dict[int, list[Row]]:
+    """Each leaf's branch: its rows from the root, by the leaf's seq."""
+    by_seq = {r["seq"]: r for r in rows}
+    parents = {r["parent_seq"] for r in rows}
+    out = {}
+    for leaf in (r["seq"] for r in rows if r["seq"] not in parents):
+        path, seq = [], leaf
+        while seq in by_seq:
+            path.append(by_seq[seq])
+            seq = by_seq[seq]["parent_seq"]
+        out[leaf] = path[::-1]
+    return out
+
+
+def tree_problems(rows: list[Row], current_leaf: int, may_wait: Iterable[str] = ()) -> list[str]:
+    """The tree is one tree (every row's parent is an older row of it, or the start); no
+    branch shares a row with another past where they part, and a turn writes to one
+    branch only; every tool_use in a branch has exactly one result in that branch (a call
+    still waiting excepted, on the current branch only)."""
+    by_seq = {r["seq"]: r for r in rows}
+    problems = [
+        f"seq {r['seq']}: its parent {r['parent_seq']} is not an older row"
+        for r in rows
+        if r["parent_seq"] != 0 and (r["parent_seq"] not in by_seq or r["parent_seq"] >= r["seq"])
+    ]
+    if problems:
+        return problems
+    paths = branches(rows)
+    on: dict[int, set[int]] = {leaf: {r["seq"] for r in path} for leaf, path in paths.items()}
+    for turn in {r["turn_id"] for r in rows if r["turn_id"]}:
+        mine = [r["seq"] for r in rows if r["turn_id"] == turn]
+        if not any(set(mine) <= seqs for seqs in on.values()):
+            problems.append(f"turn {turn} wrote rows {mine} on more than one branch")
+    for leaf, path in paths.items():
+        waiting = may_wait if leaf == current_leaf else ()
+        problems += [f"branch ending at {leaf}: {p}" for p in tool_pairs(path, waiting)]
     return problems
 
 

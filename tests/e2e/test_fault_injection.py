@@ -25,7 +25,10 @@ then one timed point, in rotation, the kill landing right after it:
     run: ``echo a >> marks.txt``);
   - ``tool-started``: a seeded 0-0.4 s after a shell command was approved (its
     ``approval.decided`` frame; its ``tool.started`` came before the approval was asked);
-  - ``card-frame``: the ``input.requested`` frame of a card has just arrived.
+  - ``card-frame``: the ``input.requested`` frame of a card has just arrived;
+  - ``edit``: N frames into the stream of an edit of an answered question (N seeded,
+    0..9: the kill may land before its move of the branch is committed, or in its turn);
+  - ``regenerate``: the same for a regenerate of the answer.
 
 Every fourth life also kills the server again a seeded 0-0.3 s after it came back (while
 recovered queued messages run), and starts it a third time.
@@ -41,7 +44,10 @@ After every kill, for every conversation: each message accepted (a 2xx, or a
 ``turn.started`` / ``input.queued`` frame on its stream) is one user row, and one that was
 sent but not confirmed is at most one; every tool_use has exactly one tool_result in the
 tool rows right after it (a waiting card or approval excepted, until it is answered); a
-card shown before the kill can be answered after it; an approval pending before the kill
+card shown before the kill can be answered after it; every branch of the tree, read from
+the database, is valid: every row follows an older row, a turn wrote to one branch only,
+and every tool_use in a branch has exactly one result in that branch (``tree_problems``);
+an approval pending before the kill
 is pending with the same id and approving it runs the command once (count the lines of
 ``marks.txt``), a second decision is a 409; a command that was running is reported
 "outcome unknown" and never run again; a new message then runs to ``end_turn``, and the
@@ -75,7 +81,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -92,6 +98,9 @@ from tests.e2e.invariants import (
     running_in_db,
     stored_once,
     tool_pairs,
+    tree_problems,
+    tree_rows,
+    user_text,
 )
 from tests.e2e.server import ForkServer, Server, SSEReader
 
@@ -217,6 +226,13 @@ class Lab:
         if self.state(convo) == "paused":
             waiting |= {r["metadata"]["awaiting"] for r in rows if r["metadata"].get("awaiting")}
         self.expect(convo, tool_pairs(rows, waiting))
+        self.check_tree(convo, rows, waiting)
+
+    def check_tree(self, convo: Convo, rows: list[Row], waiting: Iterable[str] = ()) -> None:
+        """Every branch of the conversation, read from the database (``tree_problems``)."""
+        every = tree_rows(self.server.database_url, convo.id)
+        leaf = rows[-1]["seq"] if rows else 0
+        self.expect(convo, tree_problems(every, leaf, waiting))
 
     def check_marks(self, convo: Convo) -> None:
         low, high = convo.marks
@@ -236,6 +252,7 @@ class Lab:
         rows = self.rows(convo)
         self.expect(convo, stored_once(rows, convo.accepted, convo.maybe))
         self.expect(convo, tool_pairs(rows))
+        self.check_tree(convo, rows)
         self.expect(convo, running_in_db(self.server.database_url, convo.id))
         self.expect(convo, overlapping_turns(self.server.database_url, convo.id))
         self.check_marks(convo)
@@ -514,6 +531,67 @@ class CardFrame(CardPaused):
         self.tool_use_id = frame.data["tool_use_id"]
 
 
+class EditFrames(Scenario):
+    """An answered question with a tool call; its edit (another tool call) streams, and
+    the kill lands N frames into it (N seeded, 0..9: before its move is committed, or in
+    its turn). After the restart the current branch holds the edit (once) or, if the
+    edit was never confirmed, the question; both branches are valid."""
+
+    kind = "edit"
+    QUESTION = '/tool calculator {"expression": "6*7"}'
+    EDIT = '/tool calculator {"expression": "5*8"}'
+
+    def __init__(self, lab: Lab) -> None:
+        super().__init__(lab)
+        self.frames = lab.rng.randint(0, 9)
+        self.began = False
+
+    def ask(self) -> SSEReader:
+        path = f"/v1/conversations/{self.convo.id}/messages/1/edit"
+        return self.lab.server.stream("POST", path, {"text": self.EDIT})
+
+    def drive(self) -> None:
+        answer = self.lab.server.post(
+            f"/v1/conversations/{self.convo.id}/turns", {"text": self.QUESTION}
+        )
+        assert answer.status_code == 200, answer.text
+        self.convo.accepted.append(self.QUESTION)
+        reader = self.ask()
+        self.lab.readers.append(reader)
+        with contextlib.suppress(EOFError):
+            for _ in range(self.frames):
+                frame = reader.next_frame(WAIT)
+                self.began = self.began or frame.event == "turn.started"
+                if frame.event == "turn.finished":
+                    return
+
+    def after(self) -> None:
+        texts = [user_text(r) for r in self.lab.rows(self.convo) if r["role"] == "user"]
+        if self.EDIT in texts:
+            self.convo.accepted.remove(self.QUESTION)  # on the branch left behind
+            self.convo.accepted.append(self.EDIT)
+        elif self.began:
+            self.fail(f"an edit whose turn began is not on the current branch: {texts}")
+        every = tree_rows(self.lab.server.database_url, self.convo.id)
+        if [r["seq"] for r in every][:4] != [1, 2, 3, 4]:
+            self.fail("the rows of the first answer are not all kept")
+
+
+class RegenerateFrames(EditFrames):
+    """The same, for a regenerate of the answer (the question's turn is run again)."""
+
+    kind = "regenerate"
+
+    def ask(self) -> SSEReader:
+        path = f"/v1/conversations/{self.convo.id}/messages/4/regenerate"
+        return self.lab.server.stream("POST", path, {})
+
+    def after(self) -> None:
+        every = tree_rows(self.lab.server.database_url, self.convo.id)
+        if [r["seq"] for r in every][:4] != [1, 2, 3, 4]:
+            self.fail("the rows of the first answer are not all kept")
+
+
 STABLE: tuple[type[Scenario], ...] = (
     ApprovalPending,
     CardPaused,
@@ -529,6 +607,8 @@ TIMED: tuple[type[Scenario], ...] = (
     ToolStarted,
     CardFrame,
     ApprovalThenCrash,
+    EditFrames,
+    RegenerateFrames,
 )
 
 
@@ -649,3 +729,21 @@ def test_the_checks_see_what_they_look_for() -> None:
     ]
     assert stored_once([], ["hi"]) == ["accepted message 'hi' stored 0 times"]
     assert stored_once([hi, hi], [], ["hi"])[0].endswith("stored 2 times")
+
+    def node(seq: int, parent: int, role: str, *blocks: Row, turn: str = "t1") -> Row:
+        return {**row(seq, role, *blocks), "parent_seq": parent, "turn_id": turn}
+
+    q = {"type": "text", "text": "q"}
+    tree = [
+        node(1, 0, "user", q),
+        node(2, 1, "assistant", use("a")),
+        node(3, 2, "tool", result("a")),
+        node(4, 1, "assistant", use("b"), turn="t2"),  # a regenerate: its call unanswered
+    ]
+    assert tree_problems(tree, 3) == ["branch ending at 4: seq 4: call b has no result"]
+    assert tree_problems(tree, 4, may_wait={"b"}) == []  # it waits, on the current branch
+    split = [*tree[:3], node(4, 1, "tool", result("a"))]  # a turn on two branches
+    assert "turn t1 wrote rows [1, 2, 3, 4] on more than one branch" in tree_problems(split, 3)
+    assert tree_problems([node(1, 0, "user", q), node(2, 5, "user", q)], 2) == [
+        "seq 2: its parent 5 is not an older row"
+    ]

@@ -42,6 +42,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/admin/reload"): None,
     ("POST", "/v1/conversations/{conversation_id}/turns"): {"text": "hello"},
     ("POST", "/v1/conversations/{conversation_id}/cancel"): None,
+    ("POST", "/v1/conversations/{conversation_id}/messages/{seq}/edit"): {"text": "mine"},
+    ("POST", "/v1/conversations/{conversation_id}/messages/{seq}/regenerate"): {},
+    ("PUT", "/v1/conversations/{conversation_id}/branch"): {"leaf": 1},
     ("POST", "/v1/conversations/{conversation_id}/approvals/{approval_id}"): {
         "decision": "approve"
     },
@@ -170,6 +173,7 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "name": "clock",
         "forged": "anns",
         "mcp": server,
+        "seq": "1",  # a row of ann's conversation (its tree is hers)
     }
 
 
@@ -249,12 +253,15 @@ async def test_every_route_keeps_anns_things_from_bob(
     model.add(*(text_step(f"hello bob {n}") for n in range(4)))
     model.add(text_step("ag-ui bob"), text_step("ag-ui bob again"))  # and AG-UI threads
     things = await _anns_things(callers)
-    missing = {name: new_id() for name in things if name not in ("name", "forged", "mcp")} | {
+    missing = {
+        name: new_id() for name in things if name not in ("name", "forged", "mcp", "seq")
+    } | {
         "agent": "default",
         "assistant_id": "ostinato",
         "name": "clock",
         "forged": "nobodys",
         "mcp": "unknown_server",
+        "seq": "1",
     }
     routes = _routes(callers.app.routes)
     assert len(routes) >= 15
@@ -271,9 +278,8 @@ async def test_every_route_keeps_anns_things_from_bob(
             continue
         if not named:  # bob's own listing or creation: nothing of ann's in it
             assert status < 400, (method, template, status, body)
-            assert not any(
-                v in str(body) for v in things.values() if v not in ("clock", "default", "ostinato")
-            )
+            shared = ("clock", "default", "ostinato", "1")  # not ann's alone
+            assert not any(v in str(body) for v in things.values() if v not in shared)
             assert "Ann's secret" not in str(body)
             continue
         gone_status, gone_body = await _ask(

@@ -18,7 +18,7 @@ def test_sqlite_time_round_trips_as_utc() -> None:
 
 
 def _row(mid: str, blocks: str) -> tuple[object, ...]:
-    return (mid, "c", None, 1, "user", blocks, 0, "{}", "2026-01-01 00:00:00.000000")
+    return (mid, "c", None, 1, "user", blocks, 0, "{}", "2026-01-01 00:00:00.000000", None)
 
 
 def test_message_cache_decodes_a_row_once_and_drops_the_oldest() -> None:

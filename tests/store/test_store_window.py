@@ -22,8 +22,9 @@ from ostinato.store.base import (
     CreateConversation,
     utcnow,
 )
-from ostinato.store.sql import statements
+from ostinato.store.sql import tree_sql
 from ostinato.store.sql.sqlite_sql import compile_sqlite
+from ostinato.store.tree import SEQ_END
 
 
 async def new_conversation(store: Store, rows: int = 0) -> str:
@@ -110,7 +111,7 @@ async def test_a_summary_for_an_unknown_conversation_writes_nothing(store: Store
 
 def _sqlite_steps(path: str, cid: str, limit: int) -> tuple[int, int]:
     """(rows returned, SQLite VM instructions run) for the window's rows statement."""
-    compiled = compile_sqlite(statements.window_rows())
+    compiled = compile_sqlite(tree_sql.window_rows())
     conn = sqlite3.connect(path)
     steps = 0
 
@@ -121,7 +122,12 @@ def _sqlite_steps(path: str, cid: str, limit: int) -> tuple[int, int]:
 
     conn.set_progress_handler(count, 1)
     try:
-        params = compiled.defaults | {"conversation_id": cid, "after_seq": 0, "limit": limit}
+        params = compiled.defaults | {
+            "conversation_id": cid,
+            "after_seq": 0,
+            "upto": SEQ_END,
+            "limit": limit,
+        }
         found = conn.execute(compiled.text, params).fetchall()
     finally:
         conn.close()
@@ -141,18 +147,19 @@ async def test_sqlite_window_cost_does_not_grow_with_the_history(
 
     conn = sqlite3.connect(sqlite_store.path)
     try:
-        compiled = compile_sqlite(statements.window_rows())
+        compiled = compile_sqlite(tree_sql.window_rows())
         plan = " | ".join(
             row[3]
             for row in conn.execute(
                 "EXPLAIN QUERY PLAN " + compiled.text,
-                compiled.defaults | {"conversation_id": long, "after_seq": 0, "limit": 41},
+                compiled.defaults
+                | {"conversation_id": long, "after_seq": 0, "upto": SEQ_END, "limit": 41},
             )
         )
     finally:
         conn.close()
     assert "SEARCH messages USING INDEX" in plan  # the (conversation_id, seq) unique index
-    assert "(conversation_id=? AND seq>?)" in plan
+    assert "(conversation_id=? AND seq>? AND seq<?)" in plan
     assert "TEMP B-TREE" not in plan  # no sort: the index is walked backwards
     window = await sqlite_store.window(long, limit=40)
     assert seqs(window.rows) == list(range(4_961, 5_001)) and window.more  # not 5001
@@ -171,7 +178,9 @@ async def test_postgres_window_reads_limit_rows_by_index(postgres_store: Postgre
     async with postgres_store.engine.connect() as conn:
         await conn.execute(sa.text("ANALYZE messages"))
         await conn.execute(sa.text("ANALYZE summaries"))
-        stmt = statements.window_rows().params(conversation_id=long, after_seq=0, limit=41)
+        stmt = tree_sql.window_rows().params(
+            conversation_id=long, after_seq=0, upto=SEQ_END, limit=41
+        )
         text = str(
             stmt.compile(
                 dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]

@@ -22,7 +22,7 @@ from ostinato.approvals import OUTSIDE
 from ostinato.background.firing import StageTwo
 from ostinato.background.stage_one import LATE_NOTE_S, MARKER, marked, marker
 from ostinato.frames import MessageCommitted
-from ostinato.loop.begin import BACKGROUND
+from ostinato.loop.opening import BACKGROUND
 from ostinato.messages import Message, TextBlock
 from ostinato.store.base import AppendMessage, Store
 from ostinato.store.schedules import Schedule

@@ -315,13 +315,33 @@ async def _replay_all(
     setup.tools = recorded_tools(setup.tools, results, recorded, seeds)
     report = ReplayReport(conversation.id, [])
     seed = dataclasses.replace(conversation, state="idle")
+    asked_again = _asked_again(rows, turns)
     for turn_id in order:
         mine = [r for r in rows if r.turn_id == turn_id]
         before = [r for r in rows if (r.seq or 0) < (mine[0].seq or 0)]
-        report.turns.append(
-            await _replay_turn(turns.get(turn_id), turn_id, seed, before, mine, setup)
-        )
+        turn = turns.get(turn_id)
+        if all(r.seq in asked_again for r in mine):
+            why = "its question was answered again on this branch (a regenerate)"
+            report.turns.append(TurnReplay(turn_id, "skipped", 0, why))
+            continue
+        if turn_id in asked_again.values():
+            before, mine = before[:-1], [before[-1], *mine]  # it answered that question again
+        report.turns.append(await _replay_turn(turn, turn_id, seed, before, mine, setup))
     return report
+
+
+def _asked_again(rows: list[Message], turns: dict[str, Turn]) -> dict[int, str]:
+    """The questions a regenerate on this branch answered again: their seq, and the id of
+    the regenerate's turn (it is replayed as that question's turn)."""
+    out: dict[int, str] = {}
+    for index, row in enumerate(rows):
+        turn = turns.get(row.turn_id or "")
+        first = index > 0 and rows[index - 1].turn_id != row.turn_id
+        if turn is not None and turn.kind == "regenerate" and first:
+            question = rows[index - 1]
+            if question.role == "user" and question.seq is not None:
+                out[question.seq] = turn.id
+    return out
 
 
 async def _replay_turn(

@@ -1,13 +1,13 @@
-"""Beginning a turn: its opening rows, its skill, tools and model, the commit that
-announces it, and the task that drives it.
+"""Beginning a turn: its skill, tools and model, the commit that announces it, and the
+task that drives it.
 
-The runtime reads the conversation and its history window, asks one of the ``open_*``
-functions for the turn's ``Opening`` (what the input adds to the history: a user message,
-a card's answer, a decided approval's call), then ``begin`` freezes the turn's catalog,
-commits the opening with the turn's row (``turn.started`` first, then each row) and
+The runtime reads the conversation and its history window and asks ``loop.opening`` for
+the turn's ``Opening`` (what the input adds to the history: a user message, a card's
+answer, a decided approval's call, an edit's or a regenerate's move), then ``begin``
+freezes the turn's catalog, commits the opening with the turn's row (``turn.started``
+first, then each row; ``branch.changed`` before the first row of a moved branch) and
 starts a ``TurnDriver``. It works through the store interface and the ``Parts`` it is
-given; the pure decisions (what a paused conversation waits on, seed calls) are in
-``loop.setup``.
+given.
 """
 
 from __future__ import annotations
@@ -16,138 +16,49 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any
 
-from ostinato import observe
-from ostinato.admission import Admission
 from ostinato.agents import AgentConfig
-from ostinato.approvals import Approval, outside_content
+from ostinato.approvals import outside_content
 from ostinato.attachments import CONTEXT_KEY as ATTACHMENTS
-from ostinato.attachments import files_of
 from ostinato.bus import LocalBus
-from ostinato.consent import ConsentGate, TurnConsent
-from ostinato.context.compaction import Compactor
+from ostinato.consent import TurnConsent
 from ostinato.context.keeper import ContextKeeper
 from ostinato.context.window import build as build_window
-from ostinato.errors import Conflict
-from ostinato.frames import MessageCommitted, TurnStarted
+from ostinato.frames import BranchChanged, MessageCommitted, TurnStarted
 from ostinato.loop.after import accounted
 from ostinato.loop.driver import Seeded, TurnDriver, TurnResult
+from ostinato.loop.opening import AfterTurn as AfterTurn  # (its home was here)
+from ostinato.loop.opening import Opening, Parts, pinned_route
 from ostinato.loop.record import start_op
-from ostinato.loop.setup import (
-    card_answer,
-    open_tool_use,
-    open_tool_uses,
-    seed_calls,
-    waiting_answers,
-)
 from ostinato.memory.facts import scope_for
-from ostinato.messages import FileBlock, Message, ToolUseBlock
+from ostinato.messages import Message, ToolUseBlock
 from ostinato.models.base import Model
-from ostinato.pinning import Pinning
-from ostinato.skills import Route, Router, Skill, last_skill, sticky_persona
+from ostinato.skills import Route, Skill
 from ostinato.store.answered import write_answers
 from ostinato.store.base import (
     AppendMessage,
     Conversation,
     HistoryWindow,
-    QueuedInput,
     SetConversationState,
     StartToolCall,
     StartTurn,
     Store,
-    TakeQueued,
     Turn,
     WriteOp,
     utcnow,
 )
+from ostinato.store.tree import Branch
 from ostinato.tools import processes
-from ostinato.tools.mounting import Mount
 from ostinato.tools.processes import CONTEXT_KEY as PROCESSES
 from ostinato.tools.registry import ToolCatalog, ToolRegistry
 from ostinato.tools.workdir import workdir_for
 
 RUNTIME = "runtime"  # ToolContext.extras keys: the runtime (for sub-agents) and the route
 ROUTE = "route"
-BACKGROUND = "background_run_id"  # a user row's metadata: it hands on background work
 
 log = logging.getLogger("ostinato.loop")
-
-
-class AfterTurn(Protocol):
-    """Background work after a turn that ended with an answer (e.g. fact extraction).
-    ``answer`` is None when the turn took in content from outside the conversation: the
-    answer may repeat it, and only the user's own words are the user's."""
-
-    async def __call__(
-        self,
-        *,
-        conversation_id: str,
-        owner: str | None,
-        turn_id: str,
-        user: Message,
-        answer: Message | None,
-    ) -> Any: ...
-
-
-class Parts(Protocol):
-    """What a turn is begun with (the runtime provides it; read at each turn, so a
-    change to a part applies from the next turn)."""
-
-    @property
-    def store(self) -> Store: ...
-    @property
-    def bus(self) -> LocalBus: ...
-    @property
-    def router(self) -> Router: ...
-    @property
-    def mount(self) -> Mount: ...
-    @property
-    def consent(self) -> ConsentGate: ...
-    @property
-    def compactor(self) -> Compactor: ...
-    @property
-    def seed_recall(self) -> bool: ...
-    @property
-    def data_dir(self) -> Path | None: ...
-    @property
-    def disabled_tools(self) -> frozenset[str]: ...
-    @property
-    def protected_tools(self) -> frozenset[str]: ...
-    @property
-    def after_turn(self) -> AfterTurn | None: ...
-    @property
-    def admission(self) -> Admission: ...
-    @property
-    def pinning(self) -> Pinning | None: ...
-
-    def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model: ...
-
-    async def switched_off(self, scope: str) -> frozenset[str]: ...
-
-    def keep(self, work: asyncio.Future[Any]) -> None:
-        """Hold background work until it ends (the runtime finishes it at close)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Opening:
-    """What an input adds as its turn begins."""
-
-    kind: str  # the turn's kind: "user", "resume", "approval" or "background"
-    route: Route
-    ops: list[WriteOp]  # the rows (and other writes) committed with the turn's start
-    carried: list[tuple[ToolUseBlock, str]] = field(default_factory=list)
-    seeds: list[ToolUseBlock] = field(default_factory=list)
-    files: dict[str, FileBlock] = field(default_factory=dict)
-    client_message_id: str | None = None
-    instructions: str | None = None  # added to the skill's system prompt (it allows it)
-    background_run_id: str | None = None  # the work a "background" turn delivers
-    # a card's answer must be written: a card answered meanwhile refuses the turn
-    # (``AlreadyAnswered``); other answers (what the user moved on from) may lose the race
-    exact: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,120 +69,6 @@ class Begun:
     rows: tuple[Message, ...]
     task: asyncio.Task[TurnResult]
     position: Callable[[], int]  # the seq of the turn's last committed row
-
-
-# --- openings --------------------------------------------------------------------------
-
-
-async def open_with_message(
-    parts: Parts,
-    conversation: Conversation,
-    history: list[Message],
-    turn_id: str,
-    message: Message,
-    *,
-    queued: QueuedInput | None = None,
-    client_message_id: str | None = None,
-    skill: str | None = None,
-    instructions: str | None = None,
-) -> Opening:
-    """A user message: routed to a skill (the one the request named, if it did); what the
-    conversation waited on is answered (the user moved on); the turn-zero seed calls are
-    worked out. The request's ``instructions`` are kept only if the skill allows them.
-    A row that hands on background work's result (``metadata.background_run_id``, by
-    ``ostinato.background``) begins a ``background`` turn."""
-    route = await pinned_route(
-        parts, conversation.id, await _route(parts.router, conversation, history, message, skill)
-    )
-    if instructions is not None:
-        allowed = route.skill.agent.request_instructions
-        route = replace(route, detail={**route.detail, "instructions": allowed})
-        instructions = instructions if allowed else None
-    files = files_of(message)
-    seeds = seed_calls(message, files, recall=parts.seed_recall)
-    pending = await pending_approvals(parts.store, conversation.id, history)
-    ops, _ = waiting_answers(conversation.id, history, pending, message.text)
-    message = Message(
-        "user", message.blocks, message.hidden, {**message.metadata, "route": route.record}
-    )
-    ops.append(AppendMessage(conversation.id, message, turn_id))
-    if queued is not None:
-        ops.append(TakeQueued(queued.id))
-        observe.queued(-1)
-    background = message.metadata.get(BACKGROUND)
-    return Opening(
-        "background" if background else "user",
-        route,
-        ops,
-        seeds=seeds,
-        files=files,
-        client_message_id=client_message_id,
-        instructions=instructions,
-        background_run_id=str(background) if background else None,
-    )
-
-
-async def _route(
-    router: Router,
-    conversation: Conversation,
-    history: list[Message],
-    message: Message,
-    skill: str | None,
-) -> Route:
-    named = router.get(skill)
-    if named is not None:
-        return Route(named, "requested")
-    return await router.route(
-        message.text, sticky_persona=conversation.persona or sticky_persona(history)
-    )
-
-
-async def pinned_route(parts: Parts, conversation_id: str, route: Route) -> Route:
-    """The route with the version of its agent the conversation runs (``ostinato.pinning``):
-    the skill rebuilt from that version when it is not the current one, and the version's
-    number recorded with the route (``version``)."""
-    pinning = parts.pinning
-    if pinning is None or "version" in route.detail:
-        return route
-    skill, number = await pinning.resolve(conversation_id, route.skill)
-    return replace(route, skill=skill, detail={**route.detail, "version": number})
-
-
-def open_with_card_answer(
-    parts: Parts,
-    conversation_id: str,
-    history: list[Message],
-    turn_id: str,
-    tool_use_id: str,
-    result: Any,
-) -> Opening:
-    """The answer to the waiting question card; ``Conflict`` for a wrong or stale id."""
-    ops = card_answer(conversation_id, history, tool_use_id, result, turn_id)
-    return Opening("resume", resumed_route(parts.router, history), ops, exact=True)
-
-
-def open_with_approval(parts: Parts, history: list[Message], approval: Approval) -> Opening:
-    """An approval decided after its turn had stopped: the new turn runs its call first."""
-    use = open_tool_use(history, approval.tool_use_id)
-    if use is None:
-        raise Conflict(f"the call {approval.tool_use_id!r} was already answered")
-    route = resumed_route(parts.router, history)
-    return Opening("approval", route, [], carried=[(use, approval.turn_id)])
-
-
-def resumed_route(router: Router, history: list[Message]) -> Route:
-    """A resumed turn keeps the skill of the turn it continues."""
-    skill = router.get(last_skill(history))
-    return Route(skill, "resumed") if skill else Route(router.default, "default")
-
-
-async def pending_approvals(
-    store: Store, conversation_id: str, history: list[Message]
-) -> list[Approval]:
-    """The approvals still pending in a conversation whose newest turn has open calls."""
-    if not open_tool_uses(history):
-        return []
-    return await store.list_approvals(conversation_id, pending_only=True)
 
 
 # --- beginning -------------------------------------------------------------------------
@@ -292,7 +89,7 @@ async def begin(
     registry, catalog = await _tools(parts, conversation, skill)
     model = model or parts.model_for(conversation, skill)
     seeding = seed_start(turn, opening.seeds, catalog)
-    stored = await _commit_start(parts, turn, opening, seeding)
+    stored, moved = await _commit_start(parts, turn, opening, seeding)
     prior = build_window(window.rows, summary=window.summary, max_tokens=skill.agent.history_tokens)
     keeper = ContextKeeper(parts.compactor, reserve=skill.agent.max_tokens)
     keeper.known(len(prior.messages), prior.tokens)
@@ -322,6 +119,7 @@ async def begin(
             PROCESSES: parts.data_dir / processes.FOLDER if parts.data_dir else None,
         },
         route=opening.route.record,
+        position=None if stored else moved,  # a regenerate writes no row as it begins
     )
     task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
     # Let the task take its first step before anyone can cancel it: a task cancelled
@@ -338,25 +136,29 @@ async def begin(
 
 async def _commit_start(
     parts: Parts, turn: Turn, opening: Opening, seeding: SeedStart | None
-) -> list[Message]:
+) -> tuple[list[Message], int | None]:
     """The turn's start in one write: the opening's rows and ops, the turn's row, the
-    conversation ``running``, and the seed calls; announced after it commits."""
-    return await commit_rows(
-        parts.store,
+    conversation ``running``, and the seed calls; announced after it commits. Its rows,
+    and the newest seq when a move of the branch came with it (a regenerate's)."""
+    ops = [
+        *opening.ops,
+        StartTurn(turn),
+        SetConversationState(turn.conversation_id, "running"),
+        *(seeding.ops if seeding else ()),
+    ]
+    results = await _write(parts.store, ops, opening.exact)
+    moved = next((r.since for r in results if isinstance(r, Branch)), None)
+    rows = announce(
         parts.bus,
         turn.run_id,
-        [
-            *opening.ops,
-            StartTurn(turn),
-            SetConversationState(turn.conversation_id, "running"),
-            *(seeding.ops if seeding else ()),
-        ],
+        ops,
+        results,
         started=turn,
         route=opening.route,
         client_message_id=opening.client_message_id,
         background_run_id=opening.background_run_id,
-        exact=opening.exact,
     )
+    return rows, moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,19 +252,40 @@ async def commit_rows(
     background_run_id: str | None = None,
     exact: bool = False,
 ) -> list[Message]:
-    """Commit ops, then announce: ``turn.started`` first, then each row in seq order.
-    A result for a call answered meanwhile is left out (a lost race, ``store.answered``)
-    unless ``exact``, when it refuses the write (``AlreadyAnswered``)."""
+    """Commit ops, then announce: ``turn.started`` first, then each row in seq order (a
+    ``branch.changed`` before the first row of a branch the ops moved). A result for a
+    call answered meanwhile is left out (a lost race, ``store.answered``) unless
+    ``exact``, when it refuses the write (``AlreadyAnswered``)."""
     if not ops:
         return []
-    results = await store.write(*ops) if exact else (await write_answers(store, *ops)).results
+    results = await _write(store, ops, exact)
+    return announce(bus, run_id, ops, results, started, route, client_message_id, background_run_id)
+
+
+async def _write(store: Store, ops: Sequence[WriteOp], exact: bool) -> list[Any]:
+    """``commit_rows``'s write (``exact``: see there)."""
+    return await store.write(*ops) if exact else (await write_answers(store, *ops)).results
+
+
+def announce(
+    bus: LocalBus,
+    run_id: str,
+    ops: Sequence[WriteOp],
+    results: Sequence[Any],
+    started: Turn | None = None,
+    route: Route | None = None,
+    client_message_id: str | None = None,
+    background_run_id: str | None = None,
+) -> list[Message]:
+    """Publish what a write of ``ops`` committed (``commit_rows``); its rows."""
     rows = [r for r in results if isinstance(r, Message)]
+    moved = next((r for r in results if isinstance(r, Branch)), None)
     cid = next(
         op.conversation_id for op in ops if isinstance(op, SetConversationState | AppendMessage)
     )
     # turn.started comes first and says where the turn begins: after the row before
     # its own rows (non-decreasing seq on the stream).
-    before = (rows[0].seq or 1) - 1 if rows else bus.last_seq(cid)
+    before = (rows[0].seq or 1) - 1 if rows else moved.since if moved else bus.last_seq(cid)
     if started is not None:
         bus.publish(
             cid,
@@ -479,9 +302,23 @@ async def commit_rows(
             ),
         )
     for row in rows:
+        if moved is not None and (row.seq or 0) > moved.since:
+            publish_branch(bus, cid, run_id, moved)
+            moved = None
         echo = client_message_id if row.role == "user" else None
         bus.publish(
             cid,
             MessageCommitted(run_id=run_id, seq=row.seq or 0, message=row, client_message_id=echo),
         )
+    if moved is not None:
+        publish_branch(bus, cid, run_id, moved)
     return rows
+
+
+def publish_branch(bus: LocalBus, conversation_id: str, run_id: str, branch: Branch) -> None:
+    """Tell every surface the conversation's branch moved (``branch.changed``)."""
+    ranges = [list(r) for r in branch.ranges]
+    frame = BranchChanged(
+        run_id=run_id, seq=branch.since, tip=branch.tip, ranges=ranges, since=branch.since
+    )
+    bus.publish(conversation_id, frame)

@@ -98,10 +98,12 @@ class TurnDriver:
         seeded: Seeded | None = None,
         tool_extras: dict[str, Any] | None = None,
         route: dict[str, Any] | None = None,
+        position: int | None = None,
     ) -> None:
         """``carried`` are tool calls of an earlier turn this one runs first (an approval
         decided after a restart), each with the id of the turn that recorded it;
-        ``seeded``, the turn-zero calls (their row is the last of ``history``)."""
+        ``seeded``, the turn-zero calls (their row is the last of ``history``); ``position``,
+        the newest seq if not the last of ``history`` (a regenerate's moved branch)."""
         self.store, self.bus, self.model = store, bus, model
         self.catalog, self.settings, self.turn = catalog, settings, turn
         self.seeds = tuple(seeded.row.tool_uses) if seeded is not None else ()
@@ -109,9 +111,8 @@ class TurnDriver:
         repaired, self.tool_ids = repair(
             [as_sent(placeholder(m)) for m in history], running=running
         )
-        self.record = TurnRecord(
-            store, bus, turn, repaired, history[-1].seq or 0 if history else 0, carried
-        )
+        start = position or (history[-1].seq or 0 if history else 0)
+        self.record = TurnRecord(store, bus, turn, repaired, start, carried)
         if seeded is not None:  # committed for this turn: its own row, still open
             self.record.written.append(seeded.row)
             self.record.opened(self.seeds, seeded.starts)

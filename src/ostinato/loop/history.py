@@ -41,6 +41,7 @@ def as_sent(message: Message) -> Message:
         message.id,
         message.turn_id,
         message.created_at,
+        message.parent_seq,
     )
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from ostinato.server.schemas import CLIENT_MESSAGE, TurnRequest
+from ostinato.server.schemas import TurnRequest
+from ostinato.server.ws_schemas import CLIENT_MESSAGE
 
 COMPONENTS = "#/components/schemas/{model}"
 WEBSOCKET_PATH = "/v1/conversations/{conversation_id}/ws"

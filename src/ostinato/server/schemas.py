@@ -18,7 +18,6 @@ from pydantic import (
     Field,
     StrictBool,
     StrictStr,
-    TypeAdapter,
     field_validator,
     model_validator,
 )
@@ -222,48 +221,13 @@ class DecisionRequest(BaseModel):
         return self
 
 
-# --- WebSocket messages from the client ---------------------------------------------
-
-
-class WsMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["message"]
-    text: StrictStr = Field(json_schema_extra=NOT_BLANK)
-    client_message_id: PlainText | None = _CLIENT_MESSAGE_ID
-    policy: Policy = _POLICY
-
-    @field_validator("text")
-    @classmethod
-    def _text(cls, value: str) -> str:
-        _not_blank(value)
-        return value
-
-
-class WsToolResponse(ToolResponse):
-    type: Literal["tool_response"]
-
-
-class WsApproval(DecisionRequest):
-    type: Literal["approval"]
-    approval_id: StrictStr = Field(min_length=1, max_length=200)
-
-
-class WsCancel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["cancel"]
-
-
-ClientMessage = Annotated[
-    WsMessage | WsToolResponse | WsApproval | WsCancel, Field(discriminator="type")
-]
-CLIENT_MESSAGE: TypeAdapter[WsMessage | WsToolResponse | WsApproval | WsCancel] = TypeAdapter(
-    ClientMessage
-)
-
-
 # --- responses ---------------------------------------------------------------------
+
+
+class SiblingRef(BaseModel):
+    seq: int = Field(description="The first row of this version.")
+    leaf: int = Field(description="Its newest leaf: where a switch to it goes.")
+    current: bool = Field(default=False, description="It is on the current branch.")
 
 
 class MessageOut(BaseModel):
@@ -277,6 +241,17 @@ class MessageOut(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     turn_id: str | None = None
     created_at: str | None = Field(json_schema_extra=_TIME)
+    parent_seq: int | None = Field(
+        default=None,
+        description="The row this one follows in the conversation's tree (0: none, it is a "
+        "first row); the row before it unless a branch was moved there (docs/api.md).",
+    )
+    siblings: list[SiblingRef] | None = Field(
+        default=None,
+        description="In `/messages` only, where the conversation forks: the versions of "
+        "this point of the conversation, oldest first (this row's own branch among them), "
+        "each a row and the leaf a switch to it goes to (`PUT .../branch`).",
+    )
 
     @classmethod
     def of(cls, message: StoredMessage) -> MessageOut:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from ostinato import observe
 from ostinato.bus import BacklogOverflow, Subscription
 from ostinato.frames import (
+    BranchChanged,
     ErrorFrame,
     Frame,
     InputQueued,
@@ -306,8 +307,8 @@ async def conversation_frames(
     deltas: bool = True,
 ) -> AsyncGenerator[Frame | None, None]:
     replay = _Replay(store, conversation_id, after_seq)
-    async for message in replay.rows(None):
-        yield message
+    async for caught_up in _catch_up(replay, after_seq):
+        yield caught_up
     try:
         async with aclosing(_frames(subscription, live)) as frames:
             async for frame in frames:
@@ -329,6 +330,34 @@ async def conversation_frames(
         yield ErrorFrame(run_id="", seq=replay.last, code="overflow", message=OVERFLOW)
     except _Closing as ended:
         yield ErrorFrame(run_id="", seq=replay.last, code=ended.code, message=ended.message)
+
+
+async def _catch_up(replay: _Replay, after_seq: int) -> AsyncIterator[Frame]:
+    """The rows committed after ``after_seq``, then (for a client that resumes) a
+    ``branch.changed`` if the branch may have moved since."""
+    async for message in replay.rows(None):
+        yield message
+    if after_seq > 0:
+        moved = await _moved_since(replay.store, replay.conversation_id, after_seq, replay.last)
+        if moved is not None:
+            yield moved
+
+
+async def _moved_since(
+    store: Store, conversation_id: str, after_seq: int, last: int
+) -> BranchChanged | None:
+    """A ``branch.changed`` for a client that resumes after ``after_seq``, if the branch
+    may have moved since it last saw the stream (a move writes no row to replay)."""
+    conversation = await store.get_conversation(conversation_id)
+    if conversation is None or conversation.branch.whole:
+        return None
+    branch = conversation.branch
+    if branch.since < after_seq:
+        return None  # it has seen rows written after the move: it knows
+    ranges = [list(r) for r in branch.ranges]
+    return BranchChanged(
+        run_id="", seq=max(last, branch.since), tip=branch.tip, ranges=ranges, since=branch.since
+    )
 
 
 class _Replay:

@@ -16,6 +16,8 @@ from typing import Any, Literal, Protocol, TypeAlias
 from ostinato.approvals import Approval, Ending, Grant, Remember
 from ostinato.messages import JSON, Message
 from ostinato.store.accounts import AccountOp, AccountReads
+from ostinato.store.branches import HistoryWindow as HistoryWindow
+from ostinato.store.branches import TreeOp, TreeReads
 from ostinato.store.erasure import DeleteConversation
 from ostinato.store.forged import ForgedOp, ForgedReads
 from ostinato.store.jobs import JobOp, JobReads
@@ -31,6 +33,7 @@ from ostinato.store.memory_records import check_fact_text as check_fact_text
 from ostinato.store.memory_records import normalize_subject as normalize_subject
 from ostinato.store.relations import RelationOp, RelationReads
 from ostinato.store.search import SearchReads
+from ostinato.store.tree import WHOLE, Branch
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
 TurnStopReason: TypeAlias = Literal[
@@ -89,6 +92,7 @@ class Conversation:
     metadata: JSON = field(default_factory=dict)
     pinned: bool = False  # kept at the top of its owner's list
     archived_at: datetime | None = None  # out of the default list since then
+    branch: Branch = WHOLE  # its current branch (``store.tree``); every row until it branches
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,20 +138,6 @@ class QueuedInput:
     position: int = 0  # assigned by the store: the arrival order across the whole store
     status: Literal["queued", "taken", "dropped"] = "queued"
     holder: str | None = None  # the lease of the process that will run it
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryWindow:
-    """The newest part of a conversation, as the store reads it for a request.
-
-    ``summary`` is the latest summary row (the compaction watermark), ``rows`` the newest
-    rows after the rows it summarises, oldest first, at most the limit asked for (summary
-    rows themselves are never among them); ``more`` says older rows were left out.
-    """
-
-    summary: Message | None
-    rows: list[Message]
-    more: bool
 
 
 # --- write ops -----------------------------------------------------------------------
@@ -376,11 +366,19 @@ WriteOp: TypeAlias = (
     | ForgedOp  # forged tools and their versions (``store.forged``)
     | McpServerOp  # per-person MCP servers (``store.mcp_servers``)
     | JobOp  # idle-gated background jobs: claims, runs, facts' use (``store.jobs``)
+    | TreeOp  # moving a conversation's current branch (``store.branches``)
 )
 
 
 class Store(
-    AccountReads, RelationReads, ForgedReads, McpServerReads, JobReads, SearchReads, Protocol
+    AccountReads,
+    RelationReads,
+    ForgedReads,
+    McpServerReads,
+    JobReads,
+    SearchReads,
+    TreeReads,
+    Protocol,
 ):
     """What the loop, the turn manager and the server need from storage."""
 
@@ -400,22 +398,6 @@ class Store(
     ) -> list[Conversation]:
         """Newest first; ``before`` is the id of the last conversation of the previous page.
         ``archived``: only archived ones (True), only the others (False), or both (None)."""
-        ...
-
-    async def list_messages(
-        self,
-        conversation_id: str,
-        *,
-        after_seq: int = 0,
-        limit: int | None = None,
-        include_hidden: bool = True,
-    ) -> list[Message]:
-        """Rows in seq order, after ``after_seq``."""
-        ...
-
-    async def window(self, conversation_id: str, *, limit: int) -> HistoryWindow:
-        """The latest summary and up to ``limit`` newest rows after it (see
-        ``HistoryWindow``); reads O(limit) rows whatever the conversation's length."""
         ...
 
     async def get_turn(self, turn_id: str) -> Turn | None: ...

@@ -33,12 +33,14 @@ from ostinato.store.memory_jobs import MemoryJobReads
 from ostinato.store.memory_mcp import mcp_servers
 from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_search import search
+from ostinato.store.memory_tree import branch_rows, tree_of, window_of
 from ostinato.store.memory_writes import MemoryTables, apply
 from ostinato.store.protocol_records import MemoryProtocolRecords
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import MemorySchedules
 from ostinato.store.search import SearchHit, overlap_score, search_terms
 from ostinato.store.spend import MemorySpend
+from ostinato.store.tree import Branch, Tree
 from ostinato.store.versions import MemoryVersions
 
 
@@ -161,30 +163,22 @@ class MemoryStore(
         after_seq: int = 0,
         limit: int | None = None,
         include_hidden: bool = True,
+        branch: Branch | None = None,
     ) -> list[Message]:
         rows = [
             m
-            for m in self._messages.get(conversation_id, [])
+            for m in branch_rows(self, conversation_id, branch)
             if (m.seq or 0) > after_seq and (include_hidden or not m.hidden)
         ]
         return rows[:limit] if limit is not None else rows
 
-    async def window(self, conversation_id: str, *, limit: int) -> HistoryWindow:
-        rows = self._messages.get(conversation_id, [])
-        summary, through = self._summaries.get(conversation_id, (None, 0))
-        picked: list[Message] = []
-        more = False
-        for row in reversed(rows):
-            if (row.seq or 0) <= through:
-                break
-            if row.metadata.get("kind") == "summary":  # only the watermark's own row
-                continue
-            if len(picked) == limit:
-                more = True
-                break
-            picked.append(row)
-        picked.reverse()
-        return HistoryWindow(summary, picked, more)
+    async def window(
+        self, conversation_id: str, *, limit: int, branch: Branch | None = None
+    ) -> HistoryWindow:
+        return window_of(self, conversation_id, limit, branch)
+
+    async def tree(self, conversation_id: str) -> Tree | None:
+        return tree_of(self, conversation_id)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         return self._turns.get(turn_id)

@@ -66,6 +66,7 @@ from ostinato.store.memory_forged import FORGED_WRITES
 from ostinato.store.memory_jobs import JOB_WRITES
 from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
+from ostinato.store.memory_tree import TREE_WRITES, parent_for
 from ostinato.store.protocol_records import ProtocolRecord
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import Schedule
@@ -92,8 +93,8 @@ class MemoryTables:
     _grants: dict[str, Grant] = field(default_factory=dict)
     _queue: dict[str, QueuedInput] = field(default_factory=dict)
     _positions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    # the summary watermark per conversation: its row and the seq it summarises through
-    _summaries: dict[str, tuple[Message, int]] = field(default_factory=dict)
+    # the summaries of each conversation, oldest first: a row, the seq it summarises through
+    _summaries: dict[str, list[tuple[Message, int]]] = field(default_factory=dict)
     _switches: dict[tuple[str, str], bool] = field(default_factory=dict)  # (scope, tool)
     _memories: dict[str, MemoryFact] = field(default_factory=dict)  # current and closed
     _keys: dict[str, ApiKey] = field(default_factory=dict)  # store.accounts: API keys,
@@ -176,6 +177,7 @@ def _set_state(t: MemoryTables, cid: str, state: ConversationState, undo: Undo) 
         c.metadata,
         c.pinned,
         c.archived_at,
+        c.branch,
     )
     t._updated[cid] = utcnow()
 
@@ -252,6 +254,7 @@ def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
         message.id or new_id(),
         op.turn_id,
         now,
+        parent_for(t, op.conversation_id, rows),
     )
     rows.append(stored)
     undo.append(lambda: rows.remove(stored))  # updated_at is read from the last row
@@ -261,8 +264,9 @@ def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
 def _append_summary(t: MemoryTables, op: AppendSummary, undo: Undo) -> Message:
     cid = op.conversation_id
     row = _append(t, AppendMessage(cid, op.message, op.turn_id), undo)
-    _restore(t._summaries, cid, undo)
-    t._summaries[cid] = (row, op.through_seq)
+    made = t._summaries.setdefault(cid, [])
+    made.append((row, op.through_seq))
+    undo.append(lambda: made.remove((row, op.through_seq)))
     return row
 
 
@@ -466,5 +470,6 @@ WRITES: dict[type, Write] = {
     **FORGED_WRITES,
     **MCP_SERVER_WRITES,
     **JOB_WRITES,
+    **TREE_WRITES,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

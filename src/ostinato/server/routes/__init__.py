@@ -5,6 +5,7 @@ from __future__ import annotations
 from ostinato.server.routes import (
     admin,
     approvals,
+    branches,
     caller,
     conversation_agents,
     conversations,
@@ -38,6 +39,7 @@ ROUTERS = (
     records.router,
     timeline.router,
     turns.router,
+    branches.router,
     approvals.router,
     events.router,
     websocket.router,

@@ -1,4 +1,5 @@
-"""``/v1/conversations/{id}/messages``: the stored rows, in seq order."""
+"""``/v1/conversations/{id}/messages``: the stored rows of the current branch, in seq
+order."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pydantic import BaseModel, Field
 
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
-from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, MessageOut
+from ostinato.server.schemas import ERROR_RESPONSES, SEQ_MAX, MessageOut, SiblingRef
+from ostinato.store.base import Store
 
 router = APIRouter(prefix="/v1/conversations", tags=["messages"])
 
@@ -49,18 +51,42 @@ async def list_messages(
         ),
     ] = None,
 ) -> MessagePage:
-    """The stored rows after `after_seq` (or the newest ones), in seq order."""
-    await owned(context.runtime, caller, conversation_id)
+    """The rows of the conversation's current branch after `after_seq` (or the newest
+    ones), in seq order. Where the branch forks, a row carries `siblings`: the versions
+    of that point (docs/api.md, "Conversations are trees")."""
+    conversation = await owned(context.runtime, caller, conversation_id)
     if newest is not None:
-        return await _newest(context, conversation_id, newest, after_seq, include_hidden)
-    rows = await context.runtime.store.list_messages(
-        conversation_id, after_seq=after_seq, limit=limit, include_hidden=include_hidden
-    )
-    cut = limit is not None and len(rows) == limit
-    return MessagePage(
-        messages=[MessageOut.of(row) for row in rows],
-        next_after_seq=rows[-1].seq if cut and rows else None,
-    )
+        page = await _newest(context, conversation_id, newest, after_seq, include_hidden)
+    else:
+        rows = await context.runtime.store.list_messages(
+            conversation_id, after_seq=after_seq, limit=limit, include_hidden=include_hidden
+        )
+        cut = limit is not None and len(rows) == limit
+        page = MessagePage(
+            messages=[MessageOut.of(row) for row in rows],
+            next_after_seq=rows[-1].seq if cut and rows else None,
+        )
+    if not conversation.branch.whole and page.messages:
+        await _versions(context.runtime.store, conversation_id, page.messages, after_seq)
+    return page
+
+
+async def _versions(store: Store, conversation_id: str, shown: list[MessageOut], low: int) -> None:
+    """Give each row where the branch forks its ``siblings`` (``Tree.versions``)."""
+    tree = await store.tree(conversation_id)
+    last = shown[-1].seq
+    if tree is None or last is None:
+        return
+    path = [s for s in tree.ancestors(last) if s > low]
+    path.reverse()
+    found = tree.versions(path, {m.seq for m in shown if m.seq is not None})
+    on = set(path)
+    for message in shown:
+        versions = found.get(message.seq or 0)
+        if versions is not None:
+            message.siblings = [
+                SiblingRef(seq=s, leaf=tree.newest_under(s), current=s in on) for s in versions
+            ]
 
 
 async def _newest(

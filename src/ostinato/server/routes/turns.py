@@ -13,9 +13,10 @@ away stops receiving, it does not stop the turn, unless it asked for that with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
@@ -60,9 +61,12 @@ from ostinato.server.sse import FrameStream, frame_events
 from ostinato.server.streams import Live, turn_frames
 from ostinato.server.uploads import read_turn_request
 from ostinato.store.base import QueuedInput
-from ostinato.turns import TurnHandle
+from ostinato.turns import Submission, TurnHandle
 
 router = APIRouter(prefix="/v1/conversations", tags=["turns"])
+
+Submit = Callable[..., Awaitable[Submission]]
+"""How a turn request is submitted: ``Runtime.submit``'s signature (an edit's binds its row)."""
 
 FILE_TYPES = (*sorted(IMAGE_TYPES), *sorted(TEXT_TYPES), PDF)  # any text/* too
 
@@ -99,33 +103,37 @@ def wants_events(request: Request) -> bool:
     )
 
 
+TURN_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The turn's result, or its frames with Accept: text/event-stream.",
+        "content": SSE_RESPONSE,
+    },
+    413: ERROR_RESPONSES[422]
+    | {"description": "The body is over its limit, or a file over the caps."},
+    429: ERROR_RESPONSES[422] | {"description": "Over a limit; see Retry-After."},
+    **ERROR_RESPONSES,
+    **CONFLICT,
+    **MODEL_NOT_ALLOWED,
+}
+TURN_REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/TurnRequest"}},
+            "multipart/form-data": {
+                "schema": FORM_SCHEMA,
+                "encoding": {"files": {"contentType": ", ".join(FILE_TYPES)}},
+            },
+        },
+    }
+}
+
+
 @router.post(
     "/{conversation_id}/turns",
     response_model=TurnOut,
-    responses={
-        200: {
-            "description": "The turn's result, or its frames with Accept: text/event-stream.",
-            "content": SSE_RESPONSE,
-        },
-        413: ERROR_RESPONSES[422]
-        | {"description": "The body is over its limit, or a file over the caps."},
-        429: ERROR_RESPONSES[422] | {"description": "Over a limit; see Retry-After."},
-        **ERROR_RESPONSES,
-        **CONFLICT,
-        **MODEL_NOT_ALLOWED,
-    },
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/TurnRequest"}},
-                "multipart/form-data": {
-                    "schema": FORM_SCHEMA,
-                    "encoding": {"files": {"contentType": ", ".join(FILE_TYPES)}},
-                },
-            },
-        }
-    },
+    responses=TURN_RESPONSES,
+    openapi_extra=TURN_REQUEST_BODY,
 )
 async def post_turn(
     context: Context,
@@ -139,11 +147,27 @@ async def post_turn(
     frames; otherwise: its result once it ends. 409 when the policy is `reject` and a
     turn runs, or when the card answered is not the one waiting; 429 over a limit of
     the caller's (turns at once, turns a minute, files in a turn, open streams)."""
-    runtime = context.runtime
-    await owned(runtime, caller, conversation_id)
+    await owned(context.runtime, caller, conversation_id)
     body, files = await read_turn_request(request)
+    return await answer_turn_request(context, caller, request, conversation_id, body, files)
+
+
+async def answer_turn_request(
+    context: ServerContext,
+    caller: Caller,
+    request: Request,
+    conversation_id: str,
+    body: TurnRequest,
+    files: Sequence[ImageBlock | FileBlock],
+    how: Submit | None = None,
+    model: Model | None = None,
+) -> TurnOut | Response:
+    """Admit a turn request (read, its conversation owned) and answer it: its frames, or
+    its result; ``how`` submits it (``Runtime.submit`` unless told: an edit's, a
+    regenerate's), ``model`` answers it instead of the conversation's."""
+    runtime = context.runtime
     context.owner_limits.check_uploads(len(files))
-    model = context.model_for(request)
+    model = model or context.model_for(request)
     events = wants_events(request)
     claimed: Claimed | None = None
     key = request_key(request, body.client_message_id, conversation_id)
@@ -155,7 +179,7 @@ async def post_turn(
                 context, caller, request, conversation_id, claim, key, events=events
             )
         claimed = claim
-    asked = _Asked(context, caller.owner, conversation_id, body, model, files, claimed)
+    asked = _Asked(context, caller.owner, conversation_id, body, model, files, claimed, how)
     if not events:
         started, queued = await asked.admit()
         handle = await asyncio.shield(started)
@@ -175,13 +199,14 @@ class _Asked:
     model: Model | None
     files: Sequence[ImageBlock | FileBlock]
     claimed: Claimed | None
+    how: Submit | None = None
 
     async def admit(
         self, permit: Permit | None = None
     ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
         return await admitted_once(
             self.context, self.owner, self.conversation_id, self.body, self.model, self.files,
-            self.claimed, permit,
+            self.claimed, permit, self.how,
         )  # fmt: skip
 
 
@@ -271,12 +296,13 @@ async def admitted_once(
     files: Sequence[ImageBlock | FileBlock],
     claimed: Claimed | None,
     permit: Permit | None = None,
+    how: Submit | None = None,
 ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
     """``admitted``, telling the request's idempotency key (if it holds one) what it
     began, or that it stored nothing."""
     try:
         started, queued = await admitted(
-            context, owner, conversation_id, body, model, files, permit
+            context, owner, conversation_id, body, model, files, permit, how
         )
     except BaseException as exc:
         if claimed is not None:
@@ -295,6 +321,7 @@ async def admitted(
     model: Model | None,
     files: Sequence[ImageBlock | FileBlock] = (),
     permit: Permit | None = None,
+    how: Submit | None = None,
 ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
     """``begin`` within the owner's limits: a new message takes a turn permit (429 over
     a limit; ``permit`` when the caller took it already), held until its turn ends.
@@ -304,7 +331,7 @@ async def admitted(
     permit = permit or await turn_permit(context, owner, body)
     assert permit is not None
     try:
-        started, queued = await begin(context.runtime, conversation_id, body, model, files)
+        started, queued = await begin(context.runtime, conversation_id, body, model, files, how)
     except BaseException:
         permit.release()
         raise
@@ -345,9 +372,11 @@ async def begin(
     body: TurnRequest,
     model: Model | None,
     files: Sequence[ImageBlock | FileBlock] = (),
+    how: Submit | None = None,
 ) -> tuple[asyncio.Future[TurnHandle], QueuedInput | None]:
-    """Hand the request to the runtime. Returns once the turn has begun, or once its
-    message is stored in the queue: the turn (when it begins), and the queued message."""
+    """Hand the request to the runtime (``how``, or its ``submit``). Returns once the turn
+    has begun, or once its message is stored in the queue: the turn (when it begins), and
+    the queued message."""
     if body.tool_response is not None:
         response = body.tool_response
         handle = await runtime.answer_card(
@@ -361,7 +390,7 @@ async def begin(
         message: Message | str = Message("user", (TextBlock(body.text), *files))
     else:
         message = body.text
-    submission = await runtime.submit(
+    submission = await (how or runtime.submit)(
         conversation_id,
         message,
         client_message_id=body.client_message_id,

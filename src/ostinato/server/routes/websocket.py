@@ -40,15 +40,15 @@ from ostinato.server.auth import Caller, CurrentCaller, owned
 from ostinato.server.context import ServerContext
 from ostinato.server.errors import describe_validation, log, refuse_websocket
 from ostinato.server.routes.turns import release_when_done
-from ostinato.server.schemas import (
+from ostinato.server.schemas import SEQ_MAX
+from ostinato.server.streams import conversation_frames
+from ostinato.server.ws_schemas import (
     CLIENT_MESSAGE,
-    SEQ_MAX,
     WsApproval,
     WsCancel,
     WsMessage,
     WsToolResponse,
 )
-from ostinato.server.streams import conversation_frames
 
 router = APIRouter(prefix="/v1/conversations", tags=["events"])
 

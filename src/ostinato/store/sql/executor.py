@@ -4,6 +4,7 @@ JSON has one encoding (``dump_json``, kept in ``rows`` beside its decoding)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -36,6 +37,10 @@ class Executor(Protocol):
         """Run a statement that yields rows (``SELECT``, ``... RETURNING``); the first."""
         ...
 
+    def rows(self, name: WriteName, params: dict[str, Any]) -> Sequence[Row]:
+        """Run a statement that yields rows; all of them."""
+        ...
+
     def time(self, value: datetime) -> Any:
         """A timestamp as this engine binds it (naive values are taken as UTC)."""
         ...
@@ -46,6 +51,26 @@ class Executor(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Pending:
+    """What statement ``index``'s ``RETURNING`` will give once it has run (a write planned
+    before it runs, ``speculate``), passed through ``pick`` if it has one."""
+
+    index: int
+    pick: Callable[[Any], Any] | None = None
+
+    def value(self, returned: Any) -> Any:
+        return returned if self.pick is None else self.pick(returned)
+
+
+def derive(value: Any, pick: Callable[[Any], Any]) -> Any:
+    """``pick(value)``, or, for a value still to come (``Pending``), a ``Pending`` that
+    will be picked so."""
+    if type(value) is Pending:
+        return Pending(value.index, pick)
+    return pick(value)
+
+
+@dataclass(frozen=True, slots=True)
 class WriteTime:
     """The time of one ``write()`` call, as a datetime and as the engine binds it."""
 
@@ -53,4 +78,4 @@ class WriteTime:
     bound: Any
 
 
-__all__ = ["Executor", "WriteTime", "dump_json"]
+__all__ = ["Executor", "Pending", "WriteTime", "derive", "dump_json"]

@@ -3,6 +3,8 @@ with its naming convention, and the column types they share."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 metadata = sa.MetaData(
@@ -16,3 +18,7 @@ metadata = sa.MetaData(
 
 ID = sa.String()
 TIME = sa.DateTime(timezone=True)
+# A partial index of the rows that start a run (``store.tree``): ``messages``'s.
+RUN_STARTS: dict[str, Any] = {
+    f"{dialect}_where": sa.text("parent_seq IS NOT NULL") for dialect in ("sqlite", "postgresql")
+}

@@ -54,6 +54,7 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
+from ostinato.store.branches import MoveBranch
 from ostinato.store.erasure import DeleteConversation
 from ostinato.store.forged import FORGED_OPS
 from ostinato.store.jobs import JOB_OPS
@@ -62,12 +63,13 @@ from ostinato.store.relations import RelateFacts, ResolveConflict
 from ostinato.store.sql import rows
 from ostinato.store.sql.account_sql import apply_account_op
 from ostinato.store.sql.erasure_sql import delete_conversation
-from ostinato.store.sql.executor import Executor, WriteTime, dump_json
+from ostinato.store.sql.executor import Executor, WriteTime, derive, dump_json
 from ostinato.store.sql.fact_ops import forget, relate, remember, resolve
 from ostinato.store.sql.forged_sql import apply_forged_op
 from ostinato.store.sql.job_sql import apply_job_op
 from ostinato.store.sql.mcp_sql import apply_mcp_op
 from ostinato.store.sql.search_sql import index_message, index_title
+from ostinato.store.sql.tree_sql import move_branch
 
 # How many times an append retries after losing a race for its ``seq``.
 SEQ_ATTEMPTS = 8
@@ -101,6 +103,7 @@ def _create_conversation(ex: Executor, op: CreateConversation, now: WriteTime) -
         "updated_at": ex.time(conv.updated_at),
         "pinned": conv.pinned,
         "archived_at": ex.time(conv.archived_at) if conv.archived_at else None,
+        **conv.branch.columns(),
     }
     if not ex.execute("insert_conversation", params):
         raise StoreError(f"conversation {conv.id!r} exists")
@@ -289,8 +292,8 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
         "created_at": now.bound,
     }
     for _ in range(SEQ_ATTEMPTS):
-        seq = ex.returning("insert_message", params)
-        if seq is not None:
+        position = ex.returning("insert_message", params)
+        if position is not None:
             _answer(ex, op, message_id)
             index_message(ex, cid, message_id, message)
             return Message(
@@ -298,10 +301,11 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
                 blocks=message.blocks,
                 hidden=message.hidden,
                 metadata=message.metadata,
-                seq=seq,
+                seq=derive(position, seq_of),
                 id=message_id,
                 turn_id=op.turn_id,
                 created_at=now.value,
+                parent_seq=derive(position, parent_of),
             )
         _require_conversation(ex, cid)  # none inserted: an unknown conversation, or a race
     raise StoreError(f"could not allocate a seq in conversation {cid!r}")
@@ -322,6 +326,16 @@ def _answer(ex: Executor, op: AppendMessage, message_id: str) -> None:
             taken.append(tool_use_id)
     if taken:
         raise refusal(taken)
+
+
+def seq_of(position: int) -> int:
+    """The seq in what an insert of a message returns (``statements._position``)."""
+    return position >> 32
+
+
+def parent_of(position: int) -> int:
+    """The parent's seq in what an insert of a message returns."""
+    return position & 0xFFFFFFFF
 
 
 def _require_conversation(ex: Executor, cid: str) -> None:
@@ -446,5 +460,6 @@ OPS: dict[type, WriteFunction] = {
     **dict.fromkeys(FORGED_OPS, lambda ex, op, now: apply_forged_op(ex, op, now.value)),
     **dict.fromkeys(MCP_SERVER_OPS, lambda ex, op, now: apply_mcp_op(ex, op, now.value)),
     **dict.fromkeys(JOB_OPS, lambda ex, op, now: apply_job_op(ex, op)),
+    MoveBranch: move_branch,
 }
 """One function per write op; ``tests/store`` checks every ``WriteOp`` has one."""

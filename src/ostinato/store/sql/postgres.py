@@ -69,6 +69,9 @@ class _ConnectionExecutor:
     def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
         return self._connection.execute(self._statements[name], params).first()
 
+    def rows(self, name: WriteName, params: dict[str, Any]) -> Sequence[Row]:
+        return self._connection.execute(self._statements[name], params).all()
+
     time = staticmethod(utc_time)
     read_time = staticmethod(time_from_postgres)
 

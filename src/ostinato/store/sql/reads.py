@@ -14,10 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ostinato.approvals import Approval, Grant
-from ostinato.messages import Message
 from ostinato.store.base import (
     Conversation,
-    HistoryWindow,
     MemoryConflict,
     MemoryFact,
     MemoryHit,
@@ -34,9 +32,10 @@ from ostinato.store.sql.job_sql import JobReads
 from ostinato.store.sql.mcp_sql import McpServerReads
 from ostinato.store.sql.rows import Row, TimeDecoder
 from ostinato.store.sql.search_sql import SQLSearch
+from ostinato.store.sql.tree_sql import SQLTreeReads
 
 
-class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, ABC):
+class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, SQLTreeReads, ABC):
     """Reads shared by ``SQLiteStore`` and ``PostgresStore``."""
 
     _decode_time: TimeDecoder
@@ -63,46 +62,6 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, A
         stmt = statements.list_conversations(owner is not None, before is not None, archived)
         found = await self._fetch(stmt, {"owner": owner, "before": before, "limit": limit})
         return [rows.conversation(r, self._decode_time) for r in found]
-
-    async def list_messages(
-        self,
-        conversation_id: str,
-        *,
-        after_seq: int = 0,
-        limit: int | None = None,
-        include_hidden: bool = True,
-    ) -> list[Message]:
-        """Rows in seq order, after ``after_seq``."""
-        stmt = statements.list_messages(include_hidden, limit is not None)
-        params = {
-            "conversation_id": conversation_id,
-            "after_seq": after_seq,
-            "hidden": False,
-            "limit": limit,
-        }
-        found = await self._fetch(stmt, params)
-        return self._message_cache.messages(found, self._decode_time)
-
-    async def window(self, conversation_id: str, *, limit: int) -> HistoryWindow:
-        """The latest summary and up to ``limit`` newest rows after it: two index reads,
-        the second walking ``(conversation_id, seq)`` backwards for ``limit + 1`` rows."""
-        found = await self._fetch(statements.latest_summary(), {"conversation_id": conversation_id})
-        summary, through = None, 0
-        if found:
-            through = found[0][0]
-            summary = self._message_cache.messages([found[0][1:]], self._decode_time)[0]
-        if limit <= 0:
-            more = bool(await self._window_rows(conversation_id, through, 1))
-            return HistoryWindow(summary, [], more)
-        newest = await self._window_rows(conversation_id, through, limit + 1)
-        more = len(newest) > limit
-        picked = self._message_cache.messages(newest[:limit], self._decode_time)
-        picked.reverse()
-        return HistoryWindow(summary, picked, more)
-
-    async def _window_rows(self, conversation_id: str, after_seq: int, limit: int) -> Sequence[Row]:
-        params = {"conversation_id": conversation_id, "after_seq": after_seq, "limit": limit}
-        return await self._fetch(statements.window_rows(), params)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         found = await self._fetch(statements.get_turn(), {"id": turn_id})

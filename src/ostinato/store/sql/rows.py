@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 from ostinato.approvals import Approval, Ending, Grant
 from ostinato.messages import JSON, Block, Message, blocks_from_json
 from ostinato.store.base import Conversation, MemoryFact, QueuedInput, ToolCallRecord, Turn
+from ostinato.store.tree import Branch
 
 TimeDecoder: TypeAlias = Callable[[Any], datetime]
 Row: TypeAlias = Sequence[Any]
@@ -138,7 +139,8 @@ def _text(block: Block) -> str:
 
 
 def conversation(row: Row, decode: TimeDecoder) -> Conversation:
-    cid, owner, state, persona, title, metadata, created_at, updated_at, pinned, archived = row
+    cid, owner, state, persona, title, metadata, created_at, updated_at, *more = row
+    pinned, archived, ranges, since, _ = more
     return Conversation(
         id=cid,
         state=state,
@@ -150,6 +152,7 @@ def conversation(row: Row, decode: TimeDecoder) -> Conversation:
         metadata=_object(metadata),
         pinned=bool(pinned),
         archived_at=None if archived is None else decode(archived),
+        branch=Branch.stored(ranges, since),
     )
 
 
@@ -185,7 +188,7 @@ def turn(row: Row, decode: TimeDecoder) -> Turn:
 
 
 def message(row: Row, decode: TimeDecoder) -> Message:
-    mid, _cid, turn_id, seq, role, blocks, hidden, metadata, created_at = row
+    mid, _cid, turn_id, seq, role, blocks, hidden, metadata, created_at, parent = row
     return Message(
         role=role,
         blocks=blocks_from_json(json.loads(blocks)),
@@ -195,6 +198,7 @@ def message(row: Row, decode: TimeDecoder) -> Message:
         id=mid,
         turn_id=turn_id,
         created_at=decode(created_at),
+        parent_seq=seq - 1 if parent is None else parent,  # NULL: the row before it
     )
 
 

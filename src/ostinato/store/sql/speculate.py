@@ -35,6 +35,7 @@ from ostinato.store.base import (
     TakeQueued,
     WriteOp,
 )
+from ostinato.store.sql.executor import Pending
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.rows import Row, time_from_postgres, utc_time
 from ostinato.store.sql.statements import WriteName
@@ -58,13 +59,6 @@ PLANNED: frozenset[type] = frozenset(
 
 class NotPlanned(Exception):
     """The ops cannot be planned: they go the ordinary way."""
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """What statement ``index``'s ``RETURNING`` will give, once it has run."""
-
-    index: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +110,9 @@ class Recorder:
     def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
         raise NotPlanned(name)
 
+    def rows(self, name: WriteName, params: dict[str, Any]) -> list[Row]:
+        raise NotPlanned(name)
+
     def _record(self, name: WriteName, params: dict[str, Any], returning: bool) -> int:
         if any(type(value) is Pending for value in params.values()):
             raise NotPlanned(name)  # one statement's result feeds another
@@ -140,7 +137,7 @@ def _filled(result: Any, values: Row) -> Any:
     if result is None or not dataclasses.is_dataclass(result) or isinstance(result, type):
         return result
     changes = {
-        field.name: values[value.index]
+        field.name: value.value(values[value.index])
         for field in dataclasses.fields(result)
         if type(value := getattr(result, field.name)) is Pending
     }

@@ -98,6 +98,9 @@ class _Executor:
         found: Row | None = self._cursor.execute(self._sql[name], params).fetchone()
         return found
 
+    def rows(self, name: WriteName, params: dict[str, Any]) -> list[Row]:
+        return self._cursor.execute(self._sql[name], params).fetchall()
+
     time = staticmethod(sqlite_time)
     read_time = staticmethod(time_from_sqlite)
 

@@ -47,12 +47,14 @@ from ostinato.store.sql.tables import (
     tool_switches,
     turns,
 )
+from ostinato.store.sql.tree_sql import TreeWriteName, tree_statements
 from ostinato.store.sql.turn_sql import TurnWriteName, turn_statements
 
 WriteName: TypeAlias = (
     AccountWriteName
     | AnswerWriteName
     | TurnWriteName
+    | TreeWriteName
     | RelationWriteName
     | ForgedWriteName
     | McpWriteName
@@ -143,7 +145,33 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **job_statements(dialect),
         **search_statements(dialect),
         **erasure_statements(),
+        **tree_statements(),
     }
+
+
+def _parent() -> sa.ColumnElement[Any]:
+    """A new row's ``parent_seq``: NULL (the row before it) unless the conversation's
+    branch was moved to ``branch_tip`` and no row was written since (``store.tree``).
+    The conversation's columns decide it; the newest seq is looked up only then."""
+    newest = messages.alias("newest")
+    top = (
+        sa.select(sa.func.max(newest.c.seq))
+        .where(newest.c.conversation_id == conversations.c.id)
+        .scalar_subquery()
+    )
+    return sa.case(
+        (conversations.c.branch_tip.is_(None), sa.null()),
+        (top > conversations.c.branch_since, sa.null()),
+        else_=conversations.c.branch_tip,
+    )
+
+
+def _position() -> sa.ColumnElement[Any]:
+    """What an insert of a message returns: its seq and its parent in one integer
+    (``seq << 32 | parent``, ``ops.split_position``), so a write planned as one
+    statement (``speculate``) gets both from its one value."""
+    parent = sa.func.coalesce(messages.c.parent_seq, messages.c.seq - sa.literal_column("1"))
+    return (messages.c.seq * sa.literal_column("4294967296") + parent).label("position")
 
 
 def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
@@ -151,7 +179,7 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
     conv_cols = [c.name for c in conversations.columns]
     turn_cols = [c.name for c in turns.columns]
     call_cols = [c.name for c in tool_calls.columns]
-    msg_cols = [c.name for c in messages.columns if c.name != "seq"]
+    msg_cols = [c.name for c in messages.columns if c.name not in ("seq", "parent_seq")]
     earlier = messages.alias("earlier")
     next_seq = (
         sa.select(
@@ -162,8 +190,12 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         .scalar_subquery()
     )
     insert_message = _insert_for_conversation(
-        dialect, messages, msg_cols, {"seq": next_seq}, conflict=["conversation_id", "seq"]
-    ).returning(messages.c.seq)
+        dialect,
+        messages,
+        msg_cols,
+        {"seq": next_seq, "parent_seq": _parent()},
+        conflict=["conversation_id", "seq"],
+    ).returning(_position())
     lock = sa.select(conversations.c.id).where(_where_id(conversations))
     return {
         "insert_conversation": _insert(dialect, conversations)
@@ -331,20 +363,6 @@ def list_conversations(by_owner: bool, paged: bool, archived: bool | None) -> sa
 
 
 @cache
-def list_messages(include_hidden: bool, limited: bool) -> sa.Select[Any]:
-    stmt = sa.select(messages).where(
-        messages.c.conversation_id == _param(messages.c.conversation_id, "conversation_id"),
-        messages.c.seq > _param(messages.c.seq, "after_seq"),
-    )
-    if not include_hidden:
-        stmt = stmt.where(messages.c.hidden == _param(messages.c.hidden, "hidden"))
-    stmt = stmt.order_by(messages.c.seq)
-    if limited:
-        stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer))
-    return stmt
-
-
-@cache
 def get_turn() -> sa.Select[Any]:
     return sa.select(turns).where(turns.c.id == _param(turns.c.id, "id"))
 
@@ -427,53 +445,6 @@ def list_queued(by_conversation: bool) -> sa.Select[Any]:
             == _param(queued_inputs.c.conversation_id, "conversation_id")
         )
     return stmt.order_by(queued_inputs.c.position)
-
-
-# --- history window ---------------------------------------------------------------------
-
-
-@cache
-def latest_summary() -> sa.Select[Any]:
-    """The latest summary of a conversation: its ``through_seq``, then its message row."""
-    return (
-        sa.select(summaries.c.through_seq, messages)
-        .join(
-            messages,
-            sa.and_(
-                messages.c.conversation_id == summaries.c.conversation_id,
-                messages.c.seq == summaries.c.message_seq,
-            ),
-        )
-        .where(
-            summaries.c.conversation_id == _param(summaries.c.conversation_id, "conversation_id")
-        )
-        .order_by(summaries.c.message_seq.desc())
-        .limit(1)
-    )
-
-
-@cache
-def window_rows() -> sa.Select[Any]:
-    """The newest rows after ``after_seq`` (summary rows left out), newest first: a
-    backward walk of the ``(conversation_id, seq)`` index that stops at ``limit``."""
-    is_summary = (
-        sa.select(summaries.c.message_seq)
-        .where(
-            summaries.c.conversation_id == messages.c.conversation_id,
-            summaries.c.message_seq == messages.c.seq,
-        )
-        .exists()
-    )
-    return (
-        sa.select(messages)
-        .where(
-            messages.c.conversation_id == _param(messages.c.conversation_id, "conversation_id"),
-            messages.c.seq > _param(messages.c.seq, "after_seq"),
-            ~is_summary,
-        )
-        .order_by(messages.c.seq.desc())
-        .limit(sa.bindparam("limit", type_=sa.Integer))
-    )
 
 
 # --- tool switches ----------------------------------------------------------------------

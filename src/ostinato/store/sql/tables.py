@@ -2,10 +2,10 @@
 
 Alembic migrations (``0001``: the first four tables; ``0002``: approvals, grants,
 queued inputs; ``0006``: turn timelines; ``0009``: leases, and the holder of each turn
-and queued input; ``0010``: idempotency keys; ``0011``: schedules) are written against
-these definitions, and both engines (SQLite and PostgreSQL) compile their statements
-from them. JSON values (message blocks, metadata, metrics, timelines, tool input,
-approval arguments) are kept as JSON *text*, serialised by the store itself, so the two
+and queued input; ``0010``: idempotency keys; ``0011``: schedules; ``0020``: trees)
+are written against these definitions, and both engines (SQLite and PostgreSQL) compile
+their statements from them. JSON values (message blocks, metadata, metrics, timelines,
+tool input, approval arguments) are kept as JSON *text*, serialised by the store itself, so the two
 engines hold byte-identical values and no driver-specific JSON codec is involved; a
 queued input keeps its message as the messages table does.
 Timestamps are ``DateTime(timezone=True)``: ``timestamptz`` on PostgreSQL, UTC text
@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from ostinato.store.sql.answer_sql import tool_results as tool_results
 from ostinato.store.sql.meta import ID as _ID
+from ostinato.store.sql.meta import RUN_STARTS as _RUN_STARTS
 from ostinato.store.sql.meta import TIME as _TIME
 from ostinato.store.sql.meta import metadata as metadata
 from ostinato.store.sql.search_tables import message_search as message_search
@@ -41,6 +42,10 @@ conversations = sa.Table(
     # 0018: kept at the top of the person's list; out of the default list since when
     sa.Column("pinned", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("archived_at", _TIME, nullable=True),
+    # its current branch (``store.tree.Branch``; 0020): NULL while it never branched
+    sa.Column("branch_ranges", sa.Text, nullable=True),
+    sa.Column("branch_since", sa.Integer, nullable=True),
+    sa.Column("branch_tip", sa.Integer, nullable=True),
     sa.Index(None, "owner", "id"),
 )
 
@@ -87,8 +92,10 @@ messages = sa.Table(
     sa.Column("hidden", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("metadata", sa.Text, nullable=False, server_default="{}"),
     sa.Column("created_at", _TIME, nullable=False),
+    sa.Column("parent_seq", sa.Integer, nullable=True),  # NULL: seq - 1 (a tree's; 0020)
     # The unique constraint's index is also the index every read of a history uses.
     sa.UniqueConstraint("conversation_id", "seq"),
+    sa.Index("ix_messages_run_starts", "conversation_id", "seq", "parent_seq", **_RUN_STARTS),
 )
 
 # A tool call is keyed by its turn and its tool_use id (models reuse tool_use ids across

@@ -3,6 +3,9 @@ mode ``keys`` (its URL and a real key put in for the documented ones)."""
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import inspect
 import re
 from pathlib import Path
 
@@ -26,5 +29,12 @@ def test_a_python_example_runs(
 ) -> None:
     url, key = served
     code = EXAMPLES[index].replace("http://127.0.0.1:8000", url)
-    exec(compile(code, f"clients.md example {index + 1}", "exec"), {"KEY": key})
+    # the protocol sections' snippets await at the top level, as in a notebook or `python
+    # -m asyncio`: compiled so, and run on an event loop
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    compiled = compile(code, f"clients.md example {index + 1}", "exec", flags=flags)
+    if compiled.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(compiled, {"KEY": key}))
+    else:
+        exec(compiled, {"KEY": key})
     assert capsys.readouterr().out.strip()

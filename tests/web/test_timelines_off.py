@@ -31,7 +31,8 @@ def test_a_turn_run_with_timelines_off_says_it_has_none(context: Any, site: Site
     [turn] = site.api("GET", f"/v1/conversations/{cid}/turns")["turns"]
     stored = site.api("GET", f"/v1/conversations/{cid}/turns/{turn['id']}")
     assert stored["steps"] is None and stored["status"] == "finished"
-    metrics = stored["metrics"]  # counted as ever: both model calls, the tool call
-    assert metrics["model_calls"] == 2 and metrics["tools"]["calculator"] == 1
+    metrics = stored["metrics"]  # counted as ever: both steps' calls, the tool call
+    assert metrics["model_calls_by_purpose"]["step"] == 2, str(metrics)
+    assert metrics["tools"]["calculator"] == 1
     reply.get_by_role("button", name="Timeline").click()
     expect(reply.get_by_text("ran while timelines were off")).to_be_visible()

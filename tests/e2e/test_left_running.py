@@ -44,12 +44,17 @@ def test_a_command_left_by_a_crash_is_stopped_by_the_restart(tmp_path: Path) -> 
         cid = server.post("/v1/conversations").json()["id"]
         body = {"text": "/tool shell " + json.dumps({"command": COMMAND, "timeout": 120})}
         turns, sse = f"{server.url}/v1/conversations/{cid}/turns", {"accept": "text/event-stream"}
-        with httpx.stream("POST", turns, json=body, headers=sse, timeout=WAIT) as started:
-            next(started.iter_lines())  # the turn began; it runs on without this request
         pending = f"/v1/conversations/{cid}/approvals?pending=true"
-        wait_for(lambda: server.get(pending).json()["approvals"], "no approval was asked")
-        (approval,) = server.get(pending).json()["approvals"]
-        server.post(f"/v1/conversations/{cid}/approvals/{approval['id']}", {"decision": "approve"})
+        # the stream stays open until the approval is asked: a call is asked only while a
+        # surface watches (else it ends UNREACHABLE); the turn then runs on without it
+        with httpx.stream("POST", turns, json=body, headers=sse, timeout=WAIT) as started:
+            lines = started.iter_lines()
+            while next(lines) != "event: approval.requested":
+                pass
+            wait_for(lambda: server.get(pending).json()["approvals"], "no approval was asked")
+            (approval,) = server.get(pending).json()["approvals"]
+            decision = {"decision": "approve"}
+            server.post(f"/v1/conversations/{cid}/approvals/{approval['id']}", decision)
         written = data / "workdirs" / cid / "group.pid"
         wait_for(lambda: written.exists() and written.read_text().endswith("\n"), "no pid")
         pgid = int(written.read_text())

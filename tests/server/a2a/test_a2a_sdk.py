@@ -5,6 +5,7 @@ loses nothing, and finds none of another owner's tasks."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -227,10 +228,10 @@ async def test_a_request_without_the_version_header_is_refused(live: Live) -> No
 
 
 async def test_data_parts_files_and_return_immediately(live: Live) -> None:
-    live.model.add(
-        tool_step(("write_file", {"path": "notes/plan.md", "content": "step one"})),
-        text_step("Wrote it."),
-    )
+    # The call comes a moment later, once the subscription below watches the task: a call
+    # is asked only while a surface watches its conversation (else it is UNREACHABLE).
+    writing = tool_step(("write_file", {"path": "notes/plan.md", "content": "step one"}))
+    live.model.add(dataclasses.replace(writing, delay=1.0), text_step("Wrote it."))
     said = {
         "role": "ROLE_USER",
         "messageId": "m-data",

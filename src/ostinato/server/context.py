@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -21,10 +22,11 @@ from ostinato.models.base import Model
 from ostinato.models.choice import HEADER_MODEL_API_KEY, HEADER_MODEL_BASE_URL, HEADER_MODEL_ID
 from ostinato.runtime import Runtime
 from ostinato.server.auth.authenticator import Authenticator
+from ostinato.server.auth.caller import Caller
 from ostinato.server.auth.guard import StreamGuard, StreamTicket
 from ostinato.server.idempotency import Idempotency
 from ostinato.server.limits import BodyLimits
-from ostinato.server.streams import Live
+from ostinato.server.streams import Live, Watched, watching
 from ostinato.server.surfaces import Surfaces
 
 ModelResolver = Callable[[str], Model]
@@ -61,6 +63,10 @@ class ServerContext:
     def live_for(self, ticket: StreamTicket) -> Live:
         """The ``Live`` of one stream: it also ends when the stream's credential does."""
         return Live(self.ping_interval, self.closing, ticket.revoked)
+
+    def watch(self, caller: Caller, conversation_id: str) -> AbstractAsyncContextManager[Watched]:
+        """Open a stream of ``caller`` on a conversation (``streams.watching``)."""
+        return watching(self.streams, self.runtime.bus, caller, conversation_id, self.live)
 
     async def aclose(self) -> None:
         """Stop the background work of limits and streams; close the authenticator."""

@@ -17,6 +17,9 @@ route for JSON messages; both serve the same frames.
   live frames after those rows, up to ``turn.finished`` (made from the turn's row when
   it has ended already).
 - ``subscription_frames``: every frame since the subscription opened, unfiltered.
+- ``watching``: how a route opens a stream: its ticket (a stream permit, and the
+  credential re-checked while it is open) and its bus subscription, both given back if
+  setting up the stream fails, else by the response's ``on_close``.
 - ``conversation_frames``: the committed rows after a position, replayed from the store
   as ``message`` frames, then the live frames of every turn. A live frame that the replay
   already covered is dropped: a ``message`` whose seq was replayed, and any other frame
@@ -31,11 +34,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ostinato import observe
-from ostinato.bus import BacklogOverflow, Subscription
+from ostinato.bus import BacklogOverflow, Bus, Subscription
 from ostinato.frames import (
     BranchChanged,
     ErrorFrame,
@@ -53,6 +57,10 @@ from ostinato.messages import Message
 from ostinato.redaction import redact
 from ostinato.store.base import STATE_AFTER, Store, Turn
 from ostinato.turns import TurnHandle
+
+if TYPE_CHECKING:
+    from ostinato.server.auth.caller import Caller
+    from ostinato.server.auth.guard import StreamGuard, StreamTicket
 
 REPLAY_PAGE = 500
 OVERFLOW = "this stream fell too far behind and was closed; reconnect with Last-Event-ID"
@@ -88,6 +96,38 @@ class Live:
     ping_interval: float
     closing: asyncio.Event
     revoked: asyncio.Event | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """An open stream's subscription and ``Live`` (it ends when its credential does)."""
+
+    subscription: Subscription
+    live: Live
+    guard: StreamGuard
+    ticket: StreamTicket
+
+    def close(self) -> None:
+        """The stream ended: close its subscription and give its permit back."""
+        self.subscription.close()
+        self.guard.close(self.ticket)
+
+
+@asynccontextmanager
+async def watching(
+    guard: StreamGuard, bus: Bus, caller: Caller, conversation_id: str, base: Live
+) -> AsyncIterator[Watched]:
+    """Open a stream of ``caller`` on a conversation's frames: a ticket (``LimitExceeded``
+    over the owner's stream limit), then the subscription. If the block raises, both are
+    closed; if it returns, the response the block made owns them (``on_close=w.close``)."""
+    ticket = await guard.open(caller)
+    live = Live(base.ping_interval, base.closing, ticket.revoked)
+    watched = Watched(bus.subscribe(conversation_id), live, guard, ticket)
+    try:
+        yield watched
+    except BaseException:
+        watched.close()
+        raise
 
 
 async def _frames(

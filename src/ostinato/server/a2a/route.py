@@ -204,7 +204,6 @@ async def _send(context: ServerContext, caller: Caller, agent: str | None, param
 async def _stream(
     context: ServerContext, caller: Caller, agent: str | None, call: Call
 ) -> Response:
-    runtime = context.runtime
     if call.method == "SendStreamingMessage":
         incoming = read_send(call.params)
         conversation, answers = await methods.target(context, caller, incoming)
@@ -212,27 +211,16 @@ async def _stream(
     else:
         found = await methods.subscribable(context, caller, call.params)
         cid = found.conversation.id
-    ticket = await context.streams.open(caller)
-    subscription = runtime.bus.subscribe(cid)
-
-    def close() -> None:
-        subscription.close()
-        context.streams.close(ticket)
-
-    try:
+    async with context.watch(caller, cid) as watched:
         start = None
         if call.method == "SendStreamingMessage":
             sent = await methods.send(context, caller, agent, incoming, conversation, answers)
             found, start = sent.found, sent.start
-        live = context.live_for(ticket)
         until_input = call.method == "SendStreamingMessage"
         events = methods.follow(
-            context, found, subscription, live, until_input=until_input, start=start
+            context, found, watched.subscription, watched.live, until_input=until_input, start=start
         )
-    except BaseException:
-        close()
-        raise
-    return FrameStream(_sse(call.id, events), on_close=close)
+    return FrameStream(_sse(call.id, events), on_close=watched.close)
 
 
 async def _sse(rpc_id: Any, events: methods.Events) -> AsyncIterator[bytes]:

@@ -159,23 +159,12 @@ async def _run(
 ) -> Response:
     body = read_input(await request.body())
     cid = await _thread(context, caller, body)
-    runtime = context.runtime
-    ticket = await context.streams.open(caller)
-    subscription = runtime.bus.subscribe(cid)
-
-    def close() -> None:
-        subscription.close()
-        context.streams.close(ticket)
-
-    try:
-        live = context.live_for(ticket)
+    async with context.watch(caller, cid) as watched:
+        subscription, live = watched.subscription, watched.live
         frames, on_abandon = await _act(context, caller, cid, agent, body, subscription, live)
-    except BaseException:
-        close()
-        raise
     events = RunEvents(body.threadId, body.runId)
     state: dict[str, Any] = {"conversationId": cid, "running": {}, "waiting": None}
-    stream = FrameStream(_sse(frames, events, state), on_close=close, on_abandon=on_abandon)
+    stream = FrameStream(_sse(frames, events, state), on_close=watched.close, on_abandon=on_abandon)
     stream.headers["x-ostinato-conversation-id"] = cid
     return stream
 

@@ -46,7 +46,7 @@ from ostinato.server.context import Context, ServerContext
 from ostinato.server.routes.turns import cancel_when_begun, release_when_done
 from ostinato.server.schemas import CONFLICT, ERROR_RESPONSES
 from ostinato.server.sse import FrameStream
-from ostinato.server.streams import Live, run_frames, turn_frames
+from ostinato.server.streams import Live, Watched, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
 from ostinato.store.base import AppendMessage, Conversation, CreateConversation, utcnow
 from ostinato.turns import TurnHandle
@@ -124,26 +124,15 @@ async def ai_sdk_chat(context: Context, caller: CurrentCaller, request: Request)
     """The AI SDK's chat request, answered with its UI message stream (docs/clients.md)."""
     body = _read(await request.body())
     cid = await _conversation(context, caller, body)
-    runtime = context.runtime
-    ticket = await context.streams.open(caller)
-    subscription = runtime.bus.subscribe(cid)
-
-    def close() -> None:
-        subscription.close()
-        context.streams.close(ticket)
-
-    try:
-        frames, on_abandon = await _act(context, caller, cid, body, subscription, ticket)
-    except BaseException:
-        close()
-        raise
+    async with context.watch(caller, cid) as watched:
+        frames, on_abandon = await _act(context, caller, cid, body, watched)
     stream = UIStream(
         context.surfaces.filters("ai_sdk"),
         _message_id(body, cid),
         {"conversationId": cid},
         include_hidden=body.include_hidden,
     )
-    response = FrameStream(_chunks(frames, stream), on_close=close, on_abandon=on_abandon)
+    response = FrameStream(_chunks(frames, stream), on_close=watched.close, on_abandon=on_abandon)
     response.headers.update(HEADERS)
     response.headers["x-ostinato-conversation-id"] = cid
     return response
@@ -201,12 +190,11 @@ async def _act(
     caller: Caller,
     cid: str,
     body: ChatBody,
-    subscription: Subscription,
-    ticket: Any,
+    watched: Watched,
 ) -> tuple[Frames, Any]:
     """Do what the request's last message asks, and follow the turn that follows."""
     runtime = context.runtime
-    live = context.live_for(ticket)
+    subscription, live = watched.subscription, watched.live
     waiting = await what_waits(runtime, cid)
     last = body.messages[-1]
     if last.role == "assistant":

@@ -135,7 +135,10 @@ async def build_runtime(
     data_dir: Path,
     approval_timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    reported_window: int | None = None,
 ) -> Deployment:
+    """The runtime the settings describe; ``reported_window``: the default model's
+    context window as its server reported it (``models.context_windows`` wins)."""
     env = os.environ if env is None else env
     prices.configure(
         {model: prices.Price(**p.model_dump()) for model, p in config.observability.prices.items()}
@@ -166,10 +169,7 @@ async def build_runtime(
         mount=mount,
         approvals=policy,
         data_dir=data_dir,
-        compactor=Compactor(
-            models(config.models.summarizer),
-            catalog=ContextCatalog(config.models.context_windows),
-        ),
+        compactor=compactor_of(config, models, default_id, reported_window),
         disabled_tools=frozenset(config.tools.disabled),
         protected_tools=frozenset(config.tools.protected),
         memory=memory,
@@ -183,6 +183,16 @@ async def build_runtime(
         runtime.pinning = Pinning(store)
         await runtime.pinning.record(runtime.router.skills)
     return Deployment(runtime, models, mcp, facts=facts)
+
+
+def compactor_of(
+    config: Config, models: Models, default_id: str, reported_window: int | None
+) -> Compactor:
+    """The summariser, with the windows: the catalog's, the default model's as its server
+    reported it, and ``models.context_windows`` over both."""
+    reported = {default_id: reported_window} if reported_window else {}
+    catalog = ContextCatalog(reported, config.models.context_windows)
+    return Compactor(models(config.models.summarizer), catalog=catalog)
 
 
 def after_turn_of(

@@ -63,6 +63,7 @@ class FakeProvider:
 
     path = "/"
     models: tuple[str, ...] = ("fake-model",)
+    listed: JSON = {}  # more fields of each model listed (a window a server reports)
 
     def __init__(self) -> None:
         self._server: uvicorn.Server | None = None
@@ -135,7 +136,9 @@ class FakeProvider:
         self._thread.join(timeout=5)
 
     async def _list_models(self, request: Request) -> Response:
-        data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.models]
+        data = [
+            {"id": m, "object": "model", "owned_by": "fake", **self.listed} for m in self.models
+        ]
         return JSONResponse({"object": "list", "data": data})
 
     async def _handle(self, request: Request) -> Response:

@@ -164,6 +164,7 @@ async def start(config: Config, *, hub: str = "") -> tuple[ModelSetup, Deploymen
             default_model=setup.model,
             default_id=setup.default.model_id,
             data_dir=data_dir,
+            reported_window=setup.default.window,
         )
     except OSError as exc:
         await store.close()

@@ -314,7 +314,11 @@ class AgentSection(Section):
     prompt: str = Field(default=DEFAULT_SYSTEM_PROMPT, description="The system prompt.")
     tier: str = Field(default="allegro", description="A tier or a `provider:model` id.")
     max_model_calls: int = Field(default=10, ge=1, le=200, description="Model calls per turn.")
-    tools: list[str] | None = Field(default=None, description="Allow-list; unset: every tool.")
+    tools: list[str] | None = Field(
+        default=None,
+        description="Allow-list; unset: every tool (a model of at most 16,384 tokens: the "
+        "built-ins of docs/models.md).",
+    )
     ask_for: list[RiskName] | None = Field(
         default=None, description="This agent's approval policy; unset: `[approvals]`."
     )

@@ -1,6 +1,7 @@
 """Context window sizes by model, with defaults for common models.
 
-Looked up by the model part of a ``provider:model`` id, longest matching prefix first.
+Looked up by the model part of a ``provider:model`` id (or its last path segment, for a
+local server that names its model by its file), longest matching prefix first.
 Add or override entries with ``ContextCatalog({...})`` (the deployment passes the
 setting ``models.context_windows``, ``OSTINATO_CONTEXT_WINDOWS="model-prefix=tokens,..."``).
 """
@@ -32,9 +33,11 @@ DEFAULTS: dict[str, int] = {
 
 
 class ContextCatalog:
-    def __init__(self, overrides: Mapping[str, int] | None = None) -> None:
+    def __init__(self, *overrides: Mapping[str, int] | None) -> None:
+        """The defaults, with each of ``overrides`` over them in turn (the last wins)."""
         self._windows = dict(DEFAULTS)
-        self._windows.update({k.lower(): v for k, v in (overrides or {}).items()})
+        for more in overrides:
+            self._windows.update({k.lower(): v for k, v in (more or {}).items()})
         self._prefixes = sorted(self._windows, key=len, reverse=True)
         self._known: dict[str, int] = {}
 
@@ -48,8 +51,9 @@ class ContextCatalog:
     def _look_up(self, model_id: str) -> int:
         full = model_id.lower()
         model = full.split(":", 1)[1] if ":" in full else full
+        base = model.rsplit("/", 1)[-1]  # a file's or a repository's name: .../SmolLM2-...
         for prefix in self._prefixes:
-            if full.startswith(prefix) or model.startswith(prefix):
+            if full.startswith(prefix) or model.startswith(prefix) or base.startswith(prefix):
                 return self._windows[prefix]
         return DEFAULT_WINDOW
 

@@ -50,7 +50,7 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.tree import Branch
-from ostinato.tools import processes
+from ostinato.tools import processes, small
 from ostinato.tools.processes import CONTEXT_KEY as PROCESSES
 from ostinato.tools.registry import ToolCatalog, ToolRegistry
 from ostinato.tools.workdir import workdir_for
@@ -86,8 +86,8 @@ async def begin(
     turn = dataclasses.replace(turn, kind=opening.kind)  # (its holder kept)
     opening = replace(opening, route=await pinned_route(parts, conversation.id, opening.route))
     skill = opening.route.skill
-    registry, catalog = await _tools(parts, conversation, skill)
     model = model or parts.model_for(conversation, skill)
+    registry, catalog = await _tools(parts, conversation, skill, model)
     seeding = seed_start(turn, opening.seeds, catalog)
     stored, moved = await _commit_start(parts, turn, opening, seeding)
     prior = build_window(window.rows, summary=window.summary, max_tokens=skill.agent.history_tokens)
@@ -195,13 +195,16 @@ def with_instructions(agent: AgentConfig, instructions: str | None) -> AgentConf
 
 
 async def _tools(
-    parts: Parts, conversation: Conversation, skill: Skill
+    parts: Parts, conversation: Conversation, skill: Skill, model: Model
 ) -> tuple[ToolRegistry, ToolCatalog]:
-    """The tools mounted for the conversation's owner, and the catalog the turn offers."""
+    """The tools mounted for the conversation's owner, and the catalog the turn offers
+    (fewer built-ins to a model with a small window: ``tools.small``)."""
     mounted = await parts.mount.registry(conversation.owner, conversation.id)
     switched_off = await parts.switched_off(scope_for(conversation.owner, conversation.id))
+    window = parts.compactor.catalog.window(model.name)
+    known = (tool.name for tool in mounted.registry)
     catalog = mounted.registry.catalog(
-        skill.agent.tools,
+        small.allowed_for(window, skill.agent.tools, known),
         disabled=parts.disabled_tools | switched_off,
         protected=parts.protected_tools,
     )

@@ -19,6 +19,7 @@ import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ostinato.errors import InvalidRequest
 from ostinato.messages import JSON
@@ -197,6 +198,8 @@ class DefaultModel:
     # the configured model server's address when it did not answer at start-up (it is
     # still the default: turns fail, saying so, until it answers)
     unreachable: str | None = None
+    # the context window the model server reported for it (``reported_window``), if any
+    window: int | None = None
 
     def __str__(self) -> str:
         if self.unreachable:
@@ -244,8 +247,9 @@ async def configured_server(url: str, key: str, waits: Sequence[float]) -> Defau
     for i, wait in enumerate(waits):
         if i:
             await asyncio.sleep(0.5)
-        if model := await first_listed_model(url, key, wait):
-            return DefaultModel(f"openai-compatible:{model}", f"a server answers at {url}")
+        if (entry := await first_listed(url, key, wait)) is not None:
+            model_id, reason = f"openai-compatible:{entry['id']}", f"a server answers at {url}"
+            return DefaultModel(model_id, reason, window=reported_window(entry))
     reason = (
         f"OSTINATO_BASE_URL is set, and the server at {url} did not answer: turns fail, "
         f"saying so, until it does; OSTINATO_MODEL=openai-compatible:NAME names its model"
@@ -256,6 +260,27 @@ async def configured_server(url: str, key: str, waits: Sequence[float]) -> Defau
 async def first_listed_model(base_url: str, api_key: str, wait: float) -> str | None:
     """The first model an OpenAI-compatible server lists at ``GET {base_url}/models``,
     or ``None`` if it does not answer in time or lists none."""
+    entry = await first_listed(base_url, api_key, wait)
+    return None if entry is None else str(entry["id"])
+
+
+def reported_window(entry: Mapping[str, Any]) -> int | None:
+    """The context window a model listing reports, in the fields local servers use:
+    vLLM's ``max_model_len``, llama.cpp's ``meta.n_ctx_train``, ``context_length``
+    (LM Studio, OpenRouter)."""
+    meta = entry.get("meta")
+    found = [
+        entry.get("max_model_len"),
+        meta.get("n_ctx_train") if isinstance(meta, dict) else None,
+        entry.get("context_length"),
+    ]
+    return next(
+        (n for n in found if isinstance(n, int) and not isinstance(n, bool) and n > 0), None
+    )
+
+
+async def first_listed(base_url: str, api_key: str, wait: float) -> dict[str, Any] | None:
+    """The first entry (with a string ``id``) of ``GET {base_url}/models``, or ``None``."""
     import httpx
 
     url = base_url.rstrip("/") + "/models"
@@ -268,7 +293,7 @@ async def first_listed_model(base_url: str, api_key: str, wait: float) -> str | 
         return None
     if isinstance(data, list) and data and isinstance(data[0], dict):
         model = data[0].get("id")
-        return model if isinstance(model, str) and model else None
+        return data[0] if isinstance(model, str) and model else None
     return None
 
 

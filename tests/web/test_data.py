@@ -1,9 +1,10 @@
 """The page's side of the data people keep: the sidebar searches as the person types and
-a hit opens its conversation at the row; conversations are archived and restored."""
+a hit opens its conversation at the row; conversations are archived, restored and exported."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -92,3 +93,17 @@ def test_a_conversation_is_archived_and_restored(context: Any, filled: tuple[Sit
     page.get_by_role("button", name="Back to conversations").click()
     expect(listing).to_contain_text("Old plans")
     assert site.api("GET", f"/v1/conversations/{cid}")["archived_at"] is None
+
+
+def test_a_conversation_is_exported_from_the_list(context: Any, filled: tuple[Site, str]) -> None:
+    site, cid = filled
+    page = context.new_page()
+    page.goto(site.url + "/")
+    with page.expect_download() as downloading:
+        page.get_by_role("link", name="Export Airships").click()
+    download = downloading.value
+    assert download.suggested_filename == f"conversation-{cid}.json"
+    with open(download.path(), encoding="utf-8") as file:
+        document = json.load(file)
+    (exported,) = document["conversations"]
+    assert exported["title"] == "Airships" and len(exported["messages"]) == 400

@@ -1,4 +1,4 @@
-// The conversations: newest first, paged; new, open, rename, archive; the archived ones
+// The conversations: newest first, paged; new, open, rename, archive, export; the archived ones
 // on request; a search of them all as the person types.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api";
@@ -62,6 +62,15 @@ function Entry({ c, current, onChanged }: { c: Conversation; current: boolean; o
       >
         {archived ? "↩" : "🗄"}
       </button>
+      <a
+        class="icon export-button"
+        href={`/v1/conversations/${encodeURIComponent(c.id)}/export`}
+        download
+        aria-label={`Export ${title(c)}`}
+        title="Export (JSON: every branch, for ostinato import)"
+      >
+        ⤓
+      </a>
       {error && <p class="card-error" role="alert">{error}</p>}
     </li>
   );

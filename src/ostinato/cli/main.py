@@ -1,4 +1,5 @@
-"""The ``ostinato`` command: ``serve``, ``chat``, ``replay``, ``keys`` and ``migrate``.
+"""The ``ostinato`` command: ``serve``, ``chat``, ``replay``, ``keys``, ``export``,
+``import``, ``usage`` and ``migrate``.
 
 ::
 
@@ -10,6 +11,8 @@
     ostinato replay CONVERSATION_ID [--database-url URL] [--config FILE]
                     [--recorded-tools clock,recall] [--timeline]
     ostinato keys create --owner ann --name laptop [--expires-in 90d] | list | revoke ID
+    ostinato export [CONVERSATION_ID] [--owner ann] [--format json|markdown] [-o FILE]
+    ostinato import FILE [--owner ann]
     ostinato usage [--url URL] [--key KEY] [--since DAY] [--until DAY] [--all] [--json]
     ostinato migrate [--database-url URL] [--config FILE]
 
@@ -28,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ostinato import __version__
+from ostinato.cli import data as data_command
 from ostinato.cli import keys as keys_command
 from ostinato.cli import usage as usage_command
 
@@ -60,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
     _replay_parser(commands)
     keys_command.add_parser(commands, DATABASE_HELP, CONFIG_HELP)
+    data_command.add_parsers(commands, DATABASE_HELP, CONFIG_HELP)
     usage_command.add_parser(commands)
     migrate = commands.add_parser(
         "migrate",
@@ -210,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check_config(path, start_servers=not args.offline)
         if args.command == "keys":
             return asyncio.run(keys_command.run(args))
+        if args.command in ("export", "import"):
+            return asyncio.run(data_command.run(args))
         if args.command == "chat":
             return _chat(args)
         if args.command == "usage":

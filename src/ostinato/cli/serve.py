@@ -314,7 +314,9 @@ async def _serve(
 def body_limits(config: Config) -> BodyLimits:
     """The request body limits the settings ask for (``[requests]``)."""
     asked = config.requests
-    return BodyLimits(asked.message_bytes, asked.metadata_bytes, asked.upload_bytes)
+    return BodyLimits(
+        asked.message_bytes, asked.metadata_bytes, asked.upload_bytes, asked.import_bytes
+    )
 
 
 async def run(

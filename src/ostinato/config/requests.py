@@ -30,6 +30,12 @@ class RequestsSection(Section):
         ge=1,
         description="The largest body of a turn sent as a multipart form with files.",
     )
+    import_bytes: int = Field(
+        default=100 * MIB,
+        ge=1,
+        description="The largest file `POST /v1/import` takes (an export, or ChatGPT's "
+        "conversations.json).",
+    )
     idempotency_window_s: float = Field(
         default=24 * 3600.0,
         gt=0,

@@ -6,7 +6,8 @@ Three kinds of body, each with its own limit (``BodyLimits``):
   named below (decisions, facts, tool switches);
 - ``metadata``: a conversation's own fields (``POST /v1/conversations``, and ``PATCH`` of
   one): its title and metadata;
-- ``upload``: a turn sent as a multipart form with files.
+- ``upload``: a turn sent as a multipart form with files;
+- ``import``: a file sent to ``POST /v1/import``.
 
 A body over its limit is answered 413 ``too_large`` (the JSON error says the limit and
 the kind) before it is read any further: at once when ``Content-Length`` says so,
@@ -32,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ostinato.attachments import MAX_TOTAL_BYTES
 
-BodyKind = Literal["message", "metadata", "upload"]
+BodyKind = Literal["message", "metadata", "upload", "import"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -49,9 +50,10 @@ class BodyLimits:
     message_bytes: int = 1 * MIB
     metadata_bytes: int = 64 * KIB
     upload_bytes: int = MAX_TOTAL_BYTES + 256 * KIB  # the files, plus form framing
+    import_bytes: int = 100 * MIB
 
     def __post_init__(self) -> None:
-        for name in ("message_bytes", "metadata_bytes", "upload_bytes"):
+        for name in ("message_bytes", "metadata_bytes", "upload_bytes", "import_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a whole number of bytes >= 1, got {value!r}")
@@ -64,12 +66,16 @@ class BodyLimits:
                 return self.metadata_bytes
             case "upload":
                 return self.upload_bytes
+            case "import":
+                return self.import_bytes
 
     def kind_of(self, method: str, path: str, content_type: str) -> BodyKind:
         """Which limit a request's body falls under."""
         if method == "POST" and _TURNS.match(path):
             media = content_type.split(";", 1)[0].strip().lower()
             return "upload" if media == "multipart/form-data" else "message"
+        if method == "POST" and path.rstrip("/") == "/v1/import":
+            return "import"
         if method in ("POST", "PATCH") and _CONVERSATION.match(path):
             return "metadata"
         return "message"

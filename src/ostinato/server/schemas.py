@@ -374,7 +374,7 @@ class ErrorDetail(BaseModel):
     limit_bytes: int | None = Field(
         default=None, description="On `too_large`: the limit the body was over."
     )
-    kind: Literal["message", "metadata", "upload"] | None = Field(
+    kind: Literal["message", "metadata", "upload", "import"] | None = Field(
         default=None, description="On `too_large`: which kind of body, and so which limit."
     )
 

@@ -207,6 +207,7 @@ class AppendMessage:
     message: Message
     turn_id: str | None = None
     call_turns: Mapping[str, str] = field(default_factory=dict)
+    at: datetime | None = None  # the row's time, kept by an import (None: now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +220,7 @@ class AppendSummary:
     message: Message
     through_seq: int
     turn_id: str | None = None
+    at: datetime | None = None  # the row's time, kept by an import (None: now)
 
 
 @dataclass(frozen=True, slots=True)

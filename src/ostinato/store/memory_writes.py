@@ -244,7 +244,7 @@ def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
             raise refusal(taken)
         t._answered.update(keys)
         undo.append(lambda: t._answered.difference_update(keys))
-    message, now = op.message, utcnow()
+    message, now = op.message, op.at or utcnow()
     stored = Message(
         message.role,
         message.blocks,
@@ -263,7 +263,7 @@ def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
 
 def _append_summary(t: MemoryTables, op: AppendSummary, undo: Undo) -> Message:
     cid = op.conversation_id
-    row = _append(t, AppendMessage(cid, op.message, op.turn_id), undo)
+    row = _append(t, AppendMessage(cid, op.message, op.turn_id, at=op.at), undo)
     made = t._summaries.setdefault(cid, [])
     made.append((row, op.through_seq))
     undo.append(lambda: made.remove((row, op.through_seq)))

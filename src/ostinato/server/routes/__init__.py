@@ -23,6 +23,7 @@ from ostinato.server.routes import (
     session,
     timeline,
     tools,
+    transfer,
     triggers,
     turns,
     usage,
@@ -54,4 +55,5 @@ ROUTERS = (
     usage.router,
     admin.router,
     search.router,
+    transfer.router,
 )

@@ -289,7 +289,7 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
         "blocks": dump_json(blocks_to_json(message.blocks)),
         "hidden": message.hidden,
         "metadata": dump_json(message.metadata),
-        "created_at": now.bound,
+        "created_at": now.bound if op.at is None else ex.time(op.at),
     }
     for _ in range(SEQ_ATTEMPTS):
         position = ex.returning("insert_message", params)
@@ -304,7 +304,7 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
                 seq=derive(position, seq_of),
                 id=message_id,
                 turn_id=op.turn_id,
-                created_at=now.value,
+                created_at=now.value if op.at is None else op.at,
                 parent_seq=derive(position, parent_of),
             )
         _require_conversation(ex, cid)  # none inserted: an unknown conversation, or a race
@@ -418,7 +418,8 @@ def _enqueue(ex: Executor, op: Enqueue, now: WriteTime) -> QueuedInput:
 
 def _append_summary(ex: Executor, op: AppendSummary, now: WriteTime) -> Message:
     """Append the summary row through the one insert path, then record the watermark."""
-    stored = _append(ex, AppendMessage(op.conversation_id, op.message, op.turn_id), now)
+    append = AppendMessage(op.conversation_id, op.message, op.turn_id, at=op.at)
+    stored = _append(ex, append, now)
     params = {
         "conversation_id": op.conversation_id,
         "message_seq": stored.seq,

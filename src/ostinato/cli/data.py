@@ -1,0 +1,112 @@
+"""``ostinato export`` and ``ostinato import``: a person's data out of and into the store
+the server uses (``docs/data.md``).
+
+::
+
+    ostinato export [CONVERSATION_ID] [--owner ann] [--format json|markdown] [-o FILE]
+    ostinato import FILE [--owner ann]
+
+They work on the database directly (``--database-url``, else ``$OSTINATO_DATABASE_URL``,
+else the config file's, else ``./ostinato.db``), like ``ostinato keys``. ``export``
+without an id writes every conversation of ``--owner`` (every conversation in the
+database without it) as one export file; an export is written as it is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any, TextIO
+
+from ostinato.identity.owners import LOCAL_OWNER
+
+
+def add_parsers(commands: Any, database_help: str, config_help: str) -> None:
+    """The ``export`` and ``import`` commands."""
+    export = commands.add_parser("export", help="write conversations as JSON or Markdown")
+    export.add_argument("conversation_id", nargs="?", metavar="CONVERSATION_ID")
+    export.add_argument("--owner", help="whose conversations (default: every owner's)")
+    export.add_argument("--format", choices=("json", "markdown"), default="json")
+    export.add_argument("-o", "--output", metavar="FILE", help="the file (default: stdout)")
+    imports = commands.add_parser(
+        "import", help="read an export file, or ChatGPT's conversations.json, as new conversations"
+    )
+    imports.add_argument("file", metavar="FILE")
+    imports.add_argument("--owner", default=LOCAL_OWNER, help="whose they become (default: local)")
+    for command in (export, imports):
+        command.add_argument("--database-url", help=database_help)
+        command.add_argument("--config", metavar="FILE", help=config_help)
+
+
+async def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from ostinato.config import ConfigError, load_config
+    from ostinato.errors import ClientError
+    from ostinato.store import open_store
+
+    out = out or sys.stdout
+    name = args.command
+    try:
+        config, _ = load_config(args.config)
+    except ConfigError as exc:
+        print(f"ostinato {name}: {exc}", file=sys.stderr)
+        return 2
+    store = await open_store(args.database_url or config.server.database_url or None)
+    try:
+        if args.command == "export":
+            return await _export(store, args, out)
+        return await _import(store, args, out)
+    except ClientError as exc:
+        print(f"ostinato {name}: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await store.close()
+
+
+def _target(path: str | None, out: TextIO) -> AbstractContextManager[TextIO]:
+    return nullcontext(out) if path in (None, "-") else Path(str(path)).open("w", encoding="utf-8")
+
+
+async def _export(store: Any, args: argparse.Namespace, out: TextIO) -> int:
+    from ostinato.errors import NotFound
+    from ostinato.transfer.exporting import (
+        conversation_markdown,
+        export_json,
+        owner_conversations,
+    )
+
+    owner = args.owner or LOCAL_OWNER
+    if args.conversation_id is None:
+        if args.format == "markdown":
+            print("ostinato export: Markdown is of one conversation: name it", file=sys.stderr)
+            return 2
+        pieces = export_json(store, owner_conversations(store, args.owner), owner)
+    else:
+        found = await store.get_conversation(args.conversation_id)
+        if found is None or (args.owner is not None and found.owner != args.owner):
+            raise NotFound(f"no conversation {args.conversation_id!r}")
+        if args.format == "markdown":
+            pieces = conversation_markdown(store, found)
+        else:
+            pieces = export_json(store, [found], args.owner or found.owner or owner)
+    with _target(args.output, out) as target:
+        async for piece in pieces:
+            target.write(piece)
+    return 0
+
+
+async def _import(store: Any, args: argparse.Namespace, out: TextIO) -> int:
+    from ostinato.transfer.importing import import_document, read_document
+
+    try:
+        raw = await asyncio.to_thread(Path(args.file).read_bytes)
+    except OSError as exc:
+        print(f"ostinato import: {exc}", file=sys.stderr)
+        return 2
+    ids = await import_document(store, read_document(raw, args.owner), args.owner)
+    for cid in ids:
+        print(cid, file=out)
+    print(f"imported {len(ids)} conversation(s) for {args.owner}", file=sys.stderr)
+    return 0

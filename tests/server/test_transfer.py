@@ -1,0 +1,73 @@
+"""Export and import over the API: a conversation exported (JSON, streamed; Markdown) and
+imported back by its owner; another owner's is a 404 to export and a 422 to import; a
+broken file a 422 naming the place; a file over ``requests.import_bytes`` a 413."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from fastapi import FastAPI
+
+from ostinato.models.scripted import ScriptedModel, text_step
+from ostinato.runtime import Runtime
+from ostinato.server.app import create_app
+from ostinato.server.limits import BodyLimits
+from tests.server.conftest import Callers
+from tests.store.test_store_transfer import chatgpt_file
+
+
+async def test_export_and_import_back(
+    client: httpx.AsyncClient, model: ScriptedModel, runtime: Runtime
+) -> None:
+    cid = (await client.post("/v1/conversations", json={"title": "Okapi"})).json()["id"]
+    model.add(text_step("an okapi is a giraffid"))
+    await client.post(f"/v1/conversations/{cid}/turns", json={"text": "what is an okapi?"})
+    await runtime.settle(5)
+    exported = await client.get(f"/v1/conversations/{cid}/export")
+    assert exported.status_code == 200
+    assert exported.headers["content-disposition"].endswith('.json"')
+    document = exported.json()
+    assert document["format"] == "ostinato-export" and document["version"] == 1
+    texts = [m["blocks"][0]["text"] for m in document["conversations"][0]["messages"]]
+    assert texts == ["what is an okapi?", "an okapi is a giraffid"]
+    markdown = await client.get(f"/v1/conversations/{cid}/export", params={"format": "markdown"})
+    assert markdown.headers["content-type"].startswith("text/markdown")
+    assert markdown.text.startswith("# Okapi") and "an okapi is a giraffid" in markdown.text
+    imported = await client.post("/v1/import", content=exported.content)
+    assert imported.status_code == 201
+    (copy,) = imported.json()["conversations"]
+    rows = (await client.get(f"/v1/conversations/{copy}/messages")).json()["messages"]
+    assert [m["blocks"][0]["text"] for m in rows] == texts
+    everything = (await client.get("/v1/export")).json()
+    assert {c["title"] for c in everything["conversations"]} == {"Okapi"}
+    assert len(everything["conversations"]) == 2
+    chatgpt = await client.post("/v1/import", json=chatgpt_file())
+    assert chatgpt.status_code == 201
+
+
+async def test_owners_and_broken_files(callers: Callers) -> None:
+    cid = (await callers.ann.post("/v1/conversations", json={"title": "Ann's"})).json()["id"]
+    assert (await callers.bob.get(f"/v1/conversations/{cid}/export")).status_code == 404
+    document = (await callers.ann.get(f"/v1/conversations/{cid}/export")).json()
+    refused = await callers.bob.post("/v1/import", json=document)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["message"].startswith("owner:")
+    document["version"] = 7
+    wrong = await callers.ann.post("/v1/import", json=document)
+    assert wrong.status_code == 422 and wrong.json()["error"]["message"].startswith("version")
+    bob_sees = (await callers.bob.get("/v1/export")).json()["conversations"]
+    assert bob_sees == []
+
+
+async def test_a_file_over_the_limit_is_413(runtime: Runtime) -> None:
+    app: FastAPI = create_app(
+        runtime, model_name="m", store_name="s", limits=BodyLimits(import_bytes=100)
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        body = json.dumps(chatgpt_file()).encode()
+        refused = await client.post("/v1/import", content=body)
+        assert refused.status_code == 413
+        assert refused.json()["error"]["kind"] == "import"
+        assert (await client.get("/v1/conversations")).json()["conversations"] == []

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +68,34 @@ def fake_model() -> contextlib.AbstractContextManager[int]:
     return fake_model_process(FakeModel)
 
 
+@dataclass(frozen=True)
+class Target:
+    """What serves the turns: ostinato (``src``: from another checkout's ``src``, e.g. a
+    worktree at the commit before), or a floor (``bench/floor.py`` with its ``client``)."""
+
+    label: str
+    src: str = ""
+    floor: str = ""
+
+
 @contextlib.contextmanager
-def serving(model_port: int, extra: list[str]) -> Iterator[tuple[int, psutil.Process]]:
-    """``ostinato serve`` on a fresh SQLite database in its own process."""
+def serving(
+    model_port: int, extra: list[str], target: Target = Target("ostinato")
+) -> Iterator[tuple[int, psutil.Process]]:
+    """``ostinato serve`` on a fresh SQLite database (or a floor) in its own process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER_ENV)}
     env["OSTINATO_BASE_URL"] = f"http://127.0.0.1:{model_port}/v1"
     env.update(SERVE_ENV)
+    if target.src:
+        env["PYTHONPATH"] = os.pathsep.join([target.src, env.get("PYTHONPATH", "")])
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
-        argv = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
-        argv += ["--database-url", f"sqlite:///{tmp}/load.db", "--data-dir", tmp, *extra]
+        if target.floor:
+            floor = Path(__file__).with_name("floor.py")
+            argv = [sys.executable, str(floor), "--port", str(port), "--client", target.floor]
+        else:
+            argv = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
+            argv += ["--database-url", f"sqlite:///{tmp}/load.db", "--data-dir", tmp, *extra]
         log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
         process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
         try:
@@ -190,40 +209,65 @@ def profiled(server: psutil.Process, name: str) -> Iterator[None]:
         spy.wait(timeout=60)
 
 
-def report_sequential(model_port: int, n: int, extra: list[str]) -> None:
-    with serving(model_port, extra) as (port, server):
+def report_sequential(model_port: int, n: int, extra: list[str], target: Target) -> Figures:
+    with serving(model_port, extra, target) as (port, server):
         pids = [each.pid for each in tree(server)]
         run_client("sequential", port, model_port, 3, pids)  # warm: imports, first requests
         before = cpu(server)
-        with profiled(server, "sequential"):
+        with profiled(server, f"sequential-{target.label}"):
             result = run_client("sequential", port, model_port, n, pids)
         per_turn = (cpu(server) - before) / n
     called, starts = result["called"], result["start_cpu"]
     print(
-        f"sequential {n}: failed {result['failed']}, POST -> model called "
+        f"[{target.label}] sequential {n}: failed {result['failed']}, POST -> model called "
         f"p50 {ms(statistics.median(called))} p95 {ms(pct(called, 0.95))}, "
         f"server CPU per turn start p50 {ms(pct(starts, 0.5))} p95 {ms(pct(starts, 0.95))}, "
         f"per whole turn {ms(per_turn)}",
         flush=True,
     )
+    return {"called": statistics.median(called), "turn_cpu": per_turn}
 
 
-def report_concurrent(model_port: int, n: int, extra: list[str]) -> None:
-    with serving(model_port, extra) as (port, server):
+def report_concurrent(model_port: int, n: int, extra: list[str], target: Target) -> Figures:
+    with serving(model_port, extra, target) as (port, server):
         run_client("sequential", port, model_port, 3)
         before = cpu(server)
-        with profiled(server, f"concurrent-{n}"):
+        with profiled(server, f"concurrent-{n}-{target.label}"):
             result = run_client("concurrent", port, model_port, n)
         used = cpu(server) - before
         rss = peak_rss(server)
     first, delays = result["first"], result["delays"]
     print(
-        f"{n} concurrent: wall {result['wall']:.2f} s, failed {result['failed']} "
-        f"{result['why'] or ''}, first token p50 {ms(pct(first, 0.5))} p99 "
+        f"[{target.label}] {n} concurrent: wall {result['wall']:.2f} s, failed "
+        f"{result['failed']} {result['why'] or ''}, first token p50 {ms(pct(first, 0.5))} p99 "
         f"{ms(pct(first, 0.99))}, added delay per token p50 {ms(pct(delays, 0.5))} p99 "
         f"{ms(pct(delays, 0.99))}, peak RSS {rss / 2**20:.0f} MB, server CPU {used:.2f} s",
         flush=True,
     )
+    return {"wall": result["wall"], "turn_cpu": used / n, "p99": pct(delays, 0.99)}
+
+
+Figures = dict[str, float]
+
+
+def ratios(what: str, figures: dict[str, Figures], floors: list[Target]) -> None:
+    """Each ostinato's figures over each floor's, one line."""
+    servers = [label for label in figures if label not in {f.label for f in floors}]
+    parts = []
+    for label in servers:
+        for floor in floors:
+            mine, base = figures[label], figures[floor.label]
+            each = ", ".join(f"{k} {mine[k] / base[k]:.2f}x" for k in mine if base.get(k))
+            parts.append(f"{label}/{floor.label}: {each}")
+    print(f"ratios {what}: " + "; ".join(parts), flush=True)
+
+
+def targets(before: str, floors: str) -> tuple[list[Target], list[Target]]:
+    """The servers (ostinato, and with ``--before`` the one at that checkout) and floors."""
+    servers = [Target("ostinato")]
+    if before:
+        servers.insert(0, Target("before", src=str(Path(before).resolve() / "src")))
+    return servers, [Target(f"floor-{kind}", floor=kind) for kind in floors.split(",") if kind]
 
 
 def main() -> None:
@@ -234,16 +278,27 @@ def main() -> None:
     parser.add_argument("--py-spy", default="", help="a py-spy binary: profile the server")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
     parser.add_argument("--settle", type=float, default=0.0, help="s between sequential turns")
+    parser.add_argument("--before", default="", help="a checkout of ostinato to compare")
+    parser.add_argument("--floors", default="socket,aiohttp", help="bench/floor.py clients")
     args = parser.parse_args()
     global PY_SPY, SETTLE_S
     PY_SPY, SETTLE_S = args.py_spy, args.settle
     SERVE_ENV.update(pair.split("=", 1) for pair in args.env)
+    servers, floors = targets(args.before, args.floors)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
     with fake_model() as model_port:
         if args.sequential:
-            report_sequential(model_port, args.sequential, args.serve_arg)
+            seq = {
+                t.label: report_sequential(model_port, args.sequential, args.serve_arg, t)
+                for t in [*servers, *floors]
+            }
+            ratios(f"sequential {args.sequential}", seq, floors)
         for level in [int(x) for x in args.levels.split(",") if x]:
-            report_concurrent(model_port, level, args.serve_arg)
+            conc = {
+                t.label: report_concurrent(model_port, level, args.serve_arg, t)
+                for t in [*servers, *floors]
+            }
+            ratios(f"{level} concurrent", conc, floors)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
 
 

@@ -128,6 +128,8 @@ def connection_failure(endpoint: Endpoint, exc: BaseException) -> ModelError:
     import httpx2  # loaded with the SDK that raised
 
     cause = exc.__cause__ if not isinstance(exc, httpx2.HTTPError) else exc
+    if cause is not None and _dropped(cause):
+        return ProviderUnavailable(endpoint.say(f"connection failed ({cause.__cause__})"))
     if isinstance(cause, httpx2.ConnectTimeout | httpx2.PoolTimeout):
         return ProviderUnavailable(endpoint.say("could not connect in time"))
     if isinstance(cause, httpx2.TimeoutException) or _is_sdk_timeout(exc):
@@ -135,6 +137,19 @@ def connection_failure(endpoint: Endpoint, exc: BaseException) -> ModelError:
         return StreamIdle(endpoint.say(f"sent nothing{idle} (the idle timeout)"))
     detail = str(exc) or type(exc).__name__
     return ProviderUnavailable(endpoint.say(f"connection failed ({detail})"))
+
+
+def _dropped(cause: BaseException) -> bool:
+    """A connection the server closed, as the SDKs' aiohttp transport reports it: as a
+    ``ConnectTimeout`` made from an aiohttp error that is no timeout."""
+    import httpx2
+
+    inner = cause.__cause__
+    return (
+        isinstance(cause, httpx2.ConnectTimeout)
+        and inner is not None
+        and not isinstance(inner, TimeoutError)
+    )
 
 
 def _is_sdk_timeout(exc: BaseException) -> bool:

@@ -15,7 +15,8 @@ offline              ostinato's built-in offline model       none
 ===================  ======================================  ===========================
 
 SDK clients configured from the environment are shared per event loop (each holds a
-connection pool, and a new one per call would pay a new TLS handshake); clients for a
+connection pool, and a new one per call would pay a new TLS handshake) and run on the
+SDK's aiohttp transport, whose pool's cost does not grow with the streams open; clients for a
 caller's own key or base URL are made for that call alone, so no caller's key outlives
 its request. The SDKs are imported when a model of theirs is first made, so a
 deployment that uses neither does not pay for importing them.
@@ -50,6 +51,7 @@ from ostinato.redaction import register_secret
 
 if TYPE_CHECKING:
     import anthropic
+    import httpx2
     import openai
 
 NO_KEY = "no-key"  # the SDKs insist on a key; local servers ignore it
@@ -268,11 +270,18 @@ def _client(
     """An SDK client with the SDK's own retries off (``ostinato.models.retry`` retries) and
     the idle timeout as its read timeout."""
 
-    def make() -> _Client:
+    def make(aiohttp: bool = False) -> _Client:
         import httpx2  # the SDKs' HTTP client, imported with them
 
         timeout = httpx2.Timeout(idle, connect=min(idle, CONNECT_TIMEOUT))
-        return kind(api_key=api_key, base_url=base_url or None, max_retries=0, timeout=timeout)
+        http = _aiohttp_client(kind, timeout) if aiohttp else None
+        return kind(
+            api_key=api_key,
+            base_url=base_url or None,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http,
+        )
 
     if not shared:
         return make()
@@ -284,8 +293,22 @@ def _client(
     cache_key = (kind.__name__, api_key, base_url or "", str(idle))
     client = clients.get(cache_key)
     if not isinstance(client, kind):
-        client = clients[cache_key] = make()
+        client = clients[cache_key] = make(aiohttp=True)
     return client
+
+
+def _aiohttp_client(kind: type[_Client], timeout: httpx2.Timeout) -> httpx2.AsyncClient:
+    """The SDK's own ``httpx2`` client on its aiohttp transport (the SDKs' ``aiohttp``
+    extra): its connection pool does not walk every pooled connection on each request and
+    each close, so a call's cost does not grow with the streams open (docs/performance.md).
+    The SDK's request building, errors and SSE decoding are the same on either transport."""
+    if kind.__module__.startswith("anthropic"):
+        import anthropic
+
+        return anthropic.DefaultAioHttpClient(timeout=timeout)
+    import openai
+
+    return openai.DefaultAioHttpClient(timeout=timeout)
 
 
 def _key(

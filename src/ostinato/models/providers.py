@@ -297,11 +297,16 @@ def _client(
     return client
 
 
-def _aiohttp_client(kind: type[_Client], timeout: httpx2.Timeout) -> httpx2.AsyncClient:
+def _aiohttp_client(kind: type[_Client], timeout: httpx2.Timeout) -> httpx2.AsyncClient | None:
     """The SDK's own ``httpx2`` client on its aiohttp transport (the SDKs' ``aiohttp``
     extra): its connection pool does not walk every pooled connection on each request and
     each close, so a call's cost does not grow with the streams open (docs/performance.md).
-    The SDK's request building, errors and SSE decoding are the same on either transport."""
+    The SDK's request building, errors and SSE decoding are the same on either transport.
+    ``None`` (the SDK's default transport) in an environment installed without aiohttp."""
+    try:
+        import aiohttp  # noqa: F401  (a dependency of ostinato's; an old install may lack it)
+    except ImportError:
+        return None
     if kind.__module__.startswith("anthropic"):
         import anthropic
 

@@ -23,6 +23,7 @@ import pytest
 
 from tests.e2e.server import SSEReader, free_port, server_env
 from tests.e2e.test_fault_injection import database
+from tests.patience import start_timeout
 
 WAIT = 60.0
 MEMORY = ("--database-url", "memory://", "--workers", "2")
@@ -54,7 +55,7 @@ class Workers:
         """The lease ids of the workers answering, once ``want`` of them (not counting
         ``besides``) have answered."""
         seen: set[str] = set()
-        deadline = time.monotonic() + WAIT
+        deadline = time.monotonic() + max(WAIT, start_timeout())  # N workers start at once
         while len(seen - besides) < want:
             assert self.process.poll() is None, f"the supervisor exited:\n{self.tail()}"
             assert time.monotonic() < deadline, f"saw only {seen}:\n{self.tail()}"
@@ -227,3 +228,40 @@ def test_workers_stop_quietly_their_pollers_before_their_store(tmp_path: Path) -
     log = running.log.read_text(errors="replace")
     assert "a tick failed" not in log and "Traceback" not in log, log[-3000:]
     assert "ERROR" not in log, log[-3000:]
+
+
+GRACE_S = 2.0
+MARGIN_S = 20.0  # the machine's slowness: generous, and still under the 25-45 s once seen
+
+
+def test_workers_stop_by_themselves_within_their_grace(tmp_path: Path) -> None:
+    """SIGTERM while a turn runs a long command: the turn gets the grace (2 s here), is
+    cancelled, and every worker exits by itself, so the supervisor exits well before it
+    would kill one (the grace and STOP_SLACK_S). How long it took is the supervisor's
+    own report in its log (``stopped N s after the signal``); the test holds the exit to
+    a deadline of the grace, a second and a margin for a loaded machine, not to a time."""
+    env = {"OSTINATO_SERVER__SHUTDOWN_GRACE_S": str(GRACE_S)}
+    running = Workers(f"sqlite:///{tmp_path / 'grace.db'}", tmp_path / "data", env=env)
+    try:
+        running.servers(2)
+        cid = running.post("/v1/conversations").json()["id"]
+        body = {"text": '/tool shell {"command": "sleep 120"}'}
+        shell = SSEReader("POST", f"{running.url}/v1/conversations/{cid}/turns", body)
+        asked = shell.until(lambda e: e.event == "approval.requested", WAIT)
+        path = f"/v1/conversations/{cid}/approvals/{asked.data['approval_id']}"
+        assert running.post(path, {"decision": "approve"}).status_code == 200
+        _running("sleep", running)
+        running.process.send_signal(signal.SIGTERM)
+        code = running.process.wait(timeout=GRACE_S + 1 + MARGIN_S)
+        assert code == 0, running.tail()
+        finished = shell.until(lambda e: e.event == "turn.finished", WAIT)
+        assert finished.data["stop_reason"] == "cancelled"
+    finally:
+        running.stop()
+    log = running.log.read_text(errors="replace")
+    assert "did not stop within" not in log, log[-3000:]
+    stopped = [
+        line for line in log.splitlines() if "stopped" in line and "after the signal" in line
+    ]
+    assert len(stopped) == 1 and f"(grace {GRACE_S:g} s" in stopped[0], log[-3000:]
+    print(stopped[0])

@@ -155,18 +155,29 @@ class Pool:
         self.stopping = asyncio.Event()
         self.code = 0
         self.children: set[asyncio.subprocess.Process] = set()
+        self.signalled: float | None = None  # when SIGTERM (or Ctrl-C) came (monotonic)
 
     async def run(self, count: int) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stopping.set)
+            loop.add_signal_handler(sig, self._signal)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
         try:
             await asyncio.gather(*(self._keep(index) for index in range(count)))
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
+        if self.signalled is not None:
+            took, grace = time.monotonic() - self.signalled, self.config.server.shutdown_grace_s
+            late = "" if took <= grace + 1 else ", later than the grace and a second"
+            log.info("stopped %.1f s after the signal (grace %g s%s)", took, grace, late)
         return self.code
+
+    def _signal(self) -> None:
+        """SIGTERM or Ctrl-C: every worker is asked to stop (``_run_one``)."""
+        if self.signalled is None:
+            self.signalled = time.monotonic()
+        self.stopping.set()
 
     def _reload(self) -> None:
         """SIGHUP to the supervisor: every worker reads the configuration again."""

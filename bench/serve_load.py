@@ -20,7 +20,9 @@ costs little next to the server). Each run prints its figures:
   model's own 50 ms included), added delay per token p50 / p99 (when a token's frame
   arrived against when the model wrote it), the server's peak RSS (VmHWM) and CPU time.
 
-Run: ``python bench/serve_load.py [--levels 100,300,1000] [--sequential 100]``.
+Run: ``python bench/serve_load.py [--levels 100,300,1000] [--sequential 100]``; with
+``--postgres postgresql://user@host/db`` each run's server is on a database of its own
+created on that server (and dropped after) instead of a SQLite file.
 Targets (issue 14): 1,000 concurrent with none failed and wall time under 3 s; at 300,
 added delay per token p99 under 100 ms; RSS under 1 GB; POST -> model called p50 under
 2 ms and server CPU per turn start under 1.5 ms.
@@ -58,8 +60,10 @@ from tests.e2e.loadkit import (
     server_cpu,
     wait_healthy,
 )
+from tests.patience import start_timeout
 
 PY_SPY = ""  # --py-spy
+POSTGRES = ""  # --postgres: an admin URL; each run gets a scratch database there
 SERVE_ENV: dict[str, str] = {}  # --env
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
 
@@ -78,6 +82,42 @@ class Target:
     floor: str = ""
 
 
+async def _admin(sql: str) -> None:
+    import asyncpg
+    import sqlalchemy as sa
+
+    url = sa.make_url(POSTGRES)
+    conn = await asyncpg.connect(
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+    )
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextlib.contextmanager
+def database(tmp: str) -> Iterator[str]:
+    """The server's database URL: a SQLite file in ``tmp``, or with ``--postgres`` a
+    scratch database on that server, dropped afterwards."""
+    if not POSTGRES:
+        yield f"sqlite:///{tmp}/load.db"
+        return
+    import sqlalchemy as sa
+
+    name = f"serve_load_{os.getpid()}_{int(time.monotonic() * 1000)}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        url = sa.make_url(POSTGRES).set(drivername="postgresql+asyncpg", database=name)
+        yield url.render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
 @contextlib.contextmanager
 def serving(
     model_port: int, extra: list[str], target: Target = Target("ostinato")
@@ -88,18 +128,18 @@ def serving(
     env.update(SERVE_ENV)
     if target.src:
         env["PYTHONPATH"] = os.pathsep.join([target.src, env.get("PYTHONPATH", "")])
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, database(tmp) as url:
         port = free_port()
         if target.floor:
             floor = Path(__file__).with_name("floor.py")
             argv = [sys.executable, str(floor), "--port", str(port), "--client", target.floor]
         else:
             argv = [sys.executable, "-m", "ostinato", "serve", "--port", str(port)]
-            argv += ["--database-url", f"sqlite:///{tmp}/load.db", "--data-dir", tmp, *extra]
+            argv += ["--database-url", url, "--data-dir", tmp, *extra]
         log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
         process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
         try:
-            wait_healthy(port, process, Path(tmp) / "serve.log", 60)
+            wait_healthy(port, process, Path(tmp) / "serve.log", start_timeout())
             yield port, psutil.Process(process.pid)
         finally:
             process.terminate()
@@ -280,9 +320,10 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=0.0, help="s between sequential turns")
     parser.add_argument("--before", default="", help="a checkout of ostinato to compare")
     parser.add_argument("--floors", default="socket,aiohttp", help="bench/floor.py clients")
+    parser.add_argument("--postgres", default="", help="admin URL: serve on PostgreSQL")
     args = parser.parse_args()
-    global PY_SPY, SETTLE_S
-    PY_SPY, SETTLE_S = args.py_spy, args.settle
+    global PY_SPY, SETTLE_S, POSTGRES
+    PY_SPY, SETTLE_S, POSTGRES = args.py_spy, args.settle, args.postgres
     SERVE_ENV.update(pair.split("=", 1) for pair in args.env)
     servers, floors = targets(args.before, args.floors)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)

@@ -26,7 +26,8 @@
     │   └── ToolTimeout             the tool passed its deadline
     ├── StoreError                  ours: the store could not do what it must
     └── Unavailable                 ours, for now (HTTP 503, with ``retry_after``)
-        └── ShuttingDown            the server is stopping and begins no new turn
+        ├── ShuttingDown            the server is stopping and begins no new turn
+        └── StoreBusy               no database connection came free in time
 
 A failing tool never raises out of a turn: the loop turns every ``ToolError`` (and any
 other exception a tool raises) into an error ``tool_result``.
@@ -181,3 +182,11 @@ class Unavailable(OstinatoError):
 
 class ShuttingDown(Unavailable):
     code = "shutting_down"
+
+
+class StoreBusy(Unavailable):
+    """Every connection of the store's pool stayed in use past the pool's wait
+    (``pool_timeout``): backpressure, answered 503 with ``Retry-After``, not a failure
+    of the database (deploy.md says how the pool is sized)."""
+
+    code = "store_busy"

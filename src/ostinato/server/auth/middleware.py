@@ -25,8 +25,9 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from ostinato.errors import Unavailable
 from ostinato.identity.limits import LimitExceeded
-from ostinato.server.auth.authenticator import Authenticator, Unauthorized
+from ostinato.server.auth.authenticator import Authenticator, Resolution, Unauthorized
 from ostinato.server.auth.caller import SCOPE_KEY
 from ostinato.server.auth.cookies import CSRF_HEADER
 from ostinato.server.auth.failures import KeysUnavailable
@@ -97,18 +98,9 @@ class AuthMiddleware:
         if self.public(scope["path"]):
             await self.app(scope, receive, send)
             return
-        try:
-            resolution = await self.authenticator.resolve(connection)
-        except Unauthorized as exc:
-            await _refuse(scope, receive, send, 401, "unauthorized", exc.message, exc.headers)
-            return
-        except LimitExceeded as exc:
-            retry = [(b"retry-after", str(exc.retry_after).encode())]
-            await _refuse(scope, receive, send, 429, exc.code, exc.message, retry)
-            return
-        except KeysUnavailable as exc:
-            log.warning("refused a request: %s", exc)
-            await _refuse(scope, receive, send, 503, "unavailable", str(exc))
+        resolution = await self._resolve(connection)
+        if not isinstance(resolution, Resolution):
+            await _refuse(scope, receive, send, *resolution)
             return
         caller = resolution.caller
         if caller.via_cookie and method in UNSAFE:
@@ -131,6 +123,23 @@ class AuthMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    async def _resolve(
+        self, connection: HTTPConnection
+    ) -> Resolution | tuple[int, str, str, list[tuple[bytes, bytes]]]:
+        """The caller, or the refusal to answer with (status, code, message, headers)."""
+        try:
+            return await self.authenticator.resolve(connection)
+        except Unauthorized as exc:
+            return 401, "unauthorized", exc.message, exc.headers
+        except LimitExceeded as exc:
+            return 429, exc.code, exc.message, [(b"retry-after", str(exc.retry_after).encode())]
+        except KeysUnavailable as exc:
+            log.warning("refused a request: %s", exc)
+            return 503, "unavailable", str(exc), []
+        except Unavailable as exc:  # e.g. no database connection came free (StoreBusy)
+            retry = str(max(1, round(exc.retry_after or 1))).encode()
+            return 503, exc.code, exc.message, [(b"retry-after", retry)]
 
     def _refusal(self, connection: HTTPConnection, method: str) -> tuple[int, str, str] | None:
         host = connection.headers.get("host")

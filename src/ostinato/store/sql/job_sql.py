@@ -27,7 +27,7 @@ from ostinato.store.jobs import (
     JobTakenOver,
     NoteFactsUsed,
 )
-from ostinato.store.sql.rows import Row, TimeDecoder
+from ostinato.store.sql.rows import Row, TimeDecoder, dump_json
 from ostinato.store.sql.tables import conversations, job_runs, job_states, memory_uses
 
 JobWriteName: TypeAlias = Literal["claim_job", "finish_job", "insert_job_run", "note_fact_used"]
@@ -81,8 +81,6 @@ def job_statements(dialect: str) -> dict[Any, sa.Executable]:
 
 
 def _state_params(ex: Any, state: JobState) -> dict[str, Any]:
-    from ostinato.store.sql.executor import dump_json  # (it imports the statements)
-
     params: dict[str, Any] = {c: getattr(state, c) for c in _STATE if c != "notes"}
     for name in ("lease_until", "active_at", "last_run_at", "not_before"):
         if params[name] is not None:
@@ -92,8 +90,6 @@ def _state_params(ex: Any, state: JobState) -> dict[str, Any]:
 
 
 def _run_params(ex: Any, run: JobRun) -> dict[str, Any]:
-    from ostinato.store.sql.executor import dump_json
-
     params: dict[str, Any] = {c: getattr(run, c) for c in _RUN}
     params["started_at"], params["finished_at"] = ex.time(run.started_at), ex.time(run.finished_at)
     params["changes"] = dump_json(run.changes)

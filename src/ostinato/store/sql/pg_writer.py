@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import visitors
 
-from ostinato.errors import StoreError
+from ostinato.errors import StoreBusy, StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.sql.speculate import Plan
 from ostinato.store.sql.statements import WriteName
@@ -128,6 +128,7 @@ class WriterStats:
     writes: int = 0  # planned writes sent
     round_trips: int = 0  # groups sent (each one statement text, one commit)
     redone: int = 0  # writes redone the ordinary way after a refused group
+    deadlocks: int = 0  # groups PostgreSQL refused as a deadlock's victim
 
 
 @dataclass(slots=True)
@@ -164,6 +165,7 @@ class PostgresWriter:
         for call in calls:
             groups.setdefault(call.plan.shape, []).append(call)
         for group in groups.values():
+            group.sort(key=_in_lock_order)  # stable: one conversation's writes keep order
             for start in range(0, len(group), MAX_BATCH):
                 task = asyncio.ensure_future(self._send(group[start : start + MAX_BATCH]))
                 self._tasks.add(task)
@@ -180,7 +182,7 @@ class PostgresWriter:
             await asyncio.gather(*(self._alone(call) for call in calls))
             return
         except Exception as exc:
-            error = exc if isinstance(exc, StoreError) else StoreError(f"postgresql: {exc!r}")
+            error = _store_error(exc)
             for call in calls:
                 _settle(call.future, error)
             return
@@ -213,11 +215,32 @@ class PostgresWriter:
             try:
                 rows: list[Any] = await driver.fetchmany(sql, args)
             except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
+                if isinstance(exc, asyncpg.DeadlockDetectedError):
+                    self.stats.deadlocks += 1
                 raise _Refused(str(exc)) from exc
             except BaseException:
                 await connection.invalidate()  # in an unknown state: never reused
                 raise
             return rows
+
+
+def _in_lock_order(call: _Call) -> str:
+    """A group's writes go in the order of their conversations, so two groups in flight
+    (on two servers) that append to the same conversations wait for each other in one
+    order, never each for the other (a deadlock: a ``seq`` one inserted, the other
+    inserting it too, waits for the first to end)."""
+    return call.plan.conversation
+
+
+def _store_error(exc: Exception) -> Exception:
+    """A failed group's error as the store says it: a pool that had no connection to
+    give is ``StoreBusy`` (backpressure), anything else a ``StoreError``."""
+    if isinstance(exc, StoreError | StoreBusy):
+        return exc
+    if isinstance(exc, sa.exc.TimeoutError):
+        message = f"the database is busy (no pooled connection came free: {exc})"
+        return StoreBusy(message, retry_after=1)
+    return StoreError(f"postgresql: {exc!r}")
 
 
 def _settle(future: asyncio.Future[list[Any]], outcome: list[Any] | BaseException) -> None:

@@ -12,7 +12,9 @@ its transaction intact and it retries (READ COMMITTED, so the retry sees the win
 row).
 
 The pool and the statement caches are set by the URL's query (``engine_options``):
-``pool_size`` (default 10) and ``max_overflow`` (20) size the pool; ``statement_cache=off``
+``pool_size`` (default 10) and ``max_overflow`` (20) size the pool, ``pool_timeout`` (30 s)
+is how long a caller waits for a connection before ``StoreBusy`` (backpressure: 503 with
+``Retry-After``, never a 500); ``statement_cache=off``
 stops preparing named statements, for poolers that hand one client's statements to
 another server connection (PgBouncer's transaction mode before 1.21).
 """
@@ -28,7 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ostinato import observe
-from ostinato.errors import StoreError
+from ostinato.errors import StoreBusy, StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
@@ -45,7 +47,10 @@ from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.statements import WriteName, write_statements
 from ostinato.store.sql.version_sql import SQLVersions
 
-POOL_SIZE, MAX_OVERFLOW = 10, 20
+POOL_SIZE, MAX_OVERFLOW, POOL_TIMEOUT_S = 10, 20, 30.0
+# A transaction rolled back whole as a deadlock's victim (or a serialisation failure)
+# changed nothing: it is run again, at most this many times.
+RETRIES, _RETRIED = 3, frozenset({"40P01", "40001"})
 _CUSTOM_PLAN = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
 
 
@@ -158,12 +163,19 @@ class PostgresStore(
             observe.store_write(time.perf_counter() - started)  # commit latency (metrics)
 
     async def _write_in_transaction(self, ops: tuple[WriteOp, ...]) -> list[Any]:
-        """``ops`` in a transaction of their own, statement by statement."""
-        try:
-            async with self.engine.begin() as connection:
-                return await connection.run_sync(_apply, ops)
-        except sa.exc.DBAPIError as exc:
-            raise StoreError(f"postgresql: {exc.orig}") from exc
+        """``ops`` in a transaction of their own, statement by statement; a transaction
+        PostgreSQL rolled back as a deadlock's victim is run again (``RETRIES`` times)."""
+        for attempt in range(RETRIES + 1):
+            try:
+                async with self.engine.begin() as connection:
+                    return await connection.run_sync(_apply, ops)
+            except sa.exc.DBAPIError as exc:
+                if attempt < RETRIES and getattr(exc.orig, "sqlstate", None) in _RETRIED:
+                    continue
+                raise StoreError(f"postgresql: {exc.orig}") from exc
+            except sa.exc.TimeoutError as exc:
+                raise pool_busy(exc) from exc
+        raise AssertionError("unreachable")
 
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
         try:
@@ -171,6 +183,8 @@ class PostgresStore(
                 return await connection.run_sync(lambda sync: work(_LeaseTx(sync)))
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
+        except sa.exc.TimeoutError as exc:
+            raise pool_busy(exc) from exc
 
     _bind_time = staticmethod(utc_time)
 
@@ -182,6 +196,8 @@ class PostgresStore(
                 return found
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
+        except sa.exc.TimeoutError as exc:
+            raise pool_busy(exc) from exc
 
     async def _fetch_planned(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         """``_fetch``, with the statement planned for these parameters' values: a prepared
@@ -194,23 +210,32 @@ class PostgresStore(
                 return found
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
+        except sa.exc.TimeoutError as exc:
+            raise pool_busy(exc) from exc
 
     async def close(self) -> None:
         await self._writer.wait()
         await self.engine.dispose()
 
 
+def pool_busy(exc: sa.exc.TimeoutError) -> StoreBusy:
+    """The pool's wait for a connection ran out: backpressure (503 with Retry-After)."""
+    return StoreBusy(f"the database is busy (no pooled connection came free: {exc})", retry_after=1)
+
+
 def engine_options_of(url: str | sa.URL) -> tuple[sa.URL, dict[str, Any]]:
     """The URL without the store's own query parameters, and the engine options they
-    set: ``pool_size``, ``max_overflow`` and ``statement_cache`` (``on``, the default,
-    or ``off``: no named prepared statement is kept, by asyncpg or by SQLAlchemy, and
-    the few SQLAlchemy still prepares get names of their own, so statements never
-    clash on a pooler's shared server connections)."""
+    set: ``pool_size``, ``max_overflow``, ``pool_timeout`` (seconds a caller waits for a
+    connection before ``StoreBusy``: 503 with Retry-After) and ``statement_cache``
+    (``on``, the default, or ``off``: no named prepared statement is kept, by asyncpg or
+    by SQLAlchemy, and the few SQLAlchemy still prepares get names of their own, so
+    statements never clash on a pooler's shared server connections)."""
     parsed = sa.make_url(url) if isinstance(url, str) else url
     query = dict(parsed.query)
     options: dict[str, Any] = {
         "pool_size": _count(query.pop("pool_size", str(POOL_SIZE)), "pool_size", 1),
         "max_overflow": _count(query.pop("max_overflow", str(MAX_OVERFLOW)), "max_overflow", 0),
+        "pool_timeout": _seconds(query.pop("pool_timeout", str(POOL_TIMEOUT_S))),
     }
     cache = query.pop("statement_cache", "on")
     if cache not in ("on", "off"):
@@ -222,6 +247,17 @@ def engine_options_of(url: str | sa.URL) -> tuple[sa.URL, dict[str, Any]]:
             "prepared_statement_name_func": lambda: f"__ostinato_{uuid.uuid4().hex}__",
         }
     return parsed.set(query=query), options
+
+
+def _seconds(raw: Any) -> float:
+    text = raw if isinstance(raw, str) else str(raw[-1])
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ValueError("pool_timeout in the database URL must be a number of seconds > 0")
+    return value
 
 
 def _count(raw: Any, name: str, least: int) -> int:

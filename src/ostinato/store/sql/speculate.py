@@ -83,6 +83,19 @@ class Plan:
         """The statements' names: plans of one shape run as one statement text."""
         return tuple(s.name for s in self.statements)
 
+    @property
+    def conversation(self) -> str:
+        """The conversation the write's first statement that names one is in ("" if
+        none): a group of writes locks rows in this order (``pg_writer``)."""
+        for planned in self.statements:
+            params = planned.params
+            found = params.get("conversation_id") or params.get("b_conversation_id")
+            if found is None and planned.name == "set_state":
+                found = params.get("b_id")
+            if found is not None:
+                return str(found)
+        return ""
+
     def resolve(self, values: Row) -> list[Any]:
         """The results with each ``Pending`` replaced by its value (``values[i]`` is
         statement ``i``'s; only the ``returning`` ones are read)."""

@@ -1,6 +1,7 @@
 """PostgreSQL under contention: a pool with no connection to give is backpressure (a
-503 with ``Retry-After``, never a 500 and never a wait without end), and four servers
-whose grouped writes append to the same conversations at once never deadlock."""
+503 with ``Retry-After``, never a 500 and never a wait without end, in a route or while
+the caller is resolved), and four servers whose grouped writes append to the same
+conversations at once never deadlock."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import random
 import httpx
 import sqlalchemy as sa
 
+from ostinato.errors import StoreBusy
 from ostinato.ids import new_id
 from ostinato.messages import user_text
 from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
+from ostinato.server.auth.middleware import AuthMiddleware
 from ostinato.store.base import AppendMessage, Conversation, CreateConversation, utcnow
 from ostinato.store.sql.postgres import PostgresStore
 from tests.store.conftest import open_postgres, postgres_url
@@ -75,3 +78,20 @@ async def test_grouped_appends_of_four_servers_never_deadlock(postgres_url: sa.U
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_a_busy_store_while_resolving_the_caller_is_a_503() -> None:
+    class Busy:
+        async def resolve(self, connection: object) -> object:
+            raise StoreBusy("the database is busy", retry_after=1)
+
+    async def inner(scope: object, receive: object, send: object) -> None:
+        raise AssertionError("never reached")
+
+    app = AuthMiddleware(inner, authenticator=Busy())  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        answer = await client.get("/v1/conversations")
+    assert answer.status_code == 503
+    assert answer.headers["retry-after"] == "1"
+    assert answer.json()["error"]["code"] == "store_busy"

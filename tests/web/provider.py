@@ -7,6 +7,8 @@ words slowly, a tool result is summarised), plus:
   ``model.retrying`` frame), the next replies TEXT;
 - ``/think TEXT``: streams a thought first (``reasoning_content``), then replies TEXT;
 - ``/fail``: answers 400, which no retry mends: the turn fails with the error;
+- ``/count``: replies "answer N", N counting such answers (so a regenerated answer
+  differs from the one it replaces);
 - ``/loop``: calls ``calculator`` again (a new sum each time) after every result, until
   the turn's budget of model calls runs out; the wrap-up call (tools off) gets a sentence.
 """
@@ -57,6 +59,7 @@ class PageChat(AnsweringChat):
         super().__init__()
         self.busy_refused: set[str] = set()
         self.loops = 0
+        self.counted = 0
 
     def respond(self, body: dict[str, Any]) -> Stream | Failure:  # type: ignore[override]
         messages = body.get("messages") or []
@@ -73,6 +76,9 @@ class PageChat(AnsweringChat):
         said = SAY.match(text)
         if said and last_is_user:
             return Stream(_text_events(_pieces(said.group(1))))
+        if text.strip() == "/count" and last_is_user:
+            self.counted += 1
+            return Stream(_text_events([f"answer {self.counted}"]))
         if text.strip() == "/loop":
             if body.get("tools") and body.get("tool_choice") != "none":
                 self.loops += 1

@@ -1,6 +1,7 @@
 """The chat page in a real browser against ``ostinato serve``: the issue's walk-through
 (approve a shell call, reload in the middle of a second one, a second tab that follows),
-cards in two tabs, stop, queue, files, hostile Markdown, rich cards, retries."""
+cards in two tabs, stop, queue, files, hostile Markdown, rich cards, retries, and the
+conversation as a tree (edit, regenerate, "< 2/3 >")."""
 
 from __future__ import annotations
 
@@ -293,3 +294,48 @@ def test_rename_a_conversation(context: Any, site: Site) -> None:
     title.press("Escape")
     expect(nav.get_by_role("link", name="Trip to Lisbon")).to_be_visible()
     assert site.api("GET", f"/v1/conversations/{cid}")["title"] == "Trip to Lisbon"
+
+
+def test_edit_regenerate_and_switch_versions(context: Any, site: Site) -> None:
+    page = open_new(context, site)
+    send(page, "/count")
+    answer = page.locator(".msg.assistant .md").last
+    expect(answer).to_contain_text(re.compile(r"answer \d+"))
+    first = answer.inner_text().strip()
+    page.get_by_role("button", name="Regenerate answer").click()
+    expect(answer).not_to_contain_text(first)
+    second = answer.inner_text().strip()
+    versions = page.locator(".row-tools.answer .versions")
+    expect(versions).to_contain_text("2/2")
+
+    # by keyboard: the previous version, then a second tab shows it too
+    page.get_by_role("button", name="Previous version").focus()
+    page.keyboard.press("Enter")
+    expect(versions).to_contain_text("1/2")
+    expect(answer).to_have_text(first)
+    other = context.new_page()
+    other.goto(page.url)
+    expect(other.locator(".msg.assistant .md").last).to_have_text(first)
+
+    # an edit of the message: a new version of it, answered; the other tab follows
+    page.get_by_role("button", name="Edit message").click()
+    box = page.get_by_role("textbox", name="Edit your message")
+    expect(box).to_be_focused()
+    box.fill("/say edited and asked again")
+    box.press("Enter")
+    expect(page.locator(".msg.user")).to_have_text(["/say edited and asked again"])
+    expect(answer).to_have_text("edited and asked again")
+    user_versions = page.locator(".msg-wrap.user .versions")
+    expect(user_versions).to_contain_text("2/2")
+    expect(other.locator(".msg.assistant .md").last).to_have_text("edited and asked again")
+    expect(other.locator(".msg.user")).to_have_text(["/say edited and asked again"])
+
+    # a reload shows the same branch; back to the first version goes to its newest answer
+    page.reload()
+    expect(user_versions).to_contain_text("2/2")
+    expect(answer).to_have_text("edited and asked again")
+    page.get_by_role("button", name="Previous version").click()
+    expect(page.locator(".msg.user")).to_have_text(["/count"])
+    expect(answer).to_have_text(second)
+    expect(page.locator(".versions")).to_have_text(["<1/2>", "<2/2>"])
+    expect(other.locator(".msg.assistant .md").last).to_have_text(second)

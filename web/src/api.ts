@@ -135,6 +135,8 @@ export const api = {
       decision,
       remember,
     }),
+  switchBranch: (id: string, leaf: number) =>
+    request<{ leaf: number; ranges: number[][]; since: number }>("PUT", `${base(id)}/branch`, { leaf }),
   cancel: (id: string) => request<unknown>("POST", `${base(id)}/cancel`),
   usageOn: (day: string) => request<Usage>("GET", `/v1/usage?since=${day}&until=${day}`),
 };
@@ -144,12 +146,15 @@ export const api = {
  * answer. The request asks for the turn's frames and stops reading after the first one
  * (`turn.started`, or `input.queued` when the message waits): the turn goes on without
  * this request, and its frames reach the page on the conversation's stream. So a refused
- * message is an error here, and an accepted one returns at once.
+ * message is an error here, and an accepted one returns at once. `path` starts the turn
+ * another way: `messages/{seq}/edit` (a new version of a message) or
+ * `messages/{seq}/regenerate` (a new answer), each on a new branch.
  */
 export async function startTurn(
   id: string,
   body: Record<string, unknown>,
   files: File[] = [],
+  path = "turns",
 ): Promise<string | undefined> {
   const controller = new AbortController();
   const headers = headersFor("POST", { accept: "text/event-stream" });
@@ -167,7 +172,7 @@ export async function startTurn(
   }
   let response: Response;
   try {
-    response = await fetch(`${base(id)}/turns`, {
+    response = await fetch(`${base(id)}/${path}`, {
       method: "POST",
       headers,
       body: payload,

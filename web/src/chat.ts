@@ -71,6 +71,8 @@ export class Chat {
   olderBefore: number | null = null;
   private loadingOlder = false;
   private stateEpoch = 0;
+  private branchEpoch = 0;
+  private rereadOnRow = false; // the branch moved: read it again once its first row comes
   /** Bumped when rows (or anything rendered with them) change; the draft has its own. */
   version = 0;
   draftVersion = 0;
@@ -288,6 +290,8 @@ export class Chat {
         return this.onApprovalRequested(f);
       case "approval.decided":
         return this.markDecided(String(f.approval_id));
+      case "branch.changed":
+        return this.onBranchChanged(f);
       case "input.queued":
         if (!this.pendingSends.some((p) => p.client_message_id === f.client_message_id)) {
           this.queuedElsewhere.set(String(f.queued_id), Number(f.position));
@@ -324,6 +328,40 @@ export class Chat {
     }
     this.retrying = null;
     this.addRows([row]);
+    if (this.rereadOnRow) {
+      this.rereadOnRow = false;
+      this.rereadBranch().catch(() => undefined); // now with the versions of its fork
+    }
+  }
+
+  /** The current branch moved (an edit, a regenerate, a switch; here or elsewhere): the
+   * rows held that are not on it go at once, and the branch is read again (its rows, and
+   * where it forks), now and once more when the moved turn's first row comes. */
+  private onBranchChanged(f: Record<string, unknown>): void {
+    const ranges = (f.ranges ?? []) as number[][];
+    const since = Number(f.since);
+    const on = (seq: number) => seq > since || ranges.some(([a, b]) => a <= seq && seq <= b);
+    this.order = this.order.filter((seq) => on(seq) || !this.rows.delete(seq));
+    this.rereadOnRow = true; // an edit's or a regenerate's rows follow (a switch's: none)
+    this.changed();
+    this.rereadBranch().catch(() => undefined);
+  }
+
+  /** Read the current branch's newest rows again, in place of those held (the same seq
+   * may now say where it forks). A newer read wins over an older one. */
+  async rereadBranch(): Promise<void> {
+    const epoch = ++this.branchEpoch;
+    const tail = await api.newestMessages(this.id, TAIL);
+    if (epoch !== this.branchEpoch) return;
+    for (const row of tail.messages) {
+      if (row.seq > this.maxSeq) this.maxSeq = row.seq;
+      if (!this.rows.has(row.seq)) this.order.push(row.seq);
+      this.rows.set(row.seq, row);
+      this.indexRow(row);
+    }
+    this.order.sort((a, b) => a - b);
+    this.olderBefore = tail.older && tail.messages.length ? tail.messages[0].seq : null;
+    this.changed();
   }
 
   private onDelta(frame: Frame): void {

@@ -11,14 +11,14 @@ import { Live } from "./live";
 import { navigate } from "./nav";
 import { ModelPicker } from "./picker";
 import { AssistantRow, DraftRow, PendingRow, StopNote, UserRow } from "./message";
-import type { JsonObject, Row, TurnRecord } from "./types";
+import type { JsonObject, Row, SiblingRef, TurnRecord } from "./types";
 
 const PAGE = 60; // items rendered at first; more as the person scrolls up
 const FIRST_SEND_WAIT_MS = 3000; // at most, for the stream to open before the first send
 const PLAIN_ENDS = new Set(["end_turn", "paused"]);
 
 type Item =
-  | { kind: "row"; row: Row; route: JsonObject | null }
+  | { kind: "row"; row: Row; route: JsonObject | null; versions: SiblingRef[] | null }
   | { kind: "stop"; turn: TurnRecord }
   | { kind: "notice"; key: string; text: string; error: boolean };
 
@@ -28,6 +28,7 @@ function buildItems(chat: Chat): Item[] {
   const routes = new Map<string, JsonObject>();
   let notice = 0;
   const notices = [...chat.notices].sort((a, b) => a.seq - b.seq);
+  let versions: SiblingRef[] | null = null; // a fork's versions, shown on the next row shown
   for (const seq of chat.order) {
     while (notice < notices.length && notices[notice].seq < seq) {
       const n = notices[notice++];
@@ -35,8 +36,10 @@ function buildItems(chat: Chat): Item[] {
     }
     const row = chat.rows.get(seq)!;
     if (row.turn_id && row.role === "user" && row.metadata?.route) routes.set(row.turn_id, row.metadata.route as JsonObject);
+    if (row.siblings) versions = row.siblings;
     if (row.hidden || (row.role !== "user" && row.role !== "assistant")) continue;
-    items.push({ kind: "row", row, route: row.turn_id ? routes.get(row.turn_id) ?? null : null });
+    items.push({ kind: "row", row, route: row.turn_id ? routes.get(row.turn_id) ?? null : null, versions });
+    versions = null;
     if (row.turn_id) lastOfTurn.set(row.turn_id, items.length - 1);
   }
   for (; notice < notices.length; notice++) {
@@ -101,6 +104,28 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
       return false;
     }
   };
+
+  /** Start a turn another way: an edit of message `seq`, or a new answer in place of
+   * answer `seq` (each on a new branch; its frames come on the stream). */
+  const branch = async (path: string, body: Record<string, unknown>): Promise<boolean> => {
+    setError(null);
+    stick.current = true;
+    try {
+      await startTurn(id, body, [], path);
+      return true;
+    } catch (e) {
+      setError(`Not sent: ${e instanceof Error ? e.message : String(e)}`);
+      return false;
+    }
+  };
+  const edit = (seq: number, text: string) => branch(`messages/${seq}/edit`, { text, client_message_id: newId() });
+  const regenerate = (seq: number) => void branch(`messages/${seq}/regenerate`, {});
+  const switchTo = (leaf: number) => {
+    setError(null);
+    // the stream's branch.changed shows the branch (here and in every other tab)
+    api.switchBranch(id, leaf).catch((e) => setError(`Could not switch: ${e.message}`));
+  };
+  const idle = chat.state !== "running" && chat.loaded;
 
   const stop = () => {
     api.cancel(id).catch((e) => {
@@ -278,7 +303,14 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
           {shown.map((item) =>
             item.kind === "row" ? (
               item.row.role === "user" ? (
-                <UserRow key={item.row.seq} row={item.row} />
+                <UserRow
+                  key={item.row.seq}
+                  row={item.row}
+                  versions={item.versions}
+                  idle={idle}
+                  onSwitch={switchTo}
+                  onEdit={edit}
+                />
               ) : (
                 <AssistantRow
                   key={item.row.seq}
@@ -289,6 +321,10 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
                   latest={item.row.turn_id === latestTurn}
                   version={version}
                   onSend={(t) => send(t, [])}
+                  versions={item.versions}
+                  idle={idle}
+                  onSwitch={switchTo}
+                  onRegenerate={regenerate}
                 />
               )
             ) : item.kind === "stop" ? (

@@ -2,7 +2,7 @@
 // collapsed, tool steps, rich cards, metrics and the turn's timeline on demand), the streaming draft, and the
 // notes a turn leaves when it did not end plainly.
 import { Component } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import type { Chat, PendingSend } from "./chat";
 import { Suggestions, options } from "./cards";
 import { useChat, resultText, seconds } from "./hooks";
@@ -10,7 +10,7 @@ import { renderMarkdown } from "./markdown";
 import { Show } from "./show";
 import { Timeline } from "./timeline";
 import { TurnView } from "./turnview";
-import type { Json, JsonObject, MediaBlock, Row, ToolUseBlock, TurnRecord } from "./types";
+import type { Json, JsonObject, MediaBlock, Row, SiblingRef, ToolUseBlock, TurnRecord } from "./types";
 
 const CARD_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
 
@@ -37,20 +37,113 @@ function Media({ block }: { block: MediaBlock }) {
   );
 }
 
-export function UserRow({ row }: { row: Row }) {
+/** "< 2/3 >": the versions of this point of the conversation (edits of a message, or
+ * answers given again); an arrow makes the next or previous one current (its newest leaf). */
+export function Versions({ versions, enabled, onSwitch }: {
+  versions: SiblingRef[];
+  enabled: boolean;
+  onSwitch: (leaf: number) => void;
+}) {
+  const at = Math.max(0, versions.findIndex((v) => v.current));
+  const go = (to: number) => onSwitch(versions[to].leaf);
+  return (
+    <nav class="versions" aria-label="Versions">
+      <button type="button" class="link" aria-label="Previous version" disabled={!enabled || at === 0} onClick={() => go(at - 1)}>
+        &lt;
+      </button>
+      <span class="versions-at" aria-live="polite">{at + 1}/{versions.length}</span>
+      <button type="button" class="link" aria-label="Next version" disabled={!enabled || at === versions.length - 1} onClick={() => go(at + 1)}>
+        &gt;
+      </button>
+    </nav>
+  );
+}
+
+export interface TreeProps {
+  /** The versions of this point, where the branch forks here (else null). */
+  versions: SiblingRef[] | null;
+  /** No turn runs: the branch may move (an edit, a regenerate, a switch). */
+  idle: boolean;
+  onSwitch: (leaf: number) => void;
+}
+
+function EditBox({ text, onSave, onCancel }: { text: string; onSave: (text: string) => Promise<boolean>; onCancel: () => void }) {
+  const [value, setValue] = useState(text);
+  const box = useRef<HTMLTextAreaElement>(null);
+  useEffect(() => box.current?.focus({ preventScroll: true }), []);
+  const save = async () => {
+    if (value.trim()) await onSave(value);
+  };
+  return (
+    <form class="edit-box" onSubmit={(e) => { e.preventDefault(); save(); }}>
+      <textarea
+        aria-label="Edit your message"
+        value={value}
+        ref={box}
+        onInput={(e) => setValue((e.target as HTMLTextAreaElement).value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+            e.preventDefault();
+            save();
+          } else if (e.key === "Escape") {
+            e.preventDefault();
+            e.stopPropagation();
+            onCancel();
+          }
+        }}
+      />
+      <div class="edit-actions">
+        <button type="submit" class="primary" disabled={!value.trim()}>Save and send</button>
+        <button type="button" onClick={onCancel}>Cancel</button>
+      </div>
+    </form>
+  );
+}
+
+interface UserProps extends TreeProps {
+  row: Row;
+  onEdit: (seq: number, text: string) => Promise<boolean>;
+}
+
+export function UserRow({ row, versions, idle, onSwitch, onEdit }: UserProps) {
+  const [editing, setEditing] = useState(false);
   const text = row.blocks.map((b) => (b.type === "text" ? b.text : "")).join("");
   const media = row.blocks.filter((b): b is MediaBlock => b.type === "image" || b.type === "file");
   return (
-    <article class="msg user" data-seq={row.seq} aria-label="You">
-      {text && <div class="user-text">{text}</div>}
-      {media.length > 0 && (
-        <div class="attachments">
-          {media.map((m, i) => (
-            <Media key={i} block={m} />
-          ))}
+    <div class="msg-wrap user">
+      <article class="msg user" data-seq={row.seq} aria-label="You">
+        {editing ? (
+          <EditBox
+            text={text}
+            onCancel={() => setEditing(false)}
+            onSave={async (t) => {
+              const sent = await onEdit(row.seq, t);
+              if (sent) setEditing(false);
+              return sent;
+            }}
+          />
+        ) : (
+          text && <div class="user-text">{text}</div>
+        )}
+        {media.length > 0 && (
+          <div class="attachments">
+            {media.map((m, i) => (
+              <Media key={i} block={m} />
+            ))}
+          </div>
+        )}
+      </article>
+      {(versions || (!editing && idle)) && (
+        <div class="row-tools">
+          {versions && <Versions versions={versions} enabled={idle} onSwitch={onSwitch} />}
+          {!editing && idle && (
+            <button type="button" class="link" aria-label="Edit message" onClick={() => setEditing(true)}>
+              Edit
+            </button>
+          )}
         </div>
       )}
-    </article>
+    </div>
   );
 }
 
@@ -139,7 +232,7 @@ function answeredText(chat: Chat, call: ToolUseBlock): string {
   return `Answered: ${answerShown(call, value) ?? text}`;
 }
 
-interface AssistantProps {
+interface AssistantProps extends TreeProps {
   chat: Chat;
   row: Row;
   showLookups: boolean;
@@ -147,9 +240,11 @@ interface AssistantProps {
   route: JsonObject | null;
   version: number; // the chat's version: live tool state changes re-render the row
   onSend: (text: string) => void;
+  onRegenerate: (seq: number) => void;
 }
 
-function AssistantBody({ chat, row, showLookups, latest, route, onSend }: AssistantProps) {
+function AssistantBody(props: AssistantProps) {
+  const { chat, row, showLookups, latest, route, onSend, versions, idle } = props;
   const steps: ToolUseBlock[] = [];
   const parts = [];
   for (const [i, block] of row.blocks.entries()) {
@@ -177,13 +272,25 @@ function AssistantBody({ chat, row, showLookups, latest, route, onSend }: Assist
     }
   }
   const metrics = row.metadata?.metrics as JsonObject | undefined;
-  if (!parts.length && !steps.length) return null;
+  if (!parts.length && !steps.length && !versions) return null;
   return (
-    <article class="msg assistant" data-seq={row.seq} aria-label="Assistant">
-      {parts}
-      <Timeline chat={chat} calls={steps} />
-      {metrics && <Metrics metrics={metrics} route={route} chatId={chat.id} turnId={row.turn_id} />}
-    </article>
+    <>
+      <article class="msg assistant" data-seq={row.seq} aria-label="Assistant">
+        {parts}
+        <Timeline chat={chat} calls={steps} />
+        {metrics && <Metrics metrics={metrics} route={route} chatId={chat.id} turnId={row.turn_id} />}
+      </article>
+      {(versions || (metrics && idle)) && (
+        <div class="row-tools answer">
+          {versions && <Versions versions={versions} enabled={idle} onSwitch={props.onSwitch} />}
+          {metrics && idle && (
+            <button type="button" class="link" aria-label="Regenerate answer" onClick={() => props.onRegenerate(row.seq)}>
+              Regenerate
+            </button>
+          )}
+        </div>
+      )}
+    </>
   );
 }
 
@@ -197,6 +304,8 @@ export class AssistantRow extends Component<AssistantProps> {
       next.row !== p.row ||
       next.showLookups !== p.showLookups ||
       next.latest !== p.latest ||
+      next.versions !== p.versions ||
+      next.idle !== p.idle ||
       (next.version !== p.version &&
         (rowIsLive(next.chat, next.row, next.latest) || callsShown(next.chat, next.row) !== this.shownCalls))
     );

@@ -31,7 +31,15 @@ export interface Row {
   metadata: JsonObject;
   turn_id: string | null;
   created_at: string;
+  /** The row it follows in the conversation's tree (0: a first row). */
+  parent_seq?: number | null;
+  /** Where the branch forks: the versions of this point (docs/api.md, trees). */
+  siblings?: SiblingRef[] | null;
 }
+
+/** One version of a point where the conversation forks: its first row, its newest leaf
+ * (where a switch to it goes), and whether it is on the current branch. */
+export interface SiblingRef { seq: number; leaf: number; current: boolean }
 
 export type ConversationState = "idle" | "running" | "paused" | "failed";
 
@@ -178,6 +186,7 @@ export const FRAME_TYPES = [
   "approval.requested",
   "approval.decided",
   "input.queued",
+  "branch.changed",
   "context.compacted",
   "model.retrying",
   "turn.finished",

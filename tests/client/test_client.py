@@ -1,6 +1,7 @@
 """``ostinato.client`` against a live server (the app under uvicorn, a scripted model):
 typed frames and results, cards, approvals, cancel, uploads, memories, the event stream
-and its reconnect position, errors as typed exceptions; the same with ``AsyncClient``."""
+and its reconnect position, errors as typed exceptions, the tree (edit, regenerate,
+branches, switch); the same with ``AsyncClient``."""
 
 from __future__ import annotations
 
@@ -173,6 +174,37 @@ async def test_the_async_client_does_the_same(live_server: LiveServer) -> None:
         assert [m.text for m in await client.messages(cid)][-1] == "Streamed."
         with pytest.raises(NotFound):
             await client.conversation("nope")
+
+
+def test_edit_regenerate_and_switch_branches(live_server: LiveServer) -> None:
+    live_server.model.add(text_step("A1"), text_step("A2"), text_step("A3"))
+    with Client(live_server.url) as client:
+        cid = client.create_conversation().id
+        client.send(cid, "first")
+        assert client.edit(cid, 1, "edited").text == "A2"
+        frames = list(client.stream_regenerate(cid, 4))
+        assert [f.type for f in frames[:2]] == ["turn.started", "branch.changed"]
+        assert [m.text for m in client.messages(cid)] == ["edited", "A3"]
+        found = client.branches(cid)
+        assert [(leaf["seq"], leaf["current"]) for leaf in found["leaves"]] == [
+            (2, False), (4, False), (5, True),
+        ]  # fmt: skip
+        client.switch_branch(cid, 2)
+        assert [m.text for m in client.messages(cid)] == ["first", "A1"]
+        with pytest.raises(InvalidRequest):
+            client.regenerate(cid, 1)  # a user row: not an answer
+
+
+async def test_the_async_client_edits_and_switches(live_server: LiveServer) -> None:
+    live_server.model.add(text_step("A1"), text_step("A2"), text_step("A3"))
+    async with AsyncClient(live_server.url) as client:
+        cid = (await client.create_conversation()).id
+        await client.send(cid, "first")
+        assert (await client.edit(cid, 1, "edited")).text == "A2"
+        assert (await client.regenerate(cid, 4)).text == "A3"
+        assert len((await client.branches(cid))["leaves"]) == 3
+        await client.switch_branch(cid, 2)
+        assert [m.text for m in await client.messages(cid)] == ["first", "A1"]
 
 
 def _rows_until(events: Iterator[object], seq: int) -> list[int]:

@@ -3,8 +3,8 @@
 "y", a question card answered by choosing an option, a card still waiting after the chat
 is restarted, an approval still pending after the server crashed and restarted asked
 again and answered, a forged tool's code shown whole before it is approved and a long
-call shown whole on "v", Ctrl-C cancelling a running ``sleep 30`` shell call, and Ctrl-C
-twice leaving."""
+call shown whole on "v", Ctrl-C cancelling a running ``sleep 30`` shell call, Ctrl-C
+twice leaving, and the tree's commands (``/edit``, ``/retry``, ``/branches``)."""
 
 from __future__ import annotations
 
@@ -207,3 +207,34 @@ def test_a_pending_approval_is_asked_again_after_the_server_restarts(
         assert [t["stop_reason"] for t in turns] == ["paused", "end_turn"]
     finally:
         server.kill()
+
+
+def test_edit_retry_and_switch_branches(served: str) -> None:
+    child = spawn(served)
+    cid = conversation_of(child)
+    child.sendline('/tool calculator {"expression": "2+3"}')
+    child.expect_exact("The tool returned: 2+3 = 5")
+    child.expect("you> ")
+    child.sendline('/edit /tool calculator {"expression": "2+4"}')
+    child.expect_exact("The tool returned: 2+4 = 6")
+    child.expect("you> ")
+    child.sendline("/retry")
+    child.expect_exact("The tool returned: 2+4 = 6")
+    child.expect("you> ")
+    child.sendline("/branches")
+    child.expect_exact(" 1. assistant: The tool returned: 2+3 = 5")
+    child.expect_exact(" 2. assistant: The tool returned: 2+4 = 6")
+    child.expect_exact(" *3. assistant: The tool returned: 2+4 = 6")
+    child.expect("you> ")
+    child.sendline("/branches 1")
+    child.expect_exact("branch 1 is current:")
+    child.expect_exact("assistant: The tool returned: 2+3 = 5")
+    child.expect("you> ")
+    child.sendline("/branches 9")
+    child.expect_exact("N is a number from 1 to 3")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    rows = httpx.get(f"{served}/v1/conversations/{cid}/messages").json()["messages"]
+    users = [r["blocks"][0]["text"] for r in rows if r["role"] == "user"]
+    assert users == ['/tool calculator {"expression": "2+3"}']
+    assert rows[-1]["blocks"][0]["text"] == "The tool returned: 2+3 = 5"

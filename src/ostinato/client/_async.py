@@ -131,6 +131,33 @@ class AsyncClient:
         async for frame in self._frames(calls.turn(conversation_id, None, tool_response=answer)):
             yield frame
 
+    # --- the tree: versions of a message, answers given again, branches ---------------
+
+    async def edit(
+        self,
+        conversation_id: str,
+        seq: int,
+        text: str,
+        *,
+        files: Sequence[FileLike] = (),
+        **fields: Any,
+    ) -> TurnResult:
+        """A new version of user message ``seq``, answered on a new branch (now current)."""
+        at = f"messages/{seq}/edit"
+        return await self._do(calls.turn(conversation_id, text, files=files, at=at, **fields))
+
+    async def regenerate(self, conversation_id: str, seq: int, **fields: Any) -> TurnResult:
+        """A new answer in place of answer ``seq`` (``agent``, ``model``, ``instructions``)."""
+        return await self._do(calls.regenerate(conversation_id, seq, **fields))
+
+    async def branches(self, conversation_id: str) -> JSON:
+        """``GET .../branches``: the leaves, oldest first, and the current one."""
+        return await self._do(calls.branches(conversation_id))
+
+    async def switch_branch(self, conversation_id: str, leaf: int) -> JSON:
+        """Make the branch that ends at row ``leaf`` current."""
+        return await self._do(calls.switch_branch(conversation_id, leaf))
+
     async def cancel(self, conversation_id: str) -> JSON:
         return await self._do(calls.cancel(conversation_id))
 

@@ -149,12 +149,15 @@ def turn(
     files: Sequence[FileLike] = (),
     stream: bool = False,
     tool_response: JSON | None = None,
+    at: str = "turns",
     **fields: Any,
 ) -> Call[TurnResult]:
-    """``POST /turns``: a message (with files, as a form), or a card's answer."""
+    """``POST /turns``: a message (with files, as a form), or a card's answer. ``at``
+    starts it elsewhere: ``messages/{seq}/edit`` (a new version of a message, on a new
+    branch)."""
     given = {k: v for k, v in fields.items() if v is not None}
     headers = SSE if stream else {}
-    path = f"{_base(cid)}/turns"
+    path = f"{_base(cid)}/{at}"
     if tool_response is not None:
         return Call("POST", path, TurnResult.of, json={"tool_response": tool_response, **given})
     if files:
@@ -162,6 +165,21 @@ def turn(
         parts = [("files", _file(f)) for f in files]
         return Call("POST", path, TurnResult.of, data=form, files=parts, headers=headers)
     return Call("POST", path, TurnResult.of, json={"text": text, **given}, headers=headers)
+
+
+def regenerate(cid: str, seq: int, *, stream: bool = False, **fields: Any) -> Call[TurnResult]:
+    """``POST .../messages/{seq}/regenerate``: a new answer in place of answer ``seq``."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    path = f"{_base(cid)}/messages/{seq}/regenerate"
+    return Call("POST", path, TurnResult.of, json=given, headers=SSE if stream else {})
+
+
+def branches(cid: str) -> Call[JSON]:
+    return Call("GET", f"{_base(cid)}/branches", _same)
+
+
+def switch_branch(cid: str, leaf: int) -> Call[JSON]:
+    return Call("PUT", f"{_base(cid)}/branch", _same, json={"leaf": leaf})
 
 
 def _form(value: Any) -> str:

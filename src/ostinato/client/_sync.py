@@ -129,6 +129,45 @@ class Client:
         answer = {"tool_use_id": tool_use_id, "result": result}
         yield from self._frames(calls.turn(conversation_id, None, tool_response=answer))
 
+    # --- the tree: versions of a message, answers given again, branches ---------------
+
+    def edit(
+        self,
+        conversation_id: str,
+        seq: int,
+        text: str,
+        *,
+        files: Sequence[FileLike] = (),
+        **fields: Any,
+    ) -> TurnResult:
+        """A new version of user message ``seq``, answered on a new branch (now current)."""
+        at = f"messages/{seq}/edit"
+        return self._do(calls.turn(conversation_id, text, files=files, at=at, **fields))
+
+    def stream_edit(
+        self, conversation_id: str, seq: int, text: str, **fields: Any
+    ) -> Iterator[Frame | UnknownFrame]:
+        """``edit``, yielding the turn's frames (``branch.changed`` first after its start)."""
+        at = f"messages/{seq}/edit"
+        yield from self._frames(calls.turn(conversation_id, text, stream=True, at=at, **fields))
+
+    def regenerate(self, conversation_id: str, seq: int, **fields: Any) -> TurnResult:
+        """A new answer in place of answer ``seq`` (``agent``, ``model``, ``instructions``)."""
+        return self._do(calls.regenerate(conversation_id, seq, **fields))
+
+    def stream_regenerate(
+        self, conversation_id: str, seq: int, **fields: Any
+    ) -> Iterator[Frame | UnknownFrame]:
+        yield from self._frames(calls.regenerate(conversation_id, seq, stream=True, **fields))
+
+    def branches(self, conversation_id: str) -> JSON:
+        """``GET .../branches``: the leaves, oldest first, and the current one."""
+        return self._do(calls.branches(conversation_id))
+
+    def switch_branch(self, conversation_id: str, leaf: int) -> JSON:
+        """Make the branch that ends at row ``leaf`` current."""
+        return self._do(calls.switch_branch(conversation_id, leaf))
+
     def cancel(self, conversation_id: str) -> JSON:
         return self._do(calls.cancel(conversation_id))
 

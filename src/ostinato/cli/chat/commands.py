@@ -1,10 +1,12 @@
-"""The chat's ``/`` commands: ``/attach``, ``/new``, ``/open``, ``/model``, ``/help``,
-``/quit``. ``run`` answers whether a line was one."""
+"""The chat's ``/`` commands: ``/attach``, ``/new``, ``/open``, ``/model``, ``/edit``,
+``/retry``, ``/branches`` (``tree``), ``/help``, ``/quit``. ``run`` answers whether a line
+was one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ostinato.cli.chat import tree
 from ostinato.cli.chat.session import HELP, Leave, Session
 from ostinato.client import APIError
 
@@ -30,6 +32,12 @@ def run(session: Session, text: str) -> bool:
         _attach(session, Path(rest).expanduser())
     elif name == "/model":
         _model(session, rest)
+    elif name == "/edit":
+        tree.edit(session, rest)
+    elif name == "/retry":
+        tree.retry(session)
+    elif name == "/branches":
+        tree.branches(session, rest)
     else:
         return False
     return True

@@ -33,6 +33,9 @@ HELP = """commands:
   /new           start a new conversation
   /open ID       open (resume) another conversation
   /model [NAME]  list the agents and models, or set this conversation's model
+  /edit TEXT     send TEXT in place of your last message (a new branch)
+  /retry         a new answer in place of the last one (a new branch)
+  /branches [N]  list the branches, or make branch N the current one
   /help          this list
   /quit          leave (or end of input; Ctrl-C twice)
 At an approval: y, n, a (always), v (see the whole call).

@@ -46,7 +46,7 @@ def test_anonymous_visitors_chat_without_signing_in(browser: Any, site: Site) ->
         send(page, "/say hello stranger")  # POSTs riding the anonymous cookie
         expect(page.locator(".msg.assistant", has_text="hello stranger")).to_be_visible()
         nav = page.get_by_role("navigation", name="Conversations")
-        expect(nav.get_by_role("link", name="/say hello stranger")).to_be_visible()
+        expect(nav.get_by_role("link", name="/say hello stranger", exact=True)).to_be_visible()
         page.reload()
         expect(page.locator(".msg.assistant", has_text="hello stranger")).to_be_visible()
 

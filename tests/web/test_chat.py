@@ -245,7 +245,7 @@ def test_a_message_from_another_surface_appears(context: Any, site: Site) -> Non
     cid = site.conversation("From curl")
     page = context.new_page()
     page.goto(f"{site.url}/c/{cid}")
-    expect(page.get_by_role("link", name=re.compile("From curl"))).to_be_visible()
+    expect(page.get_by_role("link", name=re.compile("^From curl"))).to_be_visible()
     expect(page.get_by_text("Nothing here yet")).to_be_visible()
     site.api("POST", f"/v1/conversations/{cid}/turns", {"text": "/say sent with curl"})
     expect(page.locator(".msg.user")).to_have_text("/say sent with curl")
@@ -281,18 +281,18 @@ def test_rename_a_conversation(context: Any, site: Site) -> None:
     expect(title).to_be_focused()
     title.fill("Trip to Lisbon")
     title.press("Enter")
-    expect(nav.get_by_role("link", name="Trip to Lisbon")).to_be_visible()
-    expect(nav.get_by_role("link", name="Old name")).to_have_count(0)
+    expect(nav.get_by_role("link", name="Trip to Lisbon", exact=True)).to_be_visible()
+    expect(nav.get_by_role("link", name="Old name", exact=True)).to_have_count(0)
     assert site.api("GET", f"/v1/conversations/{cid}")["title"] == "Trip to Lisbon"
     page.reload()  # stored, not only shown
-    expect(nav.get_by_role("link", name="Trip to Lisbon")).to_be_visible()
+    expect(nav.get_by_role("link", name="Trip to Lisbon", exact=True)).to_be_visible()
 
     nav.get_by_role("button", name="Rename Trip to Lisbon").click()
     title.fill("x" * 501)  # too long: refused by the server, and the refusal shown in place
     title.press("Enter")
     expect(nav.get_by_role("alert")).to_contain_text("500")
     title.press("Escape")
-    expect(nav.get_by_role("link", name="Trip to Lisbon")).to_be_visible()
+    expect(nav.get_by_role("link", name="Trip to Lisbon", exact=True)).to_be_visible()
     assert site.api("GET", f"/v1/conversations/{cid}")["title"] == "Trip to Lisbon"
 
 

@@ -119,7 +119,9 @@ def test_a_first_message_is_sent_once(context: Any, site: Site) -> None:
     expect(page.get_by_text("The tool returned: 1+1 = 2")).to_be_visible()
     cid = conversation_id(page)
     for _ in range(3):  # to another conversation and back, by the list
-        page.get_by_role("navigation").get_by_role("link", name="another conversation").click()
+        page.get_by_role("navigation").get_by_role(
+            "link", name="another conversation", exact=True
+        ).click()
         expect(page).to_have_url(re.compile(f"/c/{other}$"))
         # by its address: its title is the model's, made after the first answer
         page.get_by_role("navigation").locator(f'a[href="/c/{cid}"]').click()

@@ -86,7 +86,7 @@ def test_a_key_signs_in_once_and_signing_out_shows_nothing(context: Any, site: S
 
     sign_in_with_key(page, key)
     expect(page.locator(".msg.assistant", has_text="secret plans")).to_be_visible()
-    expect(page.get_by_role("link", name="Ann's plans")).to_be_visible()
+    expect(page.get_by_role("link", name="Ann's plans", exact=True)).to_be_visible()
     expect(page.get_by_title("Signed in as")).to_have_text("ann")
     send(page, "/say sent through the session")  # a POST riding the cookie, with its CSRF token
     expect(page.locator(".msg.assistant", has_text="sent through the session")).to_be_visible()

@@ -1,5 +1,6 @@
-"""``ostinato export`` and ``ostinato import`` on a SQLite file: a ChatGPT file imported
-for ann, exported as JSON and Markdown, and the export imported again."""
+"""``ostinato export``, ``import`` and ``owners erase`` on a SQLite file: a ChatGPT file
+imported for ann, exported as JSON and Markdown, the export imported again, then ann
+erased."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ostinato.cli.main import main
 from tests.store.test_store_transfer import chatgpt_file
 
 
-def test_import_export_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_export_import_erase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = ["--database-url", f"sqlite:///{tmp_path / 'data.db'}"]
     chatgpt = tmp_path / "conversations.json"
     chatgpt.write_text(json.dumps(chatgpt_file()))
@@ -31,3 +32,8 @@ def test_import_export_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["import", str(exported), "--owner", "ann", *db]) == 0
     assert len(capsys.readouterr().out.split()) == 1
     assert main(["export", "nope", *db]) == 1
+    capsys.readouterr()
+    assert main(["owners", "erase", "ann", "--data-dir", str(tmp_path), *db]) == 0
+    assert "2 conversation(s)" in capsys.readouterr().out
+    assert main(["export", "--owner", "ann", *db]) == 0
+    assert json.loads(capsys.readouterr().out)["conversations"] == []

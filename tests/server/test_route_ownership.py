@@ -40,6 +40,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PATCH", "/v1/conversations/{conversation_id}"): {"title": "taken"},
     ("PATCH", "/v1/conversations/{conversation_id}/agents"): {"versions": {"a": "latest"}},
     ("POST", "/v1/admin/reload"): None,
+    ("POST", "/v1/import"): [],  # a ChatGPT file of no conversations: bob's own, empty
     ("POST", "/v1/conversations/{conversation_id}/turns"): {"text": "hello"},
     ("POST", "/v1/conversations/{conversation_id}/cancel"): None,
     ("POST", "/v1/conversations/{conversation_id}/messages/{seq}/edit"): {"text": "mine"},
@@ -174,6 +175,7 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "forged": "anns",
         "mcp": server,
         "seq": "1",  # a row of ann's conversation (its tree is hers)
+        "owner": "ann",  # an admin's route erases her
     }
 
 
@@ -254,7 +256,7 @@ async def test_every_route_keeps_anns_things_from_bob(
     model.add(text_step("ag-ui bob"), text_step("ag-ui bob again"))  # and AG-UI threads
     things = await _anns_things(callers)
     missing = {
-        name: new_id() for name in things if name not in ("name", "forged", "mcp", "seq")
+        name: new_id() for name in things if name not in ("name", "forged", "mcp", "seq", "owner")
     } | {
         "agent": "default",
         "assistant_id": "ostinato",
@@ -262,6 +264,7 @@ async def test_every_route_keeps_anns_things_from_bob(
         "forged": "nobodys",
         "mcp": "unknown_server",
         "seq": "1",
+        "owner": "nobody",
     }
     routes = _routes(callers.app.routes)
     assert len(routes) >= 15
@@ -278,7 +281,7 @@ async def test_every_route_keeps_anns_things_from_bob(
             continue
         if not named:  # bob's own listing or creation: nothing of ann's in it
             assert status < 400, (method, template, status, body)
-            shared = ("clock", "default", "ostinato", "1")  # not ann's alone
+            shared = ("clock", "default", "ostinato", "1", "ann")  # not ann's alone
             assert not any(v in str(body) for v in things.values() if v not in shared)
             assert "Ann's secret" not in str(body)
             continue

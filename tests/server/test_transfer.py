@@ -71,3 +71,13 @@ async def test_a_file_over_the_limit_is_413(runtime: Runtime) -> None:
         assert refused.status_code == 413
         assert refused.json()["error"]["kind"] == "import"
         assert (await client.get("/v1/conversations")).json()["conversations"] == []
+
+
+async def test_an_admin_erases_an_owner(client: httpx.AsyncClient, callers: Callers) -> None:
+    cid = (await client.post("/v1/conversations", json={"title": "Mine"})).json()["id"]
+    refused = await callers.ann.delete("/v1/admin/owners/local")
+    assert refused.status_code == 403
+    erased = await client.delete("/v1/admin/owners/local")
+    assert erased.status_code == 200
+    assert erased.json() == {"owner": "local", "conversations": [cid]}
+    assert (await client.get(f"/v1/conversations/{cid}")).status_code == 404

@@ -1,10 +1,11 @@
-"""``ostinato export`` and ``ostinato import``: a person's data out of and into the store
-the server uses (``docs/data.md``).
+"""``ostinato export``, ``ostinato import`` and ``ostinato owners erase``: a person's data
+out of, into and wiped from the store the server uses (``docs/data.md``).
 
 ::
 
     ostinato export [CONVERSATION_ID] [--owner ann] [--format json|markdown] [-o FILE]
     ostinato import FILE [--owner ann]
+    ostinato owners erase ann
 
 They work on the database directly (``--database-url``, else ``$OSTINATO_DATABASE_URL``,
 else the config file's, else ``./ostinato.db``), like ``ostinato keys``. ``export``
@@ -25,7 +26,7 @@ from ostinato.identity.owners import LOCAL_OWNER
 
 
 def add_parsers(commands: Any, database_help: str, config_help: str) -> None:
-    """The ``export`` and ``import`` commands."""
+    """The ``export``, ``import`` and ``owners`` commands."""
     export = commands.add_parser("export", help="write conversations as JSON or Markdown")
     export.add_argument("conversation_id", nargs="?", metavar="CONVERSATION_ID")
     export.add_argument("--owner", help="whose conversations (default: every owner's)")
@@ -36,7 +37,16 @@ def add_parsers(commands: Any, database_help: str, config_help: str) -> None:
     )
     imports.add_argument("file", metavar="FILE")
     imports.add_argument("--owner", default=LOCAL_OWNER, help="whose they become (default: local)")
-    for command in (export, imports):
+    owners = commands.add_parser("owners", help="erase everything of an owner")
+    actions = owners.add_subparsers(dest="action", required=True, metavar="ACTION")
+    erase = actions.add_parser(
+        "erase", help="delete every row and file of the owner, then vacuum the database"
+    )
+    erase.add_argument("owner", metavar="OWNER")
+    erase.add_argument(
+        "--data-dir", metavar="DIR", help="where the workdirs are (default: server.data_dir)"
+    )
+    for command in (export, imports, erase):
         command.add_argument("--database-url", help=database_help)
         command.add_argument("--config", metavar="FILE", help=config_help)
 
@@ -47,7 +57,7 @@ async def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from ostinato.store import open_store
 
     out = out or sys.stdout
-    name = args.command
+    name = "owners erase" if args.command == "owners" else args.command
     try:
         config, _ = load_config(args.config)
     except ConfigError as exc:
@@ -57,7 +67,9 @@ async def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         if args.command == "export":
             return await _export(store, args, out)
-        return await _import(store, args, out)
+        if args.command == "import":
+            return await _import(store, args, out)
+        return await _erase(store, args, config, out)
     except ClientError as exc:
         print(f"ostinato {name}: {exc.message}", file=sys.stderr)
         return 1
@@ -109,4 +121,13 @@ async def _import(store: Any, args: argparse.Namespace, out: TextIO) -> int:
     for cid in ids:
         print(cid, file=out)
     print(f"imported {len(ids)} conversation(s) for {args.owner}", file=sys.stderr)
+    return 0
+
+
+async def _erase(store: Any, args: argparse.Namespace, config: Any, out: TextIO) -> int:
+    from ostinato.deletion import erase_owner
+
+    data_dir = args.data_dir or config.server.data_dir
+    ids = await erase_owner(store, args.owner, Path(data_dir) if data_dir else None)
+    print(f"erased {args.owner}: {len(ids)} conversation(s), and every row of theirs", file=out)
     return 0

@@ -13,6 +13,7 @@
     ostinato keys create --owner ann --name laptop [--expires-in 90d] | list | revoke ID
     ostinato export [CONVERSATION_ID] [--owner ann] [--format json|markdown] [-o FILE]
     ostinato import FILE [--owner ann]
+    ostinato owners erase OWNER [--data-dir DIR]
     ostinato usage [--url URL] [--key KEY] [--since DAY] [--until DAY] [--all] [--json]
     ostinato migrate [--database-url URL] [--config FILE]
 
@@ -215,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check_config(path, start_servers=not args.offline)
         if args.command == "keys":
             return asyncio.run(keys_command.run(args))
-        if args.command in ("export", "import"):
+        if args.command in ("export", "import", "owners"):
             return asyncio.run(data_command.run(args))
         if args.command == "chat":
             return _chat(args)

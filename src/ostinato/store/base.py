@@ -18,7 +18,7 @@ from ostinato.messages import JSON, Message
 from ostinato.store.accounts import AccountOp, AccountReads
 from ostinato.store.branches import HistoryWindow as HistoryWindow
 from ostinato.store.branches import TreeOp, TreeReads
-from ostinato.store.erasure import DeleteConversation
+from ostinato.store.erasure import DeleteConversation, EraseOwner
 from ostinato.store.forged import ForgedOp, ForgedReads
 from ostinato.store.jobs import JobOp, JobReads
 from ostinato.store.mcp_servers import McpServerOp, McpServerReads
@@ -363,6 +363,7 @@ WriteOp: TypeAlias = (
     | ForgetFact
     | SetToolSwitch
     | DeleteConversation  # a conversation and everything stored for it (``store.erasure``)
+    | EraseOwner  # everything of an owner (``store.erasure``)
     | AccountOp  # keys, limits, conversation settings (``store.accounts``)
     | RelationOp  # relations between facts, resolving conflicts (``store.relations``)
     | ForgedOp  # forged tools and their versions (``store.forged``)

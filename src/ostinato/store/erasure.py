@@ -1,4 +1,4 @@
-"""Deleting a conversation: every row of it, in one write.
+"""Deleting a conversation, or everything of an owner: every row of it, in one write.
 
 ``DeleteConversation`` removes the conversation and everything stored for it: its rows
 (messages, with their search entries), turns (with their timelines), tool calls,
@@ -11,6 +11,13 @@ owner's (their link to it is cleared), as do forged tools made in it.
 column and what a deletion does to its rows (``delete`` or ``unlink``); a test fails
 when a table with such a column is added without being named here. The files of the
 conversation's workdir are the runtime's to remove (``Runtime.delete_conversation``).
+
+``EraseOwner`` removes everything of an owner: each of their conversations as
+``DeleteConversation`` does (their own facts learned in it go too), then every row of
+the tables ``OWNER_ROWS`` names (keys, limits, grants, forged tools, MCP servers and
+their credentials, schedules, jobs, spending, idempotency and protocol records) and of
+their own scope (memory, tool switches). A test fails when a table with an ``owner``
+column is added without being named in ``OWNER_ROWS``.
 """
 
 from __future__ import annotations
@@ -55,3 +62,34 @@ class DeleteConversation:
 def conversation_scope(conversation_id: str) -> str:
     """The memory and tool-switch scope of a conversation of its own."""
     return f"conversation:{conversation_id}"
+
+
+OWNER_ROWS: tuple[str, ...] = (
+    "api_keys",
+    "limit_slots",
+    "limit_events",
+    "grants",
+    "forged_tools",
+    "mcp_servers",
+    "schedules",
+    "protocol_records",
+    "request_keys",
+    "job_runs",
+    "job_states",
+    "spend_days",
+    "spend_holds",
+    "usage_days",
+    "message_search",
+)
+"""Tables with an ``owner`` column (besides ``conversations``): erasing an owner deletes
+their rows."""
+
+
+@dataclass(frozen=True, slots=True)
+class EraseOwner:
+    """Delete everything stored of ``owner``: their conversations (as
+    ``DeleteConversation``), the facts learned in them, and every row of ``OWNER_ROWS``
+    and of their scope. Returns the ids of the conversations deleted (their workdirs are
+    the caller's to remove). Erasing an owner with nothing stored does nothing."""
+
+    owner: str

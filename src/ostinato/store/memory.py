@@ -33,8 +33,9 @@ from ostinato.store.memory_jobs import MemoryJobReads
 from ostinato.store.memory_mcp import mcp_servers
 from ostinato.store.memory_relations import relations_of
 from ostinato.store.memory_search import search
+from ostinato.store.memory_tables import MemoryTables
 from ostinato.store.memory_tree import branch_rows, tree_of, window_of
-from ostinato.store.memory_writes import MemoryTables, apply
+from ostinato.store.memory_writes import apply
 from ostinato.store.protocol_records import MemoryProtocolRecords
 from ostinato.store.relations import MemoryRelation
 from ostinato.store.schedules import MemorySchedules

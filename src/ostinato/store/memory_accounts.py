@@ -24,7 +24,7 @@ from ostinato.store.accounts import (
 from ostinato.store.base import Conversation, utcnow
 
 if TYPE_CHECKING:
-    from ostinato.store.memory_writes import MemoryTables
+    from ostinato.store.memory_tables import MemoryTables
 
 Undo = list[Callable[[], None]]
 

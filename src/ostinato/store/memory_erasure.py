@@ -1,5 +1,6 @@
-"""The in-memory store's ``DeleteConversation`` (``store.erasure``): every table's rows
-of the conversation dropped, each drop undoable, as the other memory writes are."""
+"""The in-memory store's ``DeleteConversation`` and ``EraseOwner`` (``store.erasure``):
+every table's rows of the conversation (or owner) dropped, each drop undoable, as the
+other memory writes are."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ostinato.errors import NotFound
-from ostinato.store.erasure import DeleteConversation, conversation_scope
+from ostinato.store.erasure import DeleteConversation, EraseOwner, conversation_scope
 
 if TYPE_CHECKING:
-    from ostinato.store.memory_writes import MemoryTables
+    from ostinato.store.memory_tables import MemoryTables
 
 Undo = list[Callable[[], None]]
 
@@ -71,3 +72,54 @@ def delete_conversation(t: MemoryTables, op: DeleteConversation, undo: Undo) -> 
                 dataclasses.replace(v, conversation_id=None) if v.conversation_id == cid else v
                 for v in versions
             ]
+
+
+OWNER_TABLES = (
+    "_keys",
+    "_slots",
+    "_grants",
+    "_forged",
+    "_mcp_servers",
+    "_schedules",
+    "_protocol_records",
+    "_request_keys",
+    "_job_states",
+    "_job_runs",
+    "_fact_uses",
+    "_spend_days",
+    "_spend_holds",
+    "_usage_days",
+    "_memories",
+    "_relations",
+    "_switches",
+)
+"""The memory tables that hold an owner's rows (as ``erasure.OWNER_ROWS`` and the scoped
+tables do for SQL)."""
+
+
+def _theirs(owner: str) -> Callable[[Any, Any], bool]:
+    """Whether an entry is ``owner``'s: by its record's owner or scope, by the owner in
+    its key, or (a list of versions) by its records'."""
+
+    def of(value: Any) -> bool:
+        if isinstance(value, list):
+            return any(of(v) for v in value)
+        if isinstance(value, tuple):
+            return bool(value) and value[0] == owner
+        return owner in (getattr(value, "owner", None), getattr(value, "scope", None))
+
+    return lambda key, value: (isinstance(key, tuple) and owner in key) or of(value)
+
+
+def erase_owner(t: MemoryTables, op: EraseOwner, undo: Undo) -> list[str]:
+    ids = [cid for cid, c in t._conversations.items() if c.owner == op.owner]
+    gone = set(ids)
+    _drop(t._memories, lambda _, fact: fact.conversation_id in gone, undo)
+    for cid in ids:
+        delete_conversation(t, DeleteConversation(cid), undo)
+    for name in OWNER_TABLES:
+        _drop(getattr(t, name), _theirs(op.owner), undo)
+    events = list(t._events)
+    t._events[:] = [e for e in events if e[0] != op.owner]
+    undo.append(lambda: t._events.__setitem__(slice(None), events))
+    return ids

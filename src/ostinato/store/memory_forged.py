@@ -12,7 +12,7 @@ from ostinato.store.base import utcnow
 from ostinato.store.forged import ForgedTool, RemoveForgedTool, SaveForgedTool, check_name
 
 if TYPE_CHECKING:
-    from ostinato.store.memory_writes import MemoryTables
+    from ostinato.store.memory_tables import MemoryTables
 
 Undo = list[Callable[[], None]]
 

@@ -19,7 +19,7 @@ from ostinato.store.relations import (
 )
 
 if TYPE_CHECKING:
-    from ostinato.store.memory_writes import MemoryTables
+    from ostinato.store.memory_tables import MemoryTables
 
 Undo = list[Callable[[], None]]
 

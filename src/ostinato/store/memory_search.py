@@ -10,7 +10,7 @@ import re
 from datetime import datetime
 
 from ostinato.store.base import Conversation
-from ostinato.store.memory_writes import MemoryTables
+from ostinato.store.memory_tables import MemoryTables
 from ostinato.store.search import (
     SEARCH_LIMIT,
     SEARCH_WINDOW,

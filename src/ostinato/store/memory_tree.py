@@ -14,7 +14,7 @@ from ostinato.store.branches import MoveBranch, moved
 from ostinato.store.tree import Branch, Tree
 
 if TYPE_CHECKING:
-    from ostinato.store.memory_writes import MemoryTables
+    from ostinato.store.memory_tables import MemoryTables
 
 
 def tree_of(t: MemoryTables, conversation_id: str) -> Tree | None:

@@ -9,17 +9,14 @@ all of a write's ops or none: if an op raises, the undo steps run in reverse.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ostinato.approvals import Approval, Grant
+from ostinato.approvals import Approval
 from ostinato.errors import Conflict, NotFound, StoreError
 from ostinato.ids import new_id
 from ostinato.messages import Message
-from ostinato.store.accounts import ApiKey
 from ostinato.store.answered import answer_keys, refusal
 from ostinato.store.base import (
     STATE_AFTER,
@@ -55,70 +52,17 @@ from ostinato.store.base import (
     normalize_subject,
     utcnow,
 )
-from ostinato.store.erasure import DeleteConversation
-from ostinato.store.forged import ForgedTool
-from ostinato.store.jobs import JobRun, JobState
-from ostinato.store.leases import ServerLease
-from ostinato.store.mcp_servers import McpServerRecord
+from ostinato.store.erasure import DeleteConversation, EraseOwner
 from ostinato.store.memory_accounts import ACCOUNT_WRITES
-from ostinato.store.memory_erasure import delete_conversation
+from ostinato.store.memory_erasure import delete_conversation, erase_owner
 from ostinato.store.memory_forged import FORGED_WRITES
 from ostinato.store.memory_jobs import JOB_WRITES
 from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
+from ostinato.store.memory_tables import MemoryTables as MemoryTables
 from ostinato.store.memory_tree import TREE_WRITES, parent_for
-from ostinato.store.protocol_records import ProtocolRecord
-from ostinato.store.relations import MemoryRelation
-from ostinato.store.schedules import Schedule
-from ostinato.store.spend import Hold, UsageRow
-from ostinato.versions import AgentVersion
 
 Undo = list[Callable[[], None]]
-
-
-@dataclass(slots=True)
-class MemoryTables:
-    """Everything the in-memory store holds, one dict per table."""
-
-    _conversations: dict[str, Conversation] = field(default_factory=dict)
-    _messages: dict[str, list[Message]] = field(default_factory=dict)
-    _turns: dict[str, Turn] = field(default_factory=dict)
-    _tool_calls: dict[tuple[str, str], ToolCallRecord] = field(default_factory=dict)
-    # the calls that have their result: (conversation, turn of the call, tool_use id)
-    _answered: set[tuple[str, str, str]] = field(default_factory=set)
-    # updated_at of a state change, kept apart from the conversation (``_set_state``);
-    # an append's is its row's time (``MemoryStore._current``)
-    _updated: dict[str, datetime] = field(default_factory=dict)
-    _approvals: dict[str, Approval] = field(default_factory=dict)
-    _grants: dict[str, Grant] = field(default_factory=dict)
-    _queue: dict[str, QueuedInput] = field(default_factory=dict)
-    _positions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    # the summaries of each conversation, oldest first: a row, the seq it summarises through
-    _summaries: dict[str, list[tuple[Message, int]]] = field(default_factory=dict)
-    _switches: dict[tuple[str, str], bool] = field(default_factory=dict)  # (scope, tool)
-    _memories: dict[str, MemoryFact] = field(default_factory=dict)  # current and closed
-    _keys: dict[str, ApiKey] = field(default_factory=dict)  # store.accounts: API keys,
-    _slots: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)  # limit slots,
-    _events: list[tuple[str, str, datetime]] = field(default_factory=list)  # limit events
-    # store.relations: (source, relation, target) -> the relation
-    _relations: dict[tuple[str, str, str], MemoryRelation] = field(default_factory=dict)
-    _forged: dict[tuple[str, str], list[ForgedTool]] = field(default_factory=dict)  # versions
-    _mcp_servers: dict[tuple[str, str], McpServerRecord] = field(default_factory=dict)
-    _leases: dict[str, ServerLease] = field(default_factory=dict)  # live servers (``leases``)
-    _schedules: dict[str, Schedule] = field(default_factory=dict)  # ``store.schedules``
-    # ``store.protocol_records``: by (kind, id)
-    _protocol_records: dict[tuple[str, str], ProtocolRecord] = field(default_factory=dict)
-    # ``store.jobs``: each job's state per (owner, job), its runs, and facts' last use
-    _job_states: dict[tuple[str, str], JobState] = field(default_factory=dict)
-    _job_runs: dict[str, JobRun] = field(default_factory=dict)
-    _fact_uses: dict[tuple[str, str], datetime] = field(default_factory=dict)
-    # ``store.spend``: budget accounts per day, holds of calls under way, usage per owner
-    _spend_days: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
-    _spend_holds: dict[str, Hold] = field(default_factory=dict)
-    _usage_days: dict[tuple[str, str, str, str], UsageRow] = field(default_factory=dict)
-    # ``store.versions``: every agent's versions, and each conversation's pins
-    _agent_versions: dict[str, list[AgentVersion]] = field(default_factory=dict)
-    _pins: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
 
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:
@@ -465,6 +409,7 @@ WRITES: dict[type, Write] = {
     ForgetFact: _forget,
     SetToolSwitch: _set_tool_switch,
     DeleteConversation: delete_conversation,
+    EraseOwner: erase_owner,
     **ACCOUNT_WRITES,
     **RELATION_WRITES,
     **FORGED_WRITES,

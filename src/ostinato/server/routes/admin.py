@@ -1,5 +1,6 @@
 """``/v1/admin/...``: what only an operator may do: every owner's usage
-(``GET /v1/admin/usage``) and reloading the configuration (``POST /v1/admin/reload``).
+(``GET /v1/admin/usage``), reloading the configuration (``POST /v1/admin/reload``) and
+erasing an owner (``DELETE /v1/admin/owners/{owner}``).
 An admin is the local owner of mode ``none``, or an owner ``auth.admins`` names who
 signed in with a key or a token; anyone else gets 403."""
 
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
+from ostinato import deletion
 from ostinato.errors import Conflict, Forbidden, InvalidRequest
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context
@@ -153,3 +155,24 @@ async def reload(request: Request, context: Context, admin: Admin) -> ReloadOut:
 
 class Refused(InvalidRequest):
     """A reload refused: the file's problems (422)."""
+
+
+class ErasedOut(BaseModel):
+    owner: str
+    conversations: list[str] = Field(description="The ids of the conversations deleted.")
+
+
+@router.delete(
+    "/owners/{owner}",
+    response_model=ErasedOut,
+    responses={**ADMIN_ERRORS, 409: {"model": ErrorBody, "description": "A turn is running."}},
+)
+async def erase(context: Context, admin: Admin, owner: str) -> ErasedOut:
+    """Erase everything stored of `owner`: their conversations with every row and file
+    of them, memory, schedules, jobs, forged tools, MCP servers and their credentials,
+    keys, limits, spending and idempotency records; then the database is vacuumed (see
+    docs/data.md). An owner with a running turn is a 409 `conversation_busy`; one with
+    nothing stored is erased all the same (nothing happens)."""
+    runtime = context.runtime
+    ids = await deletion.erase_owner(runtime.store, owner, runtime.data_dir, runtime)
+    return ErasedOut(owner=owner, conversations=ids)

@@ -13,8 +13,10 @@ import sqlalchemy as sa
 from ostinato.errors import NotFound
 from ostinato.store.erasure import (
     CONVERSATION_ROWS,
+    OWNER_ROWS,
     SCOPED_ROWS,
     DeleteConversation,
+    EraseOwner,
     conversation_scope,
 )
 from ostinato.store.sql.meta import metadata
@@ -39,6 +41,16 @@ def erasure_statements() -> dict[Any, sa.Executable]:
     conversations = metadata.tables["conversations"]
     cid = sa.bindparam("conversation_id", type_=conversations.c.id.type)
     found["delete:conversations"] = sa.delete(conversations).where(conversations.c.id == cid)
+    owner = sa.bindparam("owner", type_=conversations.c.owner.type)
+    found["owner_conversations"] = sa.select(conversations.c.id).where(
+        conversations.c.owner == owner
+    )
+    memories = metadata.tables["memories"]
+    learned = sa.bindparam("conversation_id", type_=memories.c.conversation_id.type)
+    found["learned_in"] = sa.delete(memories).where(memories.c.conversation_id == learned)
+    for name in OWNER_ROWS:
+        table = metadata.tables[name]
+        found[f"owner:{name}"] = sa.delete(table).where(table.c.owner == owner)
     return found
 
 
@@ -53,3 +65,16 @@ def delete_conversation(ex: Any, op: DeleteConversation, now: Any) -> None:
     for name, action in CONVERSATION_ROWS.items():
         ex.execute(f"{action}:{name}", {"conversation_id": cid})
     ex.execute("delete:conversations", {"conversation_id": cid})
+
+
+def erase_owner(ex: Any, op: EraseOwner, now: Any) -> list[str]:
+    """Every conversation of the owner, then every row of theirs; the conversations' ids."""
+    ids = [row[0] for row in ex.rows("owner_conversations", {"owner": op.owner})]
+    for cid in ids:
+        ex.execute("learned_in", {"conversation_id": cid})
+        delete_conversation(ex, DeleteConversation(cid), now)
+    for name in SCOPED_ROWS:
+        ex.execute(f"scope:{name}", {"scope": op.owner})
+    for name in OWNER_ROWS:
+        ex.execute(f"owner:{name}", {"owner": op.owner})
+    return ids

@@ -55,14 +55,14 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.branches import MoveBranch
-from ostinato.store.erasure import DeleteConversation
+from ostinato.store.erasure import DeleteConversation, EraseOwner
 from ostinato.store.forged import FORGED_OPS
 from ostinato.store.jobs import JOB_OPS
 from ostinato.store.mcp_servers import MCP_SERVER_OPS
 from ostinato.store.relations import RelateFacts, ResolveConflict
 from ostinato.store.sql import rows
 from ostinato.store.sql.account_sql import apply_account_op
-from ostinato.store.sql.erasure_sql import delete_conversation
+from ostinato.store.sql.erasure_sql import delete_conversation, erase_owner
 from ostinato.store.sql.executor import Executor, WriteTime, derive, dump_json
 from ostinato.store.sql.fact_ops import forget, relate, remember, resolve
 from ostinato.store.sql.forged_sql import apply_forged_op
@@ -455,6 +455,7 @@ OPS: dict[type, WriteFunction] = {
     ForgetFact: forget,
     SetToolSwitch: _set_tool_switch,
     DeleteConversation: delete_conversation,
+    EraseOwner: erase_owner,
     **dict.fromkeys(ACCOUNT_OPS, lambda ex, op, now: apply_account_op(ex, op, now.value)),
     RelateFacts: relate,
     ResolveConflict: resolve,

@@ -35,6 +35,7 @@ from ostinato.store.base import WriteOp
 from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx
+from ostinato.store.sql.meta import metadata
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.pg_writer import PostgresWriter, WriterStats
@@ -212,6 +213,14 @@ class PostgresStore(
             raise StoreError(f"postgresql: {exc.orig}") from exc
         except sa.exc.TimeoutError as exc:
             raise pool_busy(exc) from exc
+
+    async def compact(self) -> None:
+        """``VACUUM`` ostinato's tables: the space of deleted rows is freed for reuse
+        (no dump or query can read them once they are deleted and committed)."""
+        names = ", ".join(sorted(metadata.tables))
+        async with self.engine.connect() as conn:
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await auto.exec_driver_sql(f"VACUUM {names}")
 
     async def close(self) -> None:
         await self._writer.wait()

@@ -127,6 +127,26 @@ class SQLiteStore(
                 self._lease_conn = None
         await asyncio.to_thread(self._writer.stop)  # the last close checkpoints: not here
 
+    async def compact(self) -> None:
+        """Leave no trace of deleted rows in the files: the full-text indexes merged
+        (their deleted entries dropped), the database rebuilt (``VACUUM``: no free page
+        keeps old bytes), the WAL checkpointed and truncated to nothing."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        await asyncio.to_thread(self._compact_now)
+
+    def _compact_now(self) -> None:
+        conn = self._connect()
+        try:
+            for fts in ("message_fts", "memories_fts"):
+                conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite: {exc}") from exc
+        finally:
+            conn.close()
+
     # --- leases -----------------------------------------------------------------------
 
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:

@@ -2,8 +2,8 @@
 offline model, which calls the tool a ``/tool NAME {json}`` message names) on SQLite and
 PostgreSQL, its URL naming ``/langgraph``: a thread with a tool call (streamed as
 values, message chunks and updates), an interrupt (an approval) answered by a resume
-command, a run waited on, a background run joined, a cancelled run, and a stream joined
-again with ``Last-Event-ID``."""
+command, a run waited on, a background run joined, a cancelled run, a stream joined
+again with ``Last-Event-ID``, and a copied thread."""
 
 from __future__ import annotations
 
@@ -122,6 +122,12 @@ async def conversation(url: str) -> None:
     assert values[-1].data == later[-1].data
     found = await client.threads.search(metadata={"project": "e2e"})
     assert [t["thread_id"] for t in found] == [tid]
+    await client.threads.copy(tid)  # the SDK returns nothing; the copy is found by search
+    copies = [t for t in await client.threads.search(metadata={"project": "e2e"})]
+    (copy,) = [t for t in copies if t["thread_id"] != tid]
+    copied = (await client.threads.get_state(copy["thread_id"]))["values"]["messages"]
+    original = (await client.threads.get_state(tid))["values"]["messages"]
+    assert [m["content"] for m in copied] == [m["content"] for m in original]
     await client.store.put_item(["prefs", "ann"], "colour", {"likes": "blue", "n": 1})
     await client.store.put_item(["prefs", "ann", "food"], "tea", {"likes": "tea", "n": 2})
     item = await client.store.get_item(["prefs", "ann"], "colour")

@@ -1,8 +1,8 @@
 """The Agent Protocol under ``/langgraph`` against the app in memory, on every store
 engine: what it refuses, each with a clear error (stream modes it has no counterpart
-for, ``rollback``, a checkpoint that is not the thread's newest, copying a thread,
-writing its state, choosing a thread's id, a resume when nothing waits), and a run that
-names the thread's newest checkpoint, as ``useStream`` does."""
+for, ``rollback``, a checkpoint that is not the thread's newest, writing its state,
+choosing a thread's id, a resume when nothing waits); a run that names the thread's
+newest checkpoint, as ``useStream`` does; and a copied thread."""
 
 from __future__ import annotations
 
@@ -53,11 +53,10 @@ async def test_what_has_no_counterpart_is_refused_clearly(
     assert said in refused.json()["error"]["message"]
 
 
-async def test_a_thread_cannot_be_copied_written_or_named(client: httpx.AsyncClient) -> None:
+async def test_a_thread_cannot_be_written_or_named(client: httpx.AsyncClient) -> None:
     tid = (await client.post(f"{BASE}/threads", json={})).json()["thread_id"]
-    for path, body in (("copy", None), ("state", {"values": {}})):
-        refused = await client.post(f"{BASE}/threads/{tid}/{path}", json=body)
-        assert refused.status_code == 422
+    refused = await client.post(f"{BASE}/threads/{tid}/state", json={"values": {}})
+    assert refused.status_code == 422
     named = await client.post(f"{BASE}/threads", json={"thread_id": "mine"})
     assert named.status_code == 422 and "thread_id" in named.json()["error"]["message"]
     resume = {"assistant_id": "ostinato", "command": {"resume": True}}
@@ -86,3 +85,25 @@ async def test_a_run_from_the_newest_checkpoint_continues_the_thread(
         f"{BASE}/threads/{tid}/runs/wait", json=run("c", checkpoint=checkpoint)
     )
     assert stale.status_code == 422
+
+
+async def test_a_copy_holds_the_thread_and_goes_its_own_way(
+    client: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.add(text_step("one"), text_step("two"), text_step("three"))
+    made = await client.post(f"{BASE}/threads", json={"metadata": {"project": "p"}})
+    tid = made.json()["thread_id"]
+    await client.post(f"{BASE}/threads/{tid}/runs/wait", json=run("a"))
+    copied = await client.post(f"{BASE}/threads/{tid}/copy")
+    assert copied.status_code == 200
+    copy = copied.json()
+    assert copy["thread_id"] != tid and copy["metadata"]["project"] == "p"
+    assert [m["content"] for m in copy["values"]["messages"]] == ["a", "one"]
+    await client.post(f"{BASE}/threads/{copy['thread_id']}/runs/wait", json=run("b"))
+    await client.post(f"{BASE}/threads/{tid}/runs/wait", json=run("c"))
+    mine = (await client.get(f"{BASE}/threads/{tid}/state")).json()["values"]["messages"]
+    theirs = (await client.get(f"{BASE}/threads/{copy['thread_id']}/state")).json()
+    assert [m["content"] for m in mine] == ["a", "one", "c", "three"]
+    assert [m["content"] for m in theirs["values"]["messages"]] == ["a", "one", "b", "two"]
+    missing = await client.post(f"{BASE}/threads/nope/copy")
+    assert missing.status_code == 404

@@ -4,9 +4,10 @@ Assistants are the agents: ``ostinato`` (the default agent, or the router's pick
 each agent by its id, read-only (``search``, ``get``). Threads are the caller's
 conversations: created (``metadata``), read, updated (``metadata``), searched (by
 ``metadata`` and ``status``), their ``state`` (the messages and what waits) and
-``history`` (the current state only: a conversation's history is linear until
-conversations are trees). ``copy``, ``prune``, writing a state and checkpoints are
-refused (``threads.REFUSED``).
+``history`` (the current state only), and ``copy``: a new thread holding the whole
+conversation (every branch, its turns, calls and approvals), made by reading the
+conversation's export file back (``ostinato.transfer``). ``prune``, writing a state and
+checkpoints are refused (``threads.REFUSED``).
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ from ostinato.server.context import Context, ServerContext
 from ostinato.server.waiting import what_waits
 from ostinato.store.accounts import UpdateConversation
 from ostinato.store.base import Conversation
+from ostinato.transfer.exporting import export_json
+from ostinato.transfer.importing import import_document, read_document
 
 router = APIRouter(tags=["agent-protocol"])
 DEFAULT = "ostinato"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 Json = Annotated[dict[str, Any] | None, Body()]
 REFUSED = {
-    "copy": "copying a thread waits for conversation trees (a copy would branch it)",
     "state": "writing a thread's state is not supported: a thread changes by its runs",
 }
 
@@ -155,11 +157,20 @@ async def get_history(
     return JSONResponse([await state_of(context, caller, thread_id)])
 
 
-@router.post(f"{PREFIX}/threads/{{thread_id}}/copy", responses={404: {}, 422: {}})
-async def copy_thread(context: Context, caller: CurrentCaller, thread_id: str) -> Response:
-    """Refused: a copy would branch the conversation."""
-    await thread_of(context, caller, thread_id)
-    raise InvalidRequest(REFUSED["copy"])
+@router.post(f"{PREFIX}/threads/{{thread_id}}/copy", responses={404: {}})
+async def copy_thread(context: Context, caller: CurrentCaller, thread_id: str) -> JSONResponse:
+    """A new thread of the same owner holding the thread's whole conversation: its export
+    file read back, so the copy has every branch, turn, call and approval, new ids, and
+    the original is not touched."""
+    conversation = await thread_of(context, caller, thread_id)
+    store, owner = context.runtime.store, conversation.owner
+    text = "".join([piece async for piece in export_json(store, [conversation], owner)])
+    (copy_id,) = await import_document(store, read_document(text, owner), owner)
+    copied = await thread_of(context, caller, copy_id)
+    state = await state_of(context, caller, copy_id)
+    return JSONResponse(
+        thread_json(copied, state["values"], await what_waits(context.runtime, copy_id))
+    )
 
 
 @router.post(f"{PREFIX}/threads/{{thread_id}}/state", responses={404: {}, 422: {}})

@@ -163,7 +163,7 @@ async def copy_thread(context: Context, caller: CurrentCaller, thread_id: str) -
     file read back, so the copy has every branch, turn, call and approval, new ids, and
     the original is not touched."""
     conversation = await thread_of(context, caller, thread_id)
-    store, owner = context.runtime.store, conversation.owner
+    store, owner = context.runtime.store, conversation.owner or caller.owner
     text = "".join([piece async for piece in export_json(store, [conversation], owner)])
     (copy_id,) = await import_document(store, read_document(text, owner), owner)
     copied = await thread_of(context, caller, copy_id)

@@ -2,7 +2,9 @@
 ``ai`` 7 and the ``ai`` 6 line Node 20 installs) against ``ostinato serve`` on the
 offline model, with the ``sendAutomaticallyWhen`` docs/clients.md shows: a reply carries
 no hidden lookup (the turn's memory recall) unless asked for, and a question card
-answered with ``addToolOutput`` is sent and answered with nothing more (issue 26)."""
+answered with ``addToolOutput`` is sent and answered with nothing more (issue 26); and
+``regenerate()`` and an edit (``sendMessage`` with a ``messageId``) each start a branch of
+the stored conversation, appending nothing (issue 27)."""
 
 from __future__ import annotations
 
@@ -95,3 +97,34 @@ def test_the_documented_snippet_answers_a_card_by_itself(site: Site, package: st
     (call,) = [c for c in site.api("GET", f"/v1/conversations/{cid}/tool-calls")["tool_calls"]
                if c["name"] == "choose"]  # fmt: skip
     assert call["status"] == "ok"
+
+
+def test_regenerate_and_an_edit_branch_the_conversation(site: Site) -> None:
+    first, edited = (
+        '/tool calculator {"expression": "2+3"}',
+        '/tool calculator {"expression": "2+4"}',
+    )
+    done = subprocess.run(
+        ["node", str(HERE / "tree_chat.mjs"), "ai", site.url, "tree-ai", first, edited],
+        capture_output=True, text=True, timeout=120, check=False, cwd=HERE,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout.splitlines()[-1])
+    for step, asked, said in (
+        ("sent", first, "5"),
+        ("regenerated", first, "5"),
+        ("edited", edited, "6"),
+    ):
+        user, reply = steps[step]
+        assert (user["role"], user["text"], reply["role"]) == ("user", asked, "assistant")
+        assert reply["text"].endswith(f"= {said}"), reply
+    assert steps["edited"][0]["id"] == steps["sent"][0]["id"]
+    assert len({s[1]["id"] for s in steps.values()} | {steps["sent"][0]["id"]}) == 4
+    base = "/v1/conversations/tree-ai"
+    rows = site.api("GET", f"{base}/messages")["messages"]
+    users = [r["blocks"][0]["text"] for r in rows if r["role"] == "user"]
+    assert users == [edited]  # the current branch: the edit, answered once
+    assert rows[0]["siblings"] is not None and len(rows[0]["siblings"]) == 2
+    assert len(site.api("GET", f"{base}/branches")["leaves"]) == 3
+    kinds = [t["kind"] for t in site.api("GET", f"{base}/turns")["turns"]]
+    assert kinds.count("regenerate") == 1, kinds

@@ -14,7 +14,9 @@ its last message:
   (``addToolOutput``: state ``output-available``) answers the card;
 - a user message: its text is a new message (or, as on the OpenAI-compatible endpoint,
   ``yes`` / ``no`` / an option answers what waits; ``ostinato.answers``);
-- ``regenerate-message``: the last user message's text is sent again.
+- ``regenerate-message`` (``regenerate()``): a new answer in place of the stored one, and
+  a ``submit-message`` whose ``messageId`` is its last (user) message (``sendMessage({text,
+  messageId})``): a new version of that stored message; each on a new branch (``tree``).
 
 The answer is the UI message stream (``translate``) as Server-Sent Events with the
 ``x-vercel-ai-ui-message-stream: v1`` header, ending with ``data: [DONE]``. A client that
@@ -25,6 +27,7 @@ errors (useChat shows their text).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -39,8 +42,10 @@ from ostinato.background.stage_one import BACKGROUND_SUFFIX, is_reserved
 from ostinato.bus import Subscription
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame
+from ostinato.ids import new_id
 from ostinato.messages import Message, TextBlock
 from ostinato.server.ai_sdk.translate import UIStream
+from ostinato.server.ai_sdk.tree import moves_tree, tree_turn
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context, ServerContext
 from ostinato.server.routes.turns import cancel_when_begun, release_when_done
@@ -144,6 +149,8 @@ def _message_id(body: ChatBody, cid: str) -> str:
     last = body.messages[-1]
     if last.role == "assistant" and last.id:
         return last.id
+    if moves_tree(body.trigger, body.messageId, last):
+        return f"msg-{new_id()}"  # a new answer, not the edited message's id
     return body.messageId or f"msg-{cid}-{len(body.messages)}"
 
 
@@ -199,19 +206,23 @@ async def _act(
     last = body.messages[-1]
     if last.role == "assistant":
         return await _tool_answer(context, cid, last, waiting, subscription, live)
-    if body.trigger == "regenerate-message" or last.role != "user":
-        users = [m for m in body.messages if m.role == "user" and m.text.strip()]
-        if not users:
-            raise InvalidRequest("there is no user message to send")
-        last = users[-1]
-    if not last.text.strip():
-        raise InvalidRequest("the last message has no text")
-    reading = interpret(last.text, waiting)
-    if isinstance(reading, Decide | AnswerCard):
-        return await _answered(context, cid, reading, subscription, live)
+    if moves_tree(body.trigger, body.messageId, last):
+        start = functools.partial(tree_turn, runtime, cid, body.messages)
+    else:
+        if last.role != "user":
+            users = [m for m in body.messages if m.role == "user" and m.text.strip()]
+            if not users:
+                raise InvalidRequest("there is no user message to send")
+            last = users[-1]
+        if not last.text.strip():
+            raise InvalidRequest("the last message has no text")
+        reading = interpret(last.text, waiting)
+        if isinstance(reading, Decide | AnswerCard):
+            return await _answered(context, cid, reading, subscription, live)
+        start = functools.partial(runtime.submit, cid, last.text, client_message_id=last.id or None)
     permit = await context.owner_limits.begin_turn(caller.owner)
     try:
-        submission = await runtime.submit(cid, last.text, client_message_id=last.id or None)
+        submission = await start()
         if submission.queued is None:
             await submission.handle()
     except BaseException:

@@ -430,6 +430,7 @@ def background_of(config: Config, deployment: Deployment, app: Any) -> Backgroun
         capacity=config.memory.capacity,
         env=os.environ,
         turns=app.state.ostinato.owner_limits,
+        retention_days=config.data.retention_days,
     )
 
 

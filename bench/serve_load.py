@@ -64,6 +64,7 @@ from tests.patience import start_timeout
 
 PY_SPY = ""  # --py-spy
 POSTGRES = ""  # --postgres: an admin URL; each run gets a scratch database there
+DURABILITY = ""  # --durability: SQLite's (store.sql.wal_sync); empty: the default
 SERVE_ENV: dict[str, str] = {}  # --env
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
 
@@ -105,7 +106,7 @@ def database(tmp: str) -> Iterator[str]:
     """The server's database URL: a SQLite file in ``tmp``, or with ``--postgres`` a
     scratch database on that server, dropped afterwards."""
     if not POSTGRES:
-        yield f"sqlite:///{tmp}/load.db"
+        yield f"sqlite:///{tmp}/load.db" + (f"?durability={DURABILITY}" if DURABILITY else "")
         return
     import sqlalchemy as sa
 
@@ -321,9 +322,11 @@ def main() -> None:
     parser.add_argument("--before", default="", help="a checkout of ostinato to compare")
     parser.add_argument("--floors", default="socket,aiohttp", help="bench/floor.py clients")
     parser.add_argument("--postgres", default="", help="admin URL: serve on PostgreSQL")
+    parser.add_argument("--durability", default="", help="SQLite: acknowledged or relaxed")
     args = parser.parse_args()
-    global PY_SPY, SETTLE_S, POSTGRES
+    global PY_SPY, SETTLE_S, POSTGRES, DURABILITY
     PY_SPY, SETTLE_S, POSTGRES = args.py_spy, args.settle, args.postgres
+    DURABILITY = args.durability
     SERVE_ENV.update(pair.split("=", 1) for pair in args.env)
     servers, floors = targets(args.before, args.floors)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)

@@ -8,6 +8,10 @@ Prints, for each store URL:
 - writes/s with 1,000 concurrent writers (1,000 conversations x 3 appends each), and
   how many transactions the SQLite writer used for them (group commit).
 
+SQLite runs ``--pairs`` times each way, interleaved: ``sqlite`` (the default durability:
+a person's message, the 1-op write here, waits for the WAL's fsync; the 2-op write, a
+reply and a tool call's record, does not) and ``sqlite-rel`` (``durability=relaxed``).
+
 Run:  python bench/store_writes.py [--postgres postgresql://user@host/db] [--dir DIR]
 The PostgreSQL database given is written to (rows in fresh conversations); use a
 scratch one.
@@ -88,6 +92,8 @@ async def concurrent(store: Store, writers: int, each: int) -> tuple[float, str]
     used = ""
     if isinstance(store, SQLiteStore):
         used = f" ({store.stats.transactions - before} transactions for {writers * each:,} writes)"
+        sync = store._writer._sync
+        used += f", {sync.fsyncs} fsyncs in all" if sync is not None else ""
     return rate, used
 
 
@@ -107,11 +113,14 @@ async def main() -> None:
     parser.add_argument("--postgres", help="a scratch PostgreSQL database URL")
     parser.add_argument("--dir", help="where the SQLite file goes (default: a temp dir)")
     parser.add_argument("-n", type=int, default=2000, help="uncontended writes to time")
+    parser.add_argument("--pairs", type=int, default=2, help="SQLite runs of each durability")
     args = parser.parse_args()
     directory = Path(args.dir or tempfile.mkdtemp(prefix="ostinato-bench-"))
     print(f"{'store':<10}{'1 op µs':>10}{'2 ops µs':>10}{'read 20 µs':>12}{'writes/s':>14}")
     await run("memory", "memory://", args.n)
-    await run("sqlite", f"sqlite:///{directory}/bench.db", args.n)
+    for k in range(args.pairs):  # durable and relaxed, interleaved (wal_sync)
+        await run("sqlite", f"sqlite:///{directory}/bench{k}.db", args.n)
+        await run("sqlite-rel", f"sqlite:///{directory}/relaxed{k}.db?durability=relaxed", args.n)
     if args.postgres:
         await run("postgres", args.postgres, min(args.n, 500))
 

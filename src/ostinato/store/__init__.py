@@ -42,7 +42,7 @@ async def open_store(url: str | None = None) -> Store:
         from ostinato.store.sql.sqlite import SQLiteStore
 
         assert target.sqlite_path is not None
-        return await SQLiteStore.open(target.sqlite_path)
+        return await SQLiteStore.open(target.sqlite_path, durability=target.durability)
     if importlib.util.find_spec("asyncpg") is None:
         raise ValueError(
             f"a PostgreSQL store needs the asyncpg driver, which is not installed: {POSTGRES_EXTRA}"

@@ -35,6 +35,7 @@ from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.sqlite_sql import CompiledCache
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
 from ostinato.store.sql.version_sql import SQLVersions
+from ostinato.store.sql.wal_sync import Durability
 
 # How long a connection waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 60_000
@@ -64,10 +65,17 @@ class SQLiteStore(
     _decode_time = staticmethod(time_from_sqlite)
     _dialect = "sqlite"
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        durability: Durability = "acknowledged",
+    ) -> None:
         self.path = str(Path(path).expanduser().resolve())
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer = SQLiteWriter(self._connect_writer, busy_timeout_ms)
+        synced = self.path if durability == "acknowledged" else None
+        self._writer = SQLiteWriter(self._connect_writer, busy_timeout_ms, synced)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -78,9 +86,16 @@ class SQLiteStore(
         self._lease_lock = threading.Lock()
 
     @classmethod
-    async def open(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> SQLiteStore:
-        """Create or migrate the file, then open the writer."""
-        store = cls(path, busy_timeout_ms=busy_timeout_ms)
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        durability: Durability = "acknowledged",
+    ) -> SQLiteStore:
+        """Create or migrate the file, then open the writer. ``durability``: whether a
+        write that acknowledges something waits for the WAL's fsync (``wal_sync``)."""
+        store = cls(path, busy_timeout_ms=busy_timeout_ms, durability=durability)
         Path(store.path).parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(migrate_sqlite, store.path, busy_timeout_ms)
         await asyncio.to_thread(store._writer.start)

@@ -43,6 +43,7 @@ from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.rows import Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.sqlite_sql import compile_sqlite
 from ostinato.store.sql.statements import WriteName, write_statements
+from ostinato.store.sql.wal_sync import WalSync, acknowledges
 
 # The most write() calls applied in one transaction.
 MAX_BATCH = 512
@@ -72,6 +73,7 @@ class _Call:
     ops: tuple[WriteOp, ...]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[list[Any]]
+    durable: bool = False  # answered once the WAL is fsynced (``wal_sync``)
 
 
 class _Executor:
@@ -108,8 +110,16 @@ class _Executor:
 class SQLiteWriter:
     """The one writing connection of a SQLite file, and its thread for slow paths."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], busy_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        busy_timeout_ms: int,
+        database: str | None = None,
+    ) -> None:
+        """``database``: the file whose WAL is fsynced before a write that acknowledges
+        something is answered (``wal_sync``); None answers every write at once."""
         self._connect = connect
+        self._sync = None if database is None else WalSync(database, self._synced)
         self._busy_timeout_ms = busy_timeout_ms
         self._lock = threading.Lock()  # held by whoever uses the connection
         self._pending: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
@@ -128,6 +138,8 @@ class SQLiteWriter:
         self._cursor = self._conn.cursor()
         self._executor = _Executor(self._cursor)
         self._thread.start()
+        if self._sync is not None:
+            self._sync.start()
 
     def submit(self, ops: tuple[WriteOp, ...]) -> asyncio.Future[list[Any]]:
         """Queue ``ops`` as one all-or-nothing call; the future gets one result per op."""
@@ -137,7 +149,8 @@ class SQLiteWriter:
         if calls is None:
             calls = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
-        calls.append(_Call(ops, loop, future))
+        durable = self._sync is not None and acknowledges(ops)
+        calls.append(_Call(ops, loop, future, durable))
         return future
 
     def flush(self) -> None:
@@ -149,6 +162,8 @@ class SQLiteWriter:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        if self._sync is not None:
+            self._sync.stop()
         with self._lock:
             self._conn.close()
 
@@ -170,7 +185,7 @@ class SQLiteWriter:
             else:
                 self.stats.calls += len(batch)
                 self._written += len(batch)
-                _resolve(list(zip(batch, outcomes, strict=True)))
+                self._answer(list(zip(batch, outcomes, strict=True)))
         self._maybe_checkpoint()
 
     def _maybe_checkpoint(self) -> None:
@@ -260,7 +275,7 @@ class SQLiteWriter:
                     checkpointer = checkpointer or self._connect()
                     self._checkpoint(checkpointer)
                 elif isinstance(item, list):
-                    self._deliver(item, self._commit_in_thread(item))
+                    self._synced(self._durable_now(item, self._commit_in_thread(item)), None)
         finally:
             if checkpointer is not None:
                 checkpointer.close()
@@ -287,6 +302,34 @@ class SQLiteWriter:
         finally:
             self._checkpoint_queued = False
 
+    # --- durable commits (``wal_sync``) ------------------------------------------
+
+    def _answer(self, pairs: list[tuple[_Call, Outcome]]) -> None:
+        """On the event loop: answer the committed calls, a durable one once synced."""
+        if self._sync is None or not any(call.durable for call, _ in pairs):
+            _resolve(pairs)
+            return
+        waiting = [(c, o) for c, o in pairs if c.durable and not isinstance(o, BaseException)]
+        _resolve([(c, o) for c, o in pairs if not c.durable or isinstance(o, BaseException)])
+        self._sync.after_commit(waiting)
+
+    def _durable_now(
+        self, calls: list[_Call], outcomes: list[Outcome]
+    ) -> list[tuple[_Call, Outcome]]:
+        """On the writer thread: fsync the WAL there if a call of ``calls`` needs it."""
+        pairs = list(zip(calls, outcomes, strict=True))
+        if self._sync is not None and any(call.durable for call in calls):
+            error = self._sync.sync_now()
+            if error is not None:
+                return [(c, _unsynced(error) if c.durable else o) for c, o in pairs]
+        return pairs
+
+    def _synced(self, pairs: list[tuple[_Call, Outcome]], error: Exception | None) -> None:
+        """On a thread: hand ``pairs`` back (each as ``error`` says, if the fsync failed)."""
+        if error is not None:
+            pairs = [(call, _unsynced(error)) for call, _ in pairs]
+        self._deliver([c for c, _ in pairs], [o for _, o in pairs])
+
     @staticmethod
     def _deliver(calls: list[_Call], outcomes: list[Outcome]) -> None:
         """Hand outcomes to their event loops, one wake-up per loop."""
@@ -308,6 +351,10 @@ def _resolve(pairs: list[tuple[_Call, Outcome]]) -> None:
             call.future.set_exception(outcome)
         else:
             call.future.set_result(outcome)
+
+
+def _unsynced(error: Exception) -> StoreError:
+    return StoreError(f"sqlite: committed, but the WAL could not be flushed to disk: {error}")
 
 
 def _as_store_error(exc: Exception) -> BaseException:

@@ -23,6 +23,7 @@ class Target:
     kind: Literal["memory", "sqlite", "postgresql"]
     sqlite_path: Path | None = None  # for "sqlite": an absolute file path
     url: sa.URL | None = None  # for "postgresql": a postgresql+asyncpg URL
+    durability: Literal["acknowledged", "relaxed"] = "acknowledged"  # for "sqlite" (wal_sync)
 
 
 def parse_url(url: str | None) -> Target:
@@ -45,7 +46,16 @@ def parse_url(url: str | None) -> Target:
                 "an in-memory or URI SQLite database cannot be shared by the writer and"
                 f" reader connections; use a file path or {MEMORY_URL!r} ({_mask(url)!r})"
             )
-        return Target("sqlite", sqlite_path=Path(database).expanduser().resolve())
+        raw = parsed.query.get("durability", "acknowledged")
+        if raw not in ("acknowledged", "relaxed"):
+            raise ValueError(
+                f"durability in a SQLite URL is 'acknowledged' or 'relaxed', not {raw!r}"
+            )
+        path = Path(database).expanduser().resolve()
+        relaxed = raw == "relaxed"
+        return Target(
+            "sqlite", sqlite_path=path, durability="relaxed" if relaxed else "acknowledged"
+        )
     if driver in _POSTGRES_DRIVERS:
         return Target("postgresql", url=parsed.set(drivername="postgresql+asyncpg"))
     raise ValueError(

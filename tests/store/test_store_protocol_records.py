@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from ostinato.errors import NotFound
 from ostinato.store import Store
-from ostinato.store.protocol_records import ProtocolRecord, ProtocolRecords
+from ostinato.store.protocol_records import ProtocolRecord, ProtocolRecords, records
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -59,3 +62,9 @@ async def test_deleted(store: Store) -> None:
     assert await s.delete_record("response", "r1")
     assert not await s.delete_record("response", "r1")
     assert await s.get_record("response", "r1") is None
+
+
+def test_a_store_that_keeps_no_records_is_a_404_for_every_protocol() -> None:
+    with pytest.raises(NotFound) as raised:
+        records(object())
+    assert raised.value.status == 404 and "keeps no protocol records" in raised.value.message

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from ostinato.errors import NotFound
 from ostinato.messages import JSON
 
 KIND_LIMIT = 40
@@ -105,3 +106,11 @@ class MemoryProtocolRecords:
 
     async def delete_record(self, kind: str, record_id: str) -> bool:
         return self._protocol_records.pop((kind, record_id), None) is not None
+
+
+def records(store: object) -> ProtocolRecords:
+    """``store`` as the keeper of protocol records (every store of ostinato's is one;
+    another is answered with a 404: it keeps no runs, responses or store items)."""
+    if not isinstance(store, ProtocolRecords):
+        raise NotFound("this store keeps no protocol records (runs, responses, store items)")
+    return store

@@ -18,7 +18,7 @@ from ostinato.messages import JSON, Message
 from ostinato.server.agent_protocol.wire import iso
 from ostinato.server.auth import Caller
 from ostinato.store.base import Store, Turn, utcnow
-from ostinato.store.protocol_records import ProtocolRecord, ProtocolRecords
+from ostinato.store.protocol_records import ProtocolRecord, records
 
 KIND = "lg_run"
 PAGE = 200
@@ -29,12 +29,6 @@ ENDED = {
     "paused": "interrupted",
     "cancelled": "interrupted",
 }
-
-
-def records(store: Store) -> ProtocolRecords:
-    if not isinstance(store, ProtocolRecords):
-        raise NotFound("this store keeps no runs")
-    return store
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from ostinato.server.agent_protocol.record import (
     KIND,
     RunRecord,
     owned_run,
-    records,
     run_json,
     run_state,
 )
@@ -34,6 +33,7 @@ from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context, ServerContext
 from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, run_frames
+from ostinato.store.protocol_records import records
 
 router = APIRouter(tags=["agent-protocol"])
 RUNS = f"{PREFIX}/threads/{{thread_id}}/runs"

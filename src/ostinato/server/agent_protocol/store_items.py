@@ -14,12 +14,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ostinato.errors import InvalidRequest, NotFound
-from ostinato.server.agent_protocol.record import records
 from ostinato.server.agent_protocol.wire import PREFIX, iso
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context
 from ostinato.store.base import utcnow
-from ostinato.store.protocol_records import ID_LIMIT, ProtocolRecord
+from ostinato.store.protocol_records import ID_LIMIT, ProtocolRecord, records
 
 KIND = "lg_item"
 SCAN = 1000

@@ -20,52 +20,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ostinato.errors import ClientError
 from ostinato.messages import JSON
-from ostinato.redaction import redact
+from ostinato.server.openai_error import TYPES, OpenAIError
 
 CONVERSATION_HEADER = "X-Ostinato-Conversation-Id"
 PROGRESS_HEADER = "X-Ostinato-Progress"
 DEFAULT_AGENT = "ostinato"
 
-_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    413: "invalid_request_error",
-    429: "rate_limit_error",
-}
 
+class CompletionError(OpenAIError):
+    """An error of Chat Completions, in OpenAI's shape (404 and 409 named as such)."""
 
-class CompletionError(Exception):
-    """An error answered in OpenAI's shape."""
-
-    def __init__(
-        self, status: int, message: str, *, code: str | None = None, param: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code, self.param = status, message, code, param
-
-    @classmethod
-    def of(cls, error: ClientError) -> CompletionError:
-        status = 400 if error.status == 422 else error.status
-        return cls(status, error.message, code=error.code)
-
-    def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
-        body = {
-            "error": {
-                "message": redact(self.message),
-                "type": _TYPES.get(self.status, "server_error"),
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-        return JSONResponse(body, status_code=self.status, headers=headers)
+    types = TYPES | {404: "not_found_error", 409: "conflict_error"}
 
 
 class StreamOptions(BaseModel):

@@ -28,13 +28,13 @@ from ostinato.server.responses.record import (
     KIND,
     ResponseRecord,
     owned_response,
-    records,
     snapshot,
 )
 from ostinato.server.responses.steps import Follow, Snapshot, replay
 from ostinato.server.responses.wire import ResponsesError
 from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, run_frames
+from ostinato.store.protocol_records import records
 
 QUEUED_POLL_S = 0.5
 

@@ -19,17 +19,11 @@ from ostinato.server.auth import Caller
 from ostinato.server.responses.steps import Snapshot
 from ostinato.server.responses.wire import Envelope
 from ostinato.store.base import Store, utcnow
-from ostinato.store.protocol_records import ProtocolRecord, ProtocolRecords
+from ostinato.store.protocol_records import ProtocolRecord, records
 
 KIND = "response"
 PAGE = 200
 SCAN = 5000  # rows read at most to find a response's turn
-
-
-def records(store: Store) -> ProtocolRecords:
-    if not isinstance(store, ProtocolRecords):  # every store of ostinato's is one
-        raise NotFound("this store keeps no responses")
-    return store
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ from ostinato.server.responses import reading
 from ostinato.server.responses.acting import Plan, Started, conversation_for, plan, start
 from ostinato.server.responses.docs import CREATE_DOC
 from ostinato.server.responses.events import EventLog, encode
-from ostinato.server.responses.record import ResponseRecord, records
+from ostinato.server.responses.record import ResponseRecord
 from ostinato.server.responses.steps import Follow
 from ostinato.server.responses.target import target
 from ostinato.server.responses.wire import (
@@ -50,6 +50,7 @@ from ostinato.server.responses.wire import (
 )
 from ostinato.server.sse import FrameStream
 from ostinato.store.base import Store
+from ostinato.store.protocol_records import records
 
 KEY_HEADER = "idempotency-key"
 Frames = AsyncGenerator[Frame | None, None]

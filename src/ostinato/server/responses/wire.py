@@ -21,12 +21,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ostinato.errors import ClientError
 from ostinato.messages import JSON
-from ostinato.redaction import redact
+from ostinato.server.openai_error import OpenAIError
 from ostinato.server.responses.events import SERVER_LABEL, Status
 
 DEFAULT_AGENT = "ostinato"
@@ -60,41 +58,10 @@ REFUSED = {
     "prompt_cache_options": "prompt_cache_options is not supported",
 }
 ECHOES = frozenset({"mcp_call", "mcp_approval_request", "mcp_list_tools", "reasoning"})
-_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "invalid_request_error",
-    409: "invalid_request_error",
-    413: "invalid_request_error",
-    429: "rate_limit_error",
-}
 
 
-class ResponsesError(Exception):
-    """An error answered in OpenAI's shape."""
-
-    def __init__(
-        self, status: int, message: str, *, code: str | None = None, param: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code, self.param = status, message, code, param
-
-    @classmethod
-    def of(cls, error: ClientError) -> ResponsesError:
-        status = 400 if error.status == 422 else error.status
-        return cls(status, error.message, code=error.code)
-
-    def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
-        body = {
-            "error": {
-                "message": redact(self.message),
-                "type": _TYPES.get(self.status, "server_error"),
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-        return JSONResponse(body, status_code=self.status, headers=headers)
+class ResponsesError(OpenAIError):
+    """An error of the Responses API, in OpenAI's shape."""
 
 
 def bad(message: str, param: str | None = None, code: str | None = None) -> ResponsesError:

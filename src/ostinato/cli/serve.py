@@ -248,6 +248,7 @@ async def serve(
     ``dangerously_public`` (``--dangerously-serve-without-auth``). With ``server.workers``
     over 1 this process supervises that many workers (``cli.workers``), each started with
     ``argv`` (this command's arguments) and a ``worker_of`` role."""
+    hold_hangups()  # a SIGHUP while starting must not end the process
     logging.basicConfig(level=logging.INFO, format=logs.PLAIN)
     loaded = settings(config_path, overrides, dangerously_public)
     if isinstance(loaded, int):
@@ -405,6 +406,16 @@ def metric_labels(config: Config, runtime: Runtime, default: str) -> tuple[set[s
     return tools, models
 
 
+_HELD: list[int] = []  # SIGHUPs that came while the server started
+
+
+def hold_hangups() -> None:
+    """Until the server listens for reloads, a SIGHUP (whose default action ends the
+    process) is kept; ``listen_for_reloads`` then reloads once for those kept."""
+    with contextlib.suppress(ValueError):  # not the main thread: no signals here
+        signal.signal(signal.SIGHUP, lambda signum, _frame: _HELD.append(signum))
+
+
 def listen_for_reloads(reloader: Reloader, runtime: Runtime) -> None:
     """SIGHUP reads the configuration again, and so does another server's reload
     (``POST /v1/admin/reload`` there sends a ``reload`` command to every server)."""
@@ -418,6 +429,10 @@ def listen_for_reloads(reloader: Reloader, runtime: Runtime) -> None:
     runtime.bus.on("reload", asked)
     with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals here
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, hup)
+    if _HELD:  # asked while starting: the configuration is read again now
+        logging.getLogger("ostinato.server").info("a SIGHUP came while starting: reloading")
+        _HELD.clear()
+        hup()
 
 
 def background_of(config: Config, deployment: Deployment, app: Any) -> Background:

@@ -9,10 +9,12 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ostinato.cli.timeline import turn_lines
 from ostinato.config import load_config
 from ostinato.deployment import Deployment, build_runtime
+from ostinato.errors import Conflict
 from ostinato.frames import ApprovalRequested, TurnStarted
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.reload import Reloader
@@ -169,3 +171,80 @@ async def test_the_timeline_replay_and_traces_name_the_version(tmp_path: Path) -
     assert turn.metrics["route"]["version"] == 1  # GET .../turns/{id} returns it
     assert "assistant v1" in next(turn_lines(1, turn))
     await runtime.close()
+
+
+TWO = """
+[memory]
+extract_facts = false
+
+[data]
+titles = "off"
+
+[[agents]]
+id = "assistant"
+prompt = "Assistant prompt."
+default = true
+"""
+HELPER = """
+[[agents]]
+id = "helper"
+prompt = "Helper prompt."
+tools = ["ask_user"]
+"""
+ASK = ("ask_user", {"question": "Which one?"}, "card-1")
+
+
+async def test_a_card_answered_after_its_agent_was_removed_runs_under_its_pinned_version(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ostinato.toml"
+    path.write_text(TWO + HELPER)
+    deployment, reloader, model = await deployed(path)
+    runtime = deployment.runtime
+    cid = (await runtime.create_conversation()).id
+    model.add(tool_step(ASK))
+    paused = await runtime.run_turn(cid, "help", skill="helper")
+    assert paused.stop_reason == "paused"
+    path.write_text(TWO)  # the helper is removed while its card waits
+    assert (await reloader.reload()).applied and runtime.router.get("helper") is None
+    model.add(text_step("the first"))
+    watcher = runtime.bus.subscribe(cid)
+    handle = await runtime.answer_card(cid, "card-1", "the first one")
+    assert (await _started(watcher)).agent_version == 1
+    assert (await handle.result()).stop_reason == "end_turn"
+    assert "Helper prompt." in model.requests[-1].system  # not the default agent's
+
+
+async def test_a_card_of_a_removed_agent_pinned_to_no_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ostinato.toml"
+    path.write_text(TWO + HELPER)
+    deployment, reloader, model = await deployed(path)
+    runtime = deployment.runtime
+    cid = (await runtime.create_conversation()).id
+    model.add(tool_step(ASK))
+    assert (await runtime.run_turn(cid, "help", skill="helper")).stop_reason == "paused"
+    assert runtime.pinning is not None
+    await runtime.pinning.store.pin_versions(cid, {"helper": None}, move=True)  # the latest
+    path.write_text(TWO)
+    assert (await reloader.reload()).applied
+    with pytest.raises(Conflict, match="no longer has"):
+        await runtime.answer_card(cid, "card-1", "the first one")
+    assert not model.requests[1:], "no other agent carried it on"
+
+
+async def test_a_conversation_is_pinned_when_it_is_made(tmp_path: Path) -> None:
+    """A reload between a conversation's creation and its first turn: the turn runs the
+    version current when the conversation was made."""
+    path = tmp_path / "ostinato.toml"
+    write(path, "Old prompt.")
+    deployment, reloader, model = await deployed(path)
+    runtime = deployment.runtime
+    cid = (await runtime.create_conversation()).id
+    write(path, "New prompt.")
+    assert (await reloader.reload()).applied
+    model.add(text_step("hello"))
+    await runtime.run_turn(cid, "hi")
+    assert "Old prompt." in model.requests[-1].system
+    model.add(text_step("hello"))
+    await runtime.run_turn((await runtime.create_conversation()).id, "hi")
+    assert "New prompt." in model.requests[-1].system

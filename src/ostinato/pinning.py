@@ -3,10 +3,11 @@ them: ``store.versions``).
 
 ``Pinning.record`` makes a version of each agent whose content changed, at start and at
 each configuration reload. ``resolve`` gives the agent a conversation's turn runs: the
-version the conversation is pinned to (pinned, on its first turn with that agent, to the
-version current then), or the current one when it follows the latest. A version that is
-not the current one is rebuilt from its stored content, so a paused approval, a card,
-a queued message and later turns keep running under the version they began with.
+version the conversation is pinned to (pinned when the conversation is made, or on its
+first turn with an agent made later, to the version current then), or the current one
+when it follows the latest. A version that is not the current one is rebuilt from its
+stored content, so a paused approval, a card, a queued message and later turns keep
+running under the version they began with.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ class Pinning:
             self.current[skill.id] = found
             self._skills[(skill.id, found.number)] = skill
         return [self.current[s.id] for s in skills]
+
+    async def pin_current(self, conversation_id: str) -> None:
+        """Pin a new conversation to every agent's current version."""
+        current = {agent: version.number for agent, version in self.current.items()}
+        if current:
+            await self.store.pin_versions(conversation_id, current)
 
     async def resolve(self, conversation_id: str, skill: Skill) -> tuple[Skill, int | None]:
         """The agent ``skill`` names as this conversation runs it, and its version number

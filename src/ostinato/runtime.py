@@ -184,15 +184,12 @@ class Runtime(TreeMoves):
     ) -> Conversation:
         now = utcnow()
         conversation = Conversation(
-            id=new_id(),
-            state="idle",
-            created_at=now,
-            updated_at=now,
-            owner=owner,
-            title=title,
-            metadata=metadata or {},
-        )
+            id=new_id(), state="idle", created_at=now, updated_at=now, owner=owner,
+            title=title, metadata=metadata or {},
+        )  # fmt: skip
         await self.store.write(CreateConversation(conversation))
+        if self.pinning is not None:  # pinned to the agents as they are now
+            await self.pinning.pin_current(conversation.id)
         return conversation
 
     async def conversation(self, conversation_id: str) -> Conversation:

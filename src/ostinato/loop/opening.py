@@ -204,6 +204,8 @@ async def pinned_route(parts: Parts, conversation_id: str, route: Route) -> Rout
     the skill rebuilt from that version when it is not the current one, and the version's
     number recorded with the route (``version``)."""
     pinning = parts.pinning
+    if "removed" in route.detail:
+        return await _removed_route(parts, conversation_id, str(route.detail["removed"]))
     if pinning is None or "version" in route.detail:
         return route
     skill, number = await pinning.resolve(conversation_id, route.skill)
@@ -220,9 +222,33 @@ def open_with_approval(parts: Parts, history: list[Message], approval: Approval)
 
 
 def resumed_route(router: Router, history: list[Message]) -> Route:
-    """A resumed turn keeps the skill of the turn it continues."""
-    skill = router.get(last_skill(history))
-    return Route(skill, "resumed") if skill else Route(router.default, "default")
+    """A resumed turn keeps the skill of the turn it continues; one a reload removed is
+    marked (``removed``) for ``pinned_route`` to find the version the conversation runs."""
+    name = last_skill(history)
+    skill = router.get(name)
+    if skill is not None:
+        return Route(skill, "resumed")
+    if name is not None:
+        return Route(router.default, "default", detail={"removed": name})
+    return Route(router.default, "default")
+
+
+async def _removed_route(parts: Parts, conversation_id: str, name: str) -> Route:
+    """A paused conversation whose agent a reload removed resumes under the version it is
+    pinned to; with none kept (it follows the latest, or nothing is versioned) it is
+    refused, never carried on by another agent."""
+    pinning = parts.pinning
+    number = None
+    if pinning is not None:
+        number = (await pinning.store.conversation_versions(conversation_id)).get(name)
+    skill = await pinning.skill(name, number) if pinning is not None and number else None
+    if skill is None:
+        raise Conflict(
+            f"this conversation waits under the agent {name!r}, which the configuration no "
+            "longer has, and it is pinned to no version of it: add the agent again, or "
+            "cancel what waits (POST .../cancel) and send a new message"
+        )
+    return Route(skill, "resumed", detail={"version": number})
 
 
 async def pending_approvals(

@@ -16,6 +16,14 @@ With a conversation, its stored history is the truth: only the request's newest 
 message is new, and the history the client sends again is not stored twice. Without one,
 a new conversation is opened and the messages before the newest are stored in it (user
 and assistant text), so the agent sees what the client says was said.
+
+A client that resends a history which lacks a message the conversation's current branch
+holds has edited it (``edited_row``): the newest message is a new version of the first
+such stored message, answered on a new branch, instead of being appended after it. Only
+the user messages are compared, in order: a client resends several assistant messages
+joined as one and sends answers to approvals (``yes``) that are never rows, so a resent
+user message the branch does not hold is passed over. A history that holds none of the
+branch's first message (none at all, or only its last part) is not an edit.
 """
 
 from __future__ import annotations
@@ -82,3 +90,21 @@ async def conversation_for(
     if rows:
         await runtime.store.write(*rows)
     return conversation.id
+
+
+async def edited_row(runtime: Runtime, cid: str, history: Sequence[Said]) -> int | None:
+    """The seq of the first user row of the current branch that the resent ``history``
+    lacks, when it holds the ones before it (else ``None``: the newest is appended)."""
+    resent = [said.text.strip() for said in history if said.role == "user"]
+    if not resent:
+        return None
+    rows = await runtime.store.list_messages(cid, include_hidden=False)
+    stored = [row for row in rows if row.role == "user" and row.text.strip()]
+    at = 0
+    for matched, row in enumerate(stored):
+        while at < len(resent) and resent[at] != row.text.strip():
+            at += 1
+        if at == len(resent):
+            return row.seq if matched else None
+        at += 1
+    return None

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -29,10 +30,11 @@ from ostinato.bus import Subscription
 from ostinato.errors import ClientError
 from ostinato.frames import Frame
 from ostinato.models.base import Model
+from ostinato.runtime import Runtime
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context, ServerContext
 from ostinato.server.openai_compat.chunks import Chunks
-from ostinato.server.openai_compat.continuity import conversation_for
+from ostinato.server.openai_compat.continuity import conversation_for, edited_row
 from ostinato.server.openai_compat.translate import Content, Failed, Finish, Reasoning, Reply
 from ostinato.server.openai_compat.wire import (
     CONVERSATION_HEADER,
@@ -48,7 +50,7 @@ from ostinato.server.routes.turns import cancel_when_begun, release_when_done
 from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
-from ostinato.turns import TurnHandle
+from ostinato.turns import Submission, TurnHandle
 
 router = APIRouter(tags=["openai"])
 Frames = AsyncGenerator[Frame | None, None]
@@ -125,6 +127,7 @@ async def _complete(
     history, newest, system = split_messages(body)
     runtime = context.runtime
     cid = await conversation_for(runtime, caller, request.headers, body, history, newest)
+    edits = await edited_row(runtime, cid, history)
     headers[CONVERSATION_HEADER] = cid
     settings = context.surfaces.of(target.skill)
     progress = request.headers.get(PROGRESS_HEADER.lower(), "").lower()
@@ -148,7 +151,9 @@ async def _complete(
 
     try:
         live = context.live_for(ticket) if ticket is not None else context.live
-        run = await _start(context, caller, cid, newest, system, target, subscription, live)
+        run = await _start(
+            context, caller, cid, (newest, edits), system, target, subscription, live
+        )
     except BaseException:
         close()
         raise
@@ -211,16 +216,19 @@ async def _start(
     context: ServerContext,
     caller: Caller,
     cid: str,
-    newest: Said,
+    asked: tuple[Said, int | None],
     system: str | None,
     target: Target,
     subscription: Subscription,
     live: Live,
 ) -> Run:
-    """Act on the newest message (decide, answer the card, or send it), and follow the
-    turn that follows."""
+    """Act on the newest message (decide, answer the card, or send it; or, when it
+    ``edits`` a stored row, send it as that row's new version), and follow the turn that
+    follows."""
     runtime = context.runtime
-    reading = interpret(newest.text, await what_waits(runtime, cid))
+    newest, edits = asked
+    waits = None if edits is not None else await what_waits(runtime, cid)
+    reading = interpret(newest.text, waits)
     if isinstance(reading, Decide):
         await runtime.decide(
             cid, reading.approval_id, approve=reading.approve, remember=reading.remember
@@ -233,9 +241,10 @@ async def _start(
         return Run(turn_frames(subscription, started, live), cancel_when_begun(started))
     permit = await context.owner_limits.begin_turn(caller.owner)
     try:
-        submission = await runtime.submit(
+        submission = await _send(
+            runtime,
             cid,
-            newest.text,
+            (newest.text, edits),
             policy=context.surfaces.of(target.skill).policy,
             model=target.model,
             skill=target.skill,
@@ -252,6 +261,14 @@ async def _start(
         subscription, submission.started, live, queued_id=queued.id if queued else None
     )
     return Run(frames, cancel_when_begun(submission.started))
+
+
+async def _send(runtime: Runtime, cid: str, asked: tuple[str, int | None], **kw: Any) -> Submission:
+    """Send a message, or (``asked[1]``: the seq it edits) a new version of a stored one."""
+    text, edits = asked
+    if edits is None:
+        return await runtime.submit(cid, text, **kw)
+    return await runtime.edit(cid, edits, text, **kw)
 
 
 def _cancel_running(context: ServerContext, cid: str) -> Callable[[], None]:

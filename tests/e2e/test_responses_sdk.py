@@ -1,8 +1,9 @@
 """The official ``openai`` SDK (``client.responses``) and the OpenAI Agents SDK (its
 Responses model, ``OpenAIResponsesModel``) against a real ``ostinato serve`` (the
 offline model, which calls the tool a ``/tool NAME {json}`` message names) on SQLite and
-PostgreSQL: a conversation with a tool, an approval, ``previous_response_id`` and
-background mode (polled, then its stream resumed after an event)."""
+PostgreSQL: a conversation with a tool, an approval, ``previous_response_id`` (from the
+newest response, and from an earlier one, which forks) and background mode (polled,
+then its stream resumed after an event)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,13 @@ def test_the_openai_sdk_runs_a_conversation_through_responses(engine: str, tmp_p
         ]
         assert resumed[-1].type == "response.completed"
         assert resumed[-1].response.output_text == polled.output_text
+        fork = client.responses.create(
+            model="ostinato",
+            input=tool("calculator", {"expression": "3*3"}),
+            previous_response_id=first.id,  # not the newest: the conversation forks
+        )
+        assert "9" in fork.output_text and fork.conversation == first.conversation
+        assert "1024" in client.responses.retrieve(background.id).output_text
         held = client.conversations.create(items=[{"role": "user", "content": "remember 7"}])
         answer = client.responses.create(model="ostinato", input="hi", conversation=held.id)
         assert answer.conversation is not None and answer.conversation.id == held.id

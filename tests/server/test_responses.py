@@ -1,10 +1,10 @@
 """``/v1/responses`` (OpenAI's Responses API) against the app in memory, with a scripted
 model, on every store engine: a response with a tool call, streamed and not; chaining
-with ``previous_response_id`` (and branching refused); ``conversation``; an approval
-asked as an ``mcp_approval_request`` and answered by an ``mcp_approval_response`` (or a
-typed ``yes``); a question card; background responses polled, streamed again from their
-start or after an event (the replay numbers every event as the live stream did),
-cancelled; idempotency keys; what is refused."""
+with ``previous_response_id`` (an earlier response forks the conversation);
+``conversation``; an approval asked as an ``mcp_approval_request`` and answered by an
+``mcp_approval_response`` (or a typed ``yes``); a question card; background responses
+polled, streamed again from their start or after an event (the replay numbers every
+event as the live stream did), cancelled; idempotency keys; what is refused."""
 
 from __future__ import annotations
 
@@ -209,19 +209,27 @@ async def test_a_question_card_is_said_and_answered_by_text(
     assert text_of(second.json()) == "Blue it is."
 
 
-async def test_branching_is_refused_and_a_conversation_is_named(
+async def test_an_earlier_response_forks_and_a_conversation_is_named(
     client: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
-    model.add(text_step("one"), text_step("two"), text_step("three"))
+    model.add(text_step("one"), text_step("two"), text_step("three"), text_step("four"))
     first = (await client.post(URL, json={"input": "1"})).json()
     second = await client.post(URL, json={"input": "2", "previous_response_id": first["id"]})
-    branch = await client.post(URL, json={"input": "3", "previous_response_id": first["id"]})
-    assert branch.status_code == 400
-    assert branch.json()["error"]["code"] == "branching_not_supported"
-    assert second.json()["id"] in branch.json()["error"]["message"]
+    fork = await client.post(URL, json={"input": "3", "previous_response_id": first["id"]})
+    assert fork.status_code == 200 and text_of(fork.json()) == "three"
     cid = first["conversation"]["id"]
-    third = await client.post(URL, json={"input": "3", "conversation": {"id": cid}})
-    assert text_of(third.json()) == "three" and third.json()["conversation"]["id"] == cid
+    assert fork.json()["conversation"]["id"] == cid
+    said = [m.text for m in model.requests[-1].messages if m.role == "user"]
+    assert said == ["1", "3"]  # "2" is on the other branch
+    rows = (await client.get(f"/v1/conversations/{cid}/messages")).json()["messages"]
+    assert [r["blocks"][0]["text"] for r in rows] == ["1", "one", "3", "three"]
+    again = (await client.get(f"{URL}/{second.json()['id']}")).json()
+    assert text_of(again) == "two"  # the response left on the other branch reads the same
+    two = [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]
+    many = await client.post(URL, json={"input": two, "previous_response_id": first["id"]})
+    assert many.status_code == 400 and many.json()["error"]["param"] == "input"
+    third = await client.post(URL, json={"input": "4", "conversation": {"id": cid}})
+    assert text_of(third.json()) == "four" and third.json()["conversation"]["id"] == cid
     rows = (await client.get(f"/v1/conversations/{cid}/messages")).json()["messages"]
     assert [r["role"] for r in rows] == ["user", "assistant"] * 3
 

@@ -3,10 +3,13 @@ starts there.
 
 The conversation, first found wins:
 
-1. ``previous_response_id``: that response's conversation. It must be the newest
-   response of its conversation: answering from an earlier one would branch the
-   conversation, which is refused (400 ``branching_not_supported``) until conversations
-   are trees; rows written since by other surfaces are simply part of the history;
+1. ``previous_response_id``: that response's conversation. From its newest response the
+   conversation goes on as it is (rows written since by other surfaces are simply part
+   of the history); from an earlier one the new message forks the conversation's tree
+   after that response's last row (``ostinato.branching``: its turn moves the branch
+   there first), so the answer follows that response and the later ones stay on their
+   own branch. A fork takes one new user message (no earlier messages, no answers to
+   what waits on the other branch) and a response whose turn still runs is a 409;
 2. ``conversation`` (an id, or ``{"id": ...}``): one of the caller's conversations;
 3. the approvals an ``mcp_approval_response`` answers: their conversation (a client that
    sends its whole history back, without ``previous_response_id``, answers this way);
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ostinato.answers import AnswerCard, Decide, interpret
 from ostinato.approvals import Approval
+from ostinato.branching import FORK_AT
 from ostinato.bus import Subscription
 from ostinato.errors import Conflict, NotFound
 from ostinato.frames import Frame
@@ -37,7 +41,7 @@ from ostinato.models.base import Model
 from ostinato.server.auth import Caller, owned
 from ostinato.server.context import ServerContext
 from ostinato.server.responses.events import approval_of_item
-from ostinato.server.responses.record import latest_of, owned_response
+from ostinato.server.responses.record import latest_of, owned_response, snapshot
 from ostinato.server.responses.steps import Call
 from ostinato.server.responses.wire import Input, ResponseRequest, ResponsesError, Said, bad
 from ostinato.server.routes.turns import cancel_when_begun, release_when_done
@@ -55,6 +59,7 @@ class Plan:
 
     cid: str
     text: str | None = None  # a new message
+    fork_at: int | None = None  # the row the new message's turn moves the branch to first
     decide: list[tuple[Approval, bool]] = field(default_factory=list)
     card: AnswerCard | None = None
 
@@ -82,15 +87,6 @@ async def conversation_for(
     store = context.runtime.store
     if body.previous_response_id:
         previous = await owned_response(store, caller, body.previous_response_id)
-        newest = await latest_of(store, previous.conversation_id)
-        if newest != previous.id:
-            raise bad(
-                f"{previous.id!r} is not the newest response of its conversation "
-                f"({newest!r} is): answering from an earlier response would branch the "
-                "conversation, which is not supported yet",
-                "previous_response_id",
-                "branching_not_supported",
-            )
         return previous.conversation_id
     named = body.conversation_id
     if named is not None:
@@ -145,6 +141,14 @@ async def plan(
     talk = given.talk
     if not talk or talk[-1].role != "user" or not talk[-1].text.strip():
         raise bad("the last input message must be the user's, with text", "input")
+    fork_at = await fork_point(context, caller, body)
+    if fork_at is not None:
+        if len(talk) > 1:
+            raise bad(
+                "a response from an earlier response (a fork) takes one new user message",
+                "input",
+            )
+        return Plan(cid, text=talk[-1].text, fork_at=fork_at)
     if body.previous_response_id or body.conversation is not None:
         await store_history(context, cid, talk[:-1])
     text = talk[-1].text
@@ -156,6 +160,26 @@ async def plan(
     if isinstance(reading, AnswerCard):
         return Plan(cid, card=reading)
     return Plan(cid, text=text)
+
+
+async def fork_point(context: ServerContext, caller: Caller, body: ResponseRequest) -> int | None:
+    """The row a new message forks the conversation after: the last row of
+    ``previous_response_id`` when that is not its conversation's newest response."""
+    if not body.previous_response_id:
+        return None
+    store = context.runtime.store
+    previous = await owned_response(store, caller, body.previous_response_id)
+    if await latest_of(store, previous.conversation_id) == previous.id:
+        return None
+    taken = await snapshot(store, previous)
+    if taken.turn is None or taken.turn.status == "running" or not taken.rows:
+        raise ResponsesError(
+            409,
+            f"response {previous.id!r} has not finished: a new response can follow it once it has",
+            param="previous_response_id",
+            code="response_running",
+        )
+    return taken.rows[-1].seq
 
 
 async def start(
@@ -191,9 +215,12 @@ async def start(
     assert step.text is not None
     permit = await context.owner_limits.begin_turn(caller.owner)
     try:
+        asked = Message("user", (TextBlock(step.text),))
+        if step.fork_at is not None:
+            asked = Message("user", asked.blocks, metadata={FORK_AT: step.fork_at})
         submission = await runtime.submit(
             step.cid,
-            step.text,
+            asked,
             client_message_id=message_id,
             model=model,
             skill=skill,

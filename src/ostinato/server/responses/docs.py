@@ -79,8 +79,9 @@ REQUEST: dict[str, Any] = {
 CREATE_DOC: dict[str, Any] = {
     "summary": "Create a response (OpenAI's Responses API)",
     "description": (
-        "The request continues the conversation of `previous_response_id` (the newest "
-        "response of its conversation only) or `conversation`, or opens one. Refused with "
+        "The request continues the conversation of `previous_response_id` (from an "
+        "earlier response than the newest, on a new branch) or `conversation`, or opens "
+        "one. Refused with "
         f"a 400: {', '.join(sorted(REFUSED))}; client tools other than the agent's own "
         "(an `mcp` tool with server_label `ostinato`); `text.format` other than text; "
         "`tool_choice` other than auto; both previous_response_id and conversation; "

@@ -20,6 +20,7 @@ from ostinato.server.responses.steps import Snapshot
 from ostinato.server.responses.wire import Envelope
 from ostinato.store.base import Store, utcnow
 from ostinato.store.protocol_records import ProtocolRecord, records
+from ostinato.store.tree import WHOLE
 
 KIND = "response"
 PAGE = 200
@@ -103,11 +104,14 @@ async def _turn_rows(
     store: Store, rec: ResponseRecord, turn_id: str | None
 ) -> tuple[str | None, list[Message]]:
     """The response's turn and its rows after ``after_seq`` (a later turn's are not
-    read), reading at most ``SCAN`` rows."""
+    read), reading at most ``SCAN`` rows of every branch (a turn's rows follow each
+    other in seq order, whichever branch is current now)."""
     out: list[Message] = []
     after_seq, read = rec.after_seq, 0
     while read < SCAN:
-        page = await store.list_messages(rec.conversation_id, after_seq=after_seq, limit=PAGE)
+        page = await store.list_messages(
+            rec.conversation_id, after_seq=after_seq, limit=PAGE, branch=WHOLE
+        )
         read += len(page)
         for row in page:
             if turn_id is None and _starts(rec, row):

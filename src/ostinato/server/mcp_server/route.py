@@ -6,7 +6,8 @@ The official ``mcp`` SDK serves the protocol (both eras: the ``initialize`` hand
 lives in this process; what a call continues is read from the store. Each
 agent is a tool named by its id, taking ``message`` and an optional
 ``conversation_id`` (``calls``). Requests authenticate like every other route; the
-caller the middleware resolved is the owner of what the call does.
+caller the middleware resolved is the owner of what the call does. A client that
+declares the tasks extension gets a long call as a task (``tasks``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ostinato.server.auth.caller import SCOPE_KEY, Caller
 from ostinato.server.context import Context, ServerContext
 from ostinato.server.mcp_server import elicit
 from ostinato.server.mcp_server.calls import call_agent, owned
+from ostinato.server.mcp_server.tasks import Tasks
 from ostinato.server.schemas import ErrorBody
 from ostinato.server.waiting import what_waits
 from ostinato.skills import Skill
@@ -95,6 +97,7 @@ def build(context: ServerContext) -> MCPServer:
         instructions="Each tool is an agent: send it a message; pass conversation_id to "
         "go on in a conversation (answers to approvals and questions too).",
         request_state_security=_sealing(context),
+        extensions=[Tasks(context)],
     )
     for skill in context.runtime.router.skills:
         tool, description = _tool(context, skill), _describe(skill)

@@ -30,6 +30,9 @@ the turn is its gone holder's and running, so no new turn of its conversation be
 (``holds``) and repairs a history whose calls recovery is about to answer. A call that
 was answered meanwhile keeps its first answer (``store.answered``).
 
+A turn a shutting-down server handed over at a step boundary (``ostinato.handover``)
+is not closed: it is claimed, and the workers go on with it.
+
 A sweep also finds the decisions a gone holder saved but did not act on (the approval is
 decided, its call still open in a paused conversation), and the queued messages a gone
 holder was to run; ``sweep`` has the workers (``turns.Workers.take_over``) run both. The
@@ -41,12 +44,13 @@ not forget it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ostinato import observe
 from ostinato.approvals import SPEND, Approval, Ending, approver
 from ostinato.elsewhere import announce_closed
 from ostinato.errors import AlreadyAnswered, Conflict
+from ostinato.handover import handed
 from ostinato.leases import Holders, claim_queued, claim_turn, holders
 from ostinato.loop.setup import open_tool_use, open_tool_uses
 from ostinato.messages import Message, ToolResultBlock
@@ -86,6 +90,7 @@ class Found:
     closed: list[str] = field(default_factory=list)
     decided: list[Approval] = field(default_factory=list)
     queued: list[QueuedInput] = field(default_factory=list)
+    handed: list[Turn] = field(default_factory=list)  # to go on with (``handover``)
 
 
 async def sweep(
@@ -107,7 +112,7 @@ async def sweep(
     observe.queued(len(found.queued))
     if workers.holds is not None:  # several servers: their surfaces hear of it
         await announce_closed(store, workers.holds.bus, found.closed)
-    await workers.take_over(found.decided, found.queued)
+    await workers.take_over(found.decided, found.queued, found.handed)
     return found.closed
 
 
@@ -123,6 +128,7 @@ async def find(
     server's first sweep) or when this sweep found a holder newly gone: a live holder
     acts on its own."""
     who = await holders(store, holder)
+    handed = await take_handed(store, holder)
     closed = await recover(store, tools, holder=holder, gone=who.gone)
     decided: list[Approval] = []
     if everything or who.dropped:
@@ -133,7 +139,17 @@ async def find(
         if who.gone(item.holder) and await claim_queued(store, item.id, item.holder, holder)
     ]
     await charge_left_holds(store, who)
-    return Found(closed, decided, queued)
+    return Found(closed, decided, queued, handed)
+
+
+async def take_handed(store: Store, holder: str | None) -> list[Turn]:
+    """The running turns a shutting-down server handed over (``ostinato.handover``),
+    each claimed for ``holder`` (so ``recover`` leaves them alone): they go on here."""
+    taken = []
+    for turn in await store.running_turns():
+        if handed(turn.holder) and await claim_turn(store, turn.id, turn.holder, holder):
+            taken.append(replace(turn, holder=holder))
+    return taken
 
 
 async def charge_left_holds(store: Store, who: Holders) -> int:
@@ -160,7 +176,11 @@ async def recover(
     first; the ids of the turns closed."""
     closed = []
     for turn in await store.running_turns():
-        if gone(turn.holder) and await _close_turn(store, tools, turn, holder):
+        if (  # a handed turn goes on (``take_handed``)
+            gone(turn.holder)
+            and not handed(turn.holder)
+            and await _close_turn(store, tools, turn, holder)
+        ):
             closed.append(turn.id)
     return closed
 

@@ -21,6 +21,7 @@ from ostinato.context.compaction import Compactor
 from ostinato.elsewhere import cancel_elsewhere
 from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.frames import Frame, InputQueued, TurnFinished
+from ostinato.handover import HANDED
 from ostinato.holds import Holds
 from ostinato.ids import new_id
 from ostinato.inputs import begin_input
@@ -59,6 +60,7 @@ from ostinato.turns import (
     ApprovalOutcome,
     CancelOutcome,
     CardAnswer,
+    Continued,
     NewMessage,
     Policy,
     Submission,
@@ -78,6 +80,7 @@ class Runtime(TreeMoves):
     """(Edits, regenerations and switches: ``TreeMoves``, ``ostinato.switching``.)"""
 
     pinning: Pinning | None = None  # the agents' versions (``ostinato.pinning``)
+    _closed = False  # set by ``close``
 
     def __init__(
         self,
@@ -135,10 +138,10 @@ class Runtime(TreeMoves):
         self.seed_recall = seed_recall
         self._model = model
         self._workers = Workers(self._begin, lambda: self.admission)
+        self.handing = self._workers.handing  # set: turns hand over (``ostinato.handover``)
         self.bus.on("cancel", self._cancel_here)
         self.lease: Lease | None = None  # this process's lease, if it takes one (``leases``)
         self.spend = spend
-        self._closed = False
 
     @property
     def spend(self) -> SpendGate | None:
@@ -183,10 +186,7 @@ class Runtime(TreeMoves):
         self, *, owner: str | None = None, title: str | None = None, metadata: JSON | None = None
     ) -> Conversation:
         now = utcnow()
-        conversation = Conversation(
-            id=new_id(), state="idle", created_at=now, updated_at=now, owner=owner,
-            title=title, metadata=metadata or {},
-        )  # fmt: skip
+        conversation = Conversation(new_id(), "idle", now, now, owner, None, title, metadata or {})
         await self.store.write(CreateConversation(conversation))
         if self.pinning is not None:  # pinned to the agents as they are now
             await self.pinning.pin_current(conversation.id)
@@ -429,6 +429,8 @@ class Runtime(TreeMoves):
         conversation = await self.conversation(conversation_id)
         window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
+        if isinstance(submission.input, Continued):  # claimed for this process by recovery
+            turn = submission.input.turn
         paying = GATE.set(self.spend)  # the turn's calls, and work after it, are checked
         try:
             return await begin_input(
@@ -459,6 +461,7 @@ class Runtime(TreeMoves):
             await self.lease.acquire()
             if isinstance(self.store, ConversationHolds):  # shared, with a relay or not
                 self._workers.holds = Holds(self.store, self.lease.id, self.bus)
+                self.bus.on(HANDED, lambda _c, _d: self._sweep())
                 self.consent.shared = True
         closed = await self._sweep(everything=True)
         if self.lease is not None:
@@ -474,8 +477,10 @@ class Runtime(TreeMoves):
 
     async def drain(self, grace: float, *, hurry: asyncio.Event | None = None) -> None:
         """Shut down: no new turn begins, running ones get ``grace`` seconds (less once
-        ``hurry`` is set), then the rest are cancelled (``Workers.drain``)."""
-        await self._workers.drain(grace, hurry)
+        ``hurry`` is set), then the rest are cancelled; or, with another server live on
+        the store, they hand over to it at their next step (``Workers.drain``)."""
+        if await self._workers.drain(grace, hurry):  # the others sweep now
+            self.bus.command(HANDED, "", {})
 
     async def close(self) -> None:
         """Cancel running turns (each records ``cancelled``; ``drain`` first to give them

@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeAlias
 from ostinato.admission import Admission, Held, Release
 from ostinato.approvals import Approval
 from ostinato.errors import InvalidRequest, ShuttingDown
+from ostinato.handover import others_alive
 from ostinato.holds import Holds
 from ostinato.ids import new_id
 from ostinato.loop.driver import TurnResult
@@ -104,7 +105,15 @@ class ApprovalOutcome:
     approval: Approval
 
 
-Input: TypeAlias = NewMessage | CardAnswer | ApprovalOutcome
+@dataclass(frozen=True, slots=True)
+class Continued:
+    """A running turn another server handed over at a step boundary as it shut down
+    (``ostinato.handover``), claimed here: it goes on from its stored rows."""
+
+    turn: Turn
+
+
+Input: TypeAlias = NewMessage | CardAnswer | ApprovalOutcome | Continued
 
 
 @dataclass(slots=True)
@@ -305,6 +314,7 @@ class Workers:
         self._workers: dict[str, Worker] = {}
         self.draining = False  # shutting down: no new turns
         self.holds: Holds | None = None  # with several servers (``ostinato.holds``)
+        self.handing = asyncio.Event()  # set: running turns hand over at their next step
 
     def get(self, conversation_id: str) -> Worker | None:
         return self._workers.get(conversation_id)
@@ -383,10 +393,18 @@ class Workers:
         if self.draining:
             raise ShuttingDown(NOT_BEGUN, retry_after=RETRY_AFTER_S)
 
-    async def take_over(self, decided: Sequence[Approval], queued: Sequence[QueuedInput]) -> None:
-        """Run what recovery took over: each decision in a new turn, begun before this
+    async def take_over(
+        self,
+        decided: Sequence[Approval],
+        queued: Sequence[QueuedInput],
+        handed: Sequence[Turn] = (),
+    ) -> None:
+        """Run what recovery took over: each turn handed over (``ostinato.handover``),
+        first in its conversation's line; each decision in a new turn, begun before this
         returns (nobody sees a decided call without a result in a conversation that is
         not running), then each queued message in its conversation's queue."""
+        for turn in handed:
+            self.add(turn.conversation_id, Submission(Continued(turn)))
         continued = [Submission(ApprovalOutcome(a)) for a in decided]
         for approval, submission in zip(decided, continued, strict=True):
             self.add(approval.conversation_id, submission)
@@ -395,11 +413,16 @@ class Workers:
             message = NewMessage(item.message, item.client_message_id, item)
             self.add(item.conversation_id, Submission(message))
 
-    async def drain(self, grace: float, hurry: asyncio.Event | None = None) -> None:
+    async def drain(self, grace: float, hurry: asyncio.Event | None = None) -> bool:
         """Shut down: begin no new turn (what waits is refused), give the running turns
-        ``grace`` seconds (cut short when ``hurry`` is set) to end by themselves, then
-        cancel the rest and wait (at most ``TEARDOWN_S``) for each to record its end."""
+        ``grace`` seconds (cut short when ``hurry`` is set) to end by themselves (or, with
+        another server live on the store, to hand over at their next step:
+        ``ostinato.handover``), then cancel the rest and wait (at most ``TEARDOWN_S``)
+        for each to record its end. Whether turns were asked to hand over."""
         self.draining = True
+        holds = self.holds if grace > 0 and self._workers else None
+        if holds is not None and await others_alive(holds.store, holds.holder):
+            self.handing.set()
         workers = list(self._workers.values())
         for worker in workers:
             worker.stop()
@@ -417,6 +440,7 @@ class Workers:
         for task in (w.task for w in workers):  # a teardown that hangs is abandoned
             if task is not None and not task.done():
                 task.cancel()
+        return self.handing.is_set()
 
     async def close(self) -> None:
         await self.drain(0.0)

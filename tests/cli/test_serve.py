@@ -176,7 +176,8 @@ async def _started(tmp_path: Path, text: str, default_id: str = "offline:ostinat
     setup = ModelSetup(default, Tiers.for_default(default_id), OfflineModel())
     out = io.StringIO()
     try:
-        banner(config, source, setup, deployment, await tool_warnings(config, deployment), out)
+        warnings = await tool_warnings(config, deployment)
+        banner(config, source, setup.default, deployment, warnings, out)
     finally:
         await deployment.aclose()
     return out.getvalue()

@@ -134,7 +134,8 @@ async def test_the_banner_and_check_config_show_its_two_tools(
         setup = ModelSetup(
             DefaultModel(default, "test"), Tiers.for_default(default), OfflineModel()
         )
-        banner(config, source, setup, deployment, await tool_warnings(config, deployment), out)
+        warnings = await tool_warnings(config, deployment)
+        banner(config, source, setup.default, deployment, warnings, out)
     finally:
         await deployment.aclose()
     tools_line = next(line for line in out.getvalue().splitlines() if "tools:" in line)

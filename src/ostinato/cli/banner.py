@@ -19,8 +19,8 @@ from ostinato.sources import unknown_tools
 from ostinato.store import describe_url
 
 if TYPE_CHECKING:
-    from ostinato.cli.serve import ModelSetup
     from ostinato.deployment import Deployment
+    from ostinato.models.choice import DefaultModel
 
 log = logging.getLogger("ostinato.serve")
 
@@ -41,7 +41,7 @@ async def tool_warnings(config: Config, deployment: Deployment) -> list[str]:
 def banner(
     config: Config,
     source: str,
-    setup: ModelSetup,
+    model: DefaultModel,
     deployment: Deployment,
     warnings: list[str],
     out: TextIO,
@@ -49,7 +49,7 @@ def banner(
     server, runtime = config.server, deployment.runtime
     print(f"ostinato {__version__}", file=out)
     print(f"  config:   {source}", file=out)
-    print(f"  model:    {setup.default}", file=out)
+    print(f"  model:    {model}", file=out)
     print(f"  database: {describe_url(server.database_url)}", file=out)
     print(f"  data dir: {runtime.data_dir}  (conversation workdirs)", file=out)
     print(f"  approval: waits {config.approvals.timeout:g} s for a person", file=out)

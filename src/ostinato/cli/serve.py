@@ -296,7 +296,7 @@ async def _serve(
     try:
         if role is None or role.index == 0:  # one banner for a supervisor's workers
             warnings = await tool_warnings(config, deployment)
-            banner(config, source, setup, deployment, warnings, out or sys.stdout)
+            banner(config, source, setup.default, deployment, warnings, out or sys.stdout)
         watching = asyncio.ensure_future(watch_supervisor(role)) if role is not None else None
         path = None if source == "built-in defaults" else source
         reloader = Reloader(deployment, config, path, overrides)

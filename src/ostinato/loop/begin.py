@@ -121,6 +121,7 @@ async def begin(
         route=opening.route.record,
         position=None if stored else moved,  # a regenerate writes no row as it begins
     )
+    driver.handing = parts.handing
     task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
     # Let the task take its first step before anyone can cancel it: a task cancelled
     # before it starts never runs its body, so its teardown would be skipped.
@@ -140,6 +141,8 @@ async def _commit_start(
     """The turn's start in one write: the opening's rows and ops, the turn's row, the
     conversation ``running``, and the seed calls; announced after it commits. Its rows,
     and the newest seq when a move of the branch came with it (a regenerate's)."""
+    if opening.continues:  # a turn handed over goes on: its start is stored
+        return [], None
     ops = [
         *opening.ops,
         StartTurn(turn),

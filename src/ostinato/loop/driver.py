@@ -23,6 +23,8 @@ from ostinato.bus import Bus
 from ostinato.context.keeper import ContextKeeper
 from ostinato.errors import AlreadyAnswered, ContextTooLong, ModelError, ToolError
 from ostinato.frames import ErrorFrame, TextDiscarded
+from ostinato.handover import HandedOver, mark
+from ostinato.leases import claim_turn
 from ostinato.loop.calling import Shown, stream_reply
 from ostinato.loop.decision import (
     WRAP_UP_FALLBACK,
@@ -78,6 +80,8 @@ class TurnResult:
 class TurnDriver:
     """Runs one turn to its end. ``history`` holds the stored rows in order, ending with
     the row that started the turn; it is repaired (``loop.history.repair``) if needed."""
+
+    handing: asyncio.Event | None = None  # set: hand over at the next step boundary
 
     def __init__(
         self,
@@ -215,6 +219,8 @@ class TurnDriver:
         """Record ``failed`` for an error that is nobody's business but ours, so the
         conversation does not stay ``running``; if even that cannot be written (the store
         is down), the error goes up and recovery closes the turn at the next start."""
+        if isinstance(exc, HandedOver):  # not a failure: the turn goes on elsewhere
+            raise exc
         log.exception("turn %s failed unexpectedly", self.turn.id)
         message = redact(f"{type(exc).__name__}: {exc}")[:500]
         self._discard_shown("failed")
@@ -237,6 +243,19 @@ class TurnDriver:
         self._discard_shown("failed")
         await self.record.answer_all(TAKEN_OVER, "interrupted")
         return await self._finish("interrupted", error=f"taken_over: {exc.message}")
+
+    async def _hand_over(self) -> None:
+        """Stop at this step boundary (every call answered, nothing in flight): mark the
+        turn handed over and end its task with ``HandedOver``; another server goes on
+        with it (``ostinato.handover``). If the mark is refused the turn was taken over
+        already: it stops as that says."""
+        self.tools.stop()
+        self.watch.finish("interrupted")
+        if await claim_turn(self.store, self.turn.id, self.turn.holder, mark(self.turn.holder)):
+            log.info("turn %s handed over at a step boundary", self.turn.id)
+        else:  # recovery judged this server gone: the turn is another's already
+            log.warning("turn %s was taken over before it could be handed over", self.turn.id)
+        raise HandedOver
 
     async def _teardown_cancelled(self) -> None:
         await self.record.answer_all(INTERRUPTED, "interrupted")
@@ -304,6 +323,8 @@ class TurnDriver:
     async def _model_step(self, state: LoopState, tools_off: bool) -> tuple[LoopState, NextStep]:
         """A model call and the decision on its reply, committed. A wrap-up call that
         fails still leaves the person a sentence: a fixed one, stored instead."""
+        if self.handing is not None and self.handing.is_set():  # a step boundary
+            await self._hand_over()
         try:
             reply = await self._call_model(tools_off)
         except Stopped as stop:  # a spend limit: the call was not made

@@ -46,7 +46,7 @@ from ostinato.store.base import (
 )
 from ostinato.store.branches import MoveBranch
 from ostinato.tools.mounting import Mount
-from ostinato.turns import ApprovalOutcome, CardAnswer, Input, NewMessage
+from ostinato.turns import ApprovalOutcome, CardAnswer, Continued, Input, NewMessage
 
 BACKGROUND = "background_run_id"  # a user row's metadata: it hands on background work
 
@@ -97,6 +97,10 @@ class Parts(Protocol):
     def admission(self) -> Admission: ...
     @property
     def pinning(self) -> Pinning | None: ...
+    @property
+    def handing(self) -> asyncio.Event | None:
+        """Set when running turns are to hand over at their next step (a shutdown)."""
+        ...
 
     def model_for(self, conversation: Conversation, skill: Skill | None = None) -> Model: ...
 
@@ -123,6 +127,7 @@ class Opening:
     # a card's answer must be written: a card answered meanwhile refuses the turn
     # (``AlreadyAnswered``); other answers (what the user moved on from) may lose the race
     exact: bool = False
+    continues: bool = False  # a turn handed over (``ostinato.handover``): nothing to write
 
 
 # --- openings --------------------------------------------------------------------------
@@ -293,3 +298,6 @@ async def open_input(
             return Opening("resume", route, ops, exact=True), window
         case ApprovalOutcome(approval=approval):
             return open_with_approval(parts, history, approval), window
+        case Continued(turn=turn):  # handed over by a server that shut down
+            route = resumed_route(parts.router, history)
+            return Opening(turn.kind, route, [], continues=True), window

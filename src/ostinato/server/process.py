@@ -13,7 +13,9 @@ start-up recovery never runs in it).
    ``draining``; a message already waiting in a conversation's queue stays stored there
    for the next server to run (its waiting request gets a 503 that says so);
 2. running turns get ``grace`` seconds (the setting ``server.shutdown_grace_s``,
-   default 10) to end by themselves, while the socket still answers;
+   default 10) to end by themselves, while the socket still answers; with another
+   server live on the same store, they hand over to it at their next step boundary
+   instead (``ostinato.handover``);
 3. the turns still running are cancelled: each ends ``cancelled`` with every open call
    answered, and its shell commands' process groups are stopped;
 4. open event streams (SSE and WebSocket) end with a ``closing`` frame;

@@ -1,0 +1,108 @@
+"""Hand-over on SIGTERM (issue 33, ``ostinato.handover``): three ``ostinato serve``
+processes on one PostgreSQL database. A turn runs on A: the model calls ``shell`` (a
+command that takes a couple of seconds); A gets SIGTERM while the command runs. The
+command finishes on A, A hands the turn over at the step boundary after it and exits,
+and B or C goes on with the same turn: its last model call is made there.
+
+Checked: one turn, ended ``end_turn`` and held by B or C at the end; the command ran once;
+the model was asked twice for the conversation (no call repeated); every tool_use has
+exactly one result; nothing is left running; a stream of ``/events`` open on B saw each
+row once, in order, and the turn's start and finish once each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.fake_model import AnsweringChat
+from tests.e2e.invariants import query, running_in_db, tool_pairs
+from tests.e2e.server import ForkServer, Server
+from tests.e2e.test_fault_injection import scratch_postgres
+
+WAIT = 60.0
+HOLDERS = "SELECT turns.holder, turns.stop_reason FROM turns WHERE conversation_id = :c"
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Iterator[tuple[list[Server], AnsweringChat]]:
+    with scratch_postgres() as url, AnsweringChat() as fake:
+        env = {
+            "OSTINATO_MODEL": "openai-chat:fake-model",
+            "OPENAI_BASE_URL": f"{fake.url}/v1",
+            "OPENAI_API_KEY": "k",
+            "OSTINATO_SERVER__FANOUT_CHANNEL": f"test_{uuid.uuid4().hex[:12]}",
+            "OSTINATO_SERVER__LEASE_TTL_S": "3",
+            "OSTINATO_SERVER__SHUTDOWN_GRACE_S": "30",
+            "OSTINATO_DATA__TITLES": "off",
+        }
+        pooled = f"{url}?pool_size=3&max_overflow=4"
+        forks = ForkServer()  # ostinato imported once: three starts cost one
+        servers = [
+            Server(pooled, tmp_path / f"data{i}", tmp_path / f"serve{i}.log", env, forks=forks)
+            for i in range(3)
+        ]
+        try:
+            for server in servers:
+                server.start()
+            yield servers, fake
+        finally:
+            for server in servers:
+                server.kill()
+            forks.close()
+
+
+def sigterm(server: Server) -> None:
+    """SIGTERM the server (a graceful stop) and wait for it to exit."""
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + WAIT
+    while server.alive():
+        assert time.monotonic() < deadline, f"no exit after SIGTERM:\n{server.tail()}"
+        time.sleep(0.05)
+    server.pid = None
+
+
+def test_sigterm_mid_turn_hands_the_turn_to_another_server(
+    three: tuple[list[Server], AnsweringChat], tmp_path: Path
+) -> None:
+    (a, b, c), fake = three
+    marks = tmp_path / "marks.txt"
+    cid = a.post("/v1/conversations", {}).json()["id"]
+    watcher = b.stream("GET", f"/v1/conversations/{cid}/events?deltas=false")
+    watcher.started_event.wait(WAIT)
+    command = f"echo ran >> {marks}; sleep 2"
+    text = f"/tool shell {json.dumps({'command': command, 'timeout': 60})}"
+    post = a.stream("POST", f"/v1/conversations/{cid}/turns", {"text": text})
+    asked = post.until_type("approval.requested", WAIT)
+    approval = asked.data["approval_id"]
+    b.post(f"/v1/conversations/{cid}/approvals/{approval}", {"decision": "approve"})
+    post.until_type("approval.decided", WAIT)  # the command runs from here, for 2 s
+    holder_a = query(a.database_url, HOLDERS, cid)[0][0]
+    sigterm(a)  # while the command runs
+
+    turn = watcher.until_type("turn.finished", WAIT)
+    assert turn.data["stop_reason"] == "end_turn", b.tail()
+    rows = b.get(f"/v1/conversations/{cid}/messages?include_hidden=true").json()["messages"]
+    [(holder, stop)] = query(b.database_url, HOLDERS, cid)  # one turn
+    assert stop == "end_turn" and holder not in (None, holder_a)
+    assert marks.read_text().split() == ["ran"]  # the command ran once
+    asked_model = [r for r in fake.requests if str(marks) in json.dumps(r)]
+    assert len(asked_model) == 2, [r["messages"][-1] for r in asked_model]  # none repeated
+    assert not fake.violations
+    assert tool_pairs(rows) == [] and running_in_db(b.database_url, cid) == []
+    deadline = time.monotonic() + WAIT
+    while len([f for f in watcher.frames if f.event == "message"]) < len(rows):
+        assert time.monotonic() < deadline, "the stream on B missed rows"
+        time.sleep(0.05)
+    seen = [f.data["message"]["seq"] for f in watcher.frames if f.event == "message"]
+    assert seen == [r["seq"] for r in rows]  # each row once, in order
+    kinds = [f.event for f in watcher.frames]
+    assert kinds.count("turn.started") == 1 and kinds.count("turn.finished") == 1

@@ -73,7 +73,7 @@ def sigterm(server: Server) -> None:
 def test_sigterm_mid_turn_hands_the_turn_to_another_server(
     three: tuple[list[Server], AnsweringChat], tmp_path: Path
 ) -> None:
-    (a, b, c), fake = three
+    (a, b, _), fake = three
     marks = tmp_path / "marks.txt"
     cid = a.post("/v1/conversations", {}).json()["id"]
     watcher = b.stream("GET", f"/v1/conversations/{cid}/events?deltas=false")

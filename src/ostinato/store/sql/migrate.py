@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+log = logging.getLogger("ostinato.store")
+
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -37,7 +39,28 @@ def upgrade(connection: sa.Connection, revision: str = "head") -> None:
     config = Config()
     config.set_main_option("script_location", SCRIPT_LOCATION)
     config.attributes["connection"] = connection
+    if revision == "head" and ahead(connection, config):
+        return
     command.upgrade(config, revision)
+
+
+def ahead(connection: sa.Connection, config: Any) -> bool:
+    """Whether a later release migrated the database (its revision is not one of this
+    version's): during a rolling update the old servers run beside the new ones, and
+    migrations only expand (docs/deploy.md), so this version runs on it as it is."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    current = MigrationContext.configure(connection).get_current_heads()
+    known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
+    later = [revision for revision in current if revision not in known]
+    if later:
+        log.warning(
+            "the database is at revision %s, written by a later release: running on it "
+            "without migrating (migrations only expand)",
+            ", ".join(later),
+        )
+    return bool(later)
 
 
 def quiet_alembic() -> None:

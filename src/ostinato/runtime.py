@@ -429,8 +429,7 @@ class Runtime(TreeMoves):
         conversation = await self.conversation(conversation_id)
         window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
-        if isinstance(submission.input, Continued):  # claimed for this process by recovery
-            turn = submission.input.turn
+        turn = submission.input.turn if isinstance(submission.input, Continued) else turn
         paying = GATE.set(self.spend)  # the turn's calls, and work after it, are checked
         try:
             return await begin_input(
@@ -476,9 +475,8 @@ class Runtime(TreeMoves):
         return len(self._workers)
 
     async def drain(self, grace: float, *, hurry: asyncio.Event | None = None) -> None:
-        """Shut down: no new turn begins, running ones get ``grace`` seconds (less once
-        ``hurry`` is set), then the rest are cancelled; or, with another server live on
-        the store, they hand over to it at their next step (``Workers.drain``)."""
+        """Shut down (``Workers.drain``): no new turn begins; running ones end within
+        ``grace`` (less once ``hurry`` is set) or hand over to another live server."""
         if await self._workers.drain(grace, hurry):  # the others sweep now
             self.bus.command(HANDED, "", {})
 

@@ -154,7 +154,12 @@ def serving(
             yield port, psutil.Process(process.pid)
         finally:
             process.terminate()
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # still draining turns: its figures are in
+                print("(the server did not stop within 30 s of SIGTERM: killed)", flush=True)
+                process.kill()
+                process.wait(timeout=30)
             log.close()
 
 

@@ -22,6 +22,7 @@ from ostinato.messages import Message, ToolResultBlock
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.store.base import AppendMessage, WriteOp
+from ostinato.store.inflight import settle_in_task
 from ostinato.store.memory import MemoryStore
 from ostinato.tools.base import ToolContext
 from ostinato.tools.functions import function_tool
@@ -32,8 +33,10 @@ Ops = tuple[WriteOp, ...]
 
 
 class InFlight(MemoryStore):
-    """Writes commit on their own once asked for; the first write ``hold`` matches waits
-    for ``release`` (``held`` is set meanwhile)."""
+    """Writes commit on their own once asked for, and a caller cancelled meanwhile is
+    told what committed, as the SQLite and PostgreSQL stores do (``store.inflight``;
+    tests/store/test_store_inflight.py); the first write ``hold`` matches waits for
+    ``release`` (``held`` is set meanwhile)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,7 +45,7 @@ class InFlight(MemoryStore):
         self.release = asyncio.Event()
 
     async def write(self, *ops: WriteOp) -> list[Any]:
-        return await asyncio.shield(asyncio.ensure_future(self._commit(ops)))
+        return await settle_in_task(self._commit(ops)).wait()
 
     async def _commit(self, ops: Ops) -> list[Any]:
         if self.hold is not None and self.hold(ops):

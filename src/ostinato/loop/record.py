@@ -4,20 +4,19 @@ always ends by answering them and recording a stop reason.
 
 The record follows what was written, never what was meant to be: a write is booked
 (its rows, the calls they open and answer) when it has committed, and a turn cancelled
-while a write is in flight waits for that write's outcome, books it, and only then
-takes the cancel (``settle``). Its teardown so answers exactly the calls still open: no
-call left without a result, none given a second one. A result the store refuses because
-the call was answered first (``store.answered``) is a lost race: the record books the
-call as answered.
+while a write is in flight books what that write committed before it takes the cancel
+(the store waits for the write's outcome and the cancel carries it: ``store.inflight``).
+Its teardown so answers exactly the calls still open: no call left without a result,
+none given a second one. A result the store refuses because the call was answered first
+(``store.answered``) is a lost race: the record books the call as answered.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from ostinato.bus import Bus
 from ostinato.frames import Frame, InputRequested, MessageCommitted, ToolStarted, TurnFinished
@@ -38,8 +37,7 @@ from ostinato.store.base import (
     WriteOp,
     utcnow,
 )
-
-T = TypeVar("T")
+from ostinato.store.inflight import written
 
 
 class TurnRecord:
@@ -80,14 +78,14 @@ class TurnRecord:
         whose results were left out because they had been answered first."""
         cid, turn_id = self.turn.conversation_id, self.turn.id
         ops: list[WriteOp] = [AppendMessage(cid, m, turn_id, self._call_turns(m)) for m in messages]
-        done, cancelled = await settle(write_answers(self.store, *ops, *extra))
-        if cancelled and (done.cancelled() or done.exception() is not None):
-            raise asyncio.CancelledError  # nothing was written: the cancel goes up
-        written = done.result()  # or the write's error
-        self._book(written, len(messages))
-        if cancelled:
-            raise asyncio.CancelledError
-        return written.lost
+        try:
+            answered = await write_answers(self.store, *ops, *extra)
+        except asyncio.CancelledError as cancel:  # booked if its write committed, then up
+            if (committed := written(cancel)) is not None:
+                self._book(committed, len(messages))
+            raise
+        self._book(answered, len(messages))
+        return answered.lost
 
     def _call_turns(self, message: Message) -> dict[str, str]:
         """The earlier turns of the carried calls this row answers (``AppendMessage``)."""
@@ -280,23 +278,3 @@ def start_op(turn: Turn, call: ToolUseBlock, now: Any, waiting: bool = False) ->
             started_at=now,
         )
     )
-
-
-async def settle(work: Awaitable[T]) -> tuple[asyncio.Future[T], bool]:
-    """Run ``work`` to its end even if this task is cancelled meanwhile: its finished
-    future (result or error), and whether a cancel came (the caller books the outcome,
-    then raises it). A write already sent may commit whatever the caller does: knowing
-    its outcome is what lets a cancelled turn answer exactly what is still open."""
-    future = asyncio.ensure_future(work)
-    try:
-        await asyncio.shield(future)
-    except asyncio.CancelledError:
-        pass  # this task was cancelled (or the work itself, as the loop closes)
-    except Exception:  # the work's own error: the caller reads it from the future
-        return future, False
-    else:
-        return future, False
-    while not future.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait([future])
-    return future, True

@@ -18,6 +18,7 @@ writes the rest.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any
 from ostinato.errors import AlreadyAnswered
 from ostinato.messages import Message, ToolResultBlock
 from ostinato.store.base import AppendMessage, FinishToolCall, Store, WriteOp
+from ostinato.store.inflight import written as committed
 
 Key = tuple[str, str]  # (the turn that made the call, its tool_use id); '' for no turn
 
@@ -101,7 +103,8 @@ class Answered:
 async def write_answers(store: Store, *ops: WriteOp) -> Answered:
     """Write ``ops`` atomically, less the results of calls already answered: a lost race
     is not an error. What is left is written as one write, or not at all (any other
-    error is raised as ``Store.write`` raises it)."""
+    error is raised as ``Store.write`` raises it). A cancel that fell during a write that
+    committed carries its ``Answered`` (``store.inflight.written``)."""
     pending: list[WriteOp | None] = list(ops)
     lost: frozenset[str] = frozenset()
     while True:
@@ -110,6 +113,13 @@ async def write_answers(store: Store, *ops: WriteOp) -> Answered:
             return Answered(pending, [None] * len(pending), lost)
         try:
             written = iter(await store.write(*kept))
+        except asyncio.CancelledError as cancel:  # the store says what it committed
+            if (results := committed(cancel)) is not None:
+                done = iter(results)
+                cancel.written = Answered(  # type: ignore[attr-defined]
+                    pending, [None if op is None else next(done) for op in pending], lost
+                )
+            raise
         except AlreadyAnswered as exc:
             if exc.calls <= lost:  # nothing left out this time: it would never end
                 raise

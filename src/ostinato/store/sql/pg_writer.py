@@ -41,6 +41,7 @@ from sqlalchemy.sql import visitors
 
 from ostinato.errors import StoreBusy, StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.inflight import InFlight
 from ostinato.store.sql.speculate import Plan
 from ostinato.store.sql.statements import WriteName
 
@@ -118,7 +119,7 @@ class _Refused(Exception):
 class _Call:
     plan: Plan
     ops: tuple[WriteOp, ...]
-    future: asyncio.Future[list[Any]]
+    inflight: InFlight
 
 
 @dataclass(slots=True)
@@ -143,14 +144,14 @@ class PostgresWriter:
     _composed: dict[tuple[WriteName, ...], Composed] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def submit(self, plan: Plan, ops: tuple[WriteOp, ...]) -> asyncio.Future[list[Any]]:
+    def submit(self, plan: Plan, ops: tuple[WriteOp, ...]) -> InFlight:
         """Queue a planned write; it is sent at the end of this pass of the event loop."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Any]] = loop.create_future()
+        inflight = InFlight(loop)
         if not self._pending:
             loop.call_soon(self._flush)
-        self._pending.append(_Call(plan, ops, future))
-        return future
+        self._pending.append(_Call(plan, ops, inflight))
+        return inflight
 
     async def wait(self) -> None:
         """Until every group sent so far has its answer (for closing)."""
@@ -184,17 +185,24 @@ class PostgresWriter:
         except Exception as exc:
             error = _store_error(exc)
             for call in calls:
-                _settle(call.future, error)
+                call.inflight.settle(error)
             return
+        except BaseException as exc:  # cancelled (the loop closing): the outcome is not known
+            for call in calls:
+                call.inflight.settle(exc)
+            raise
         for call, row in zip(calls, rows, strict=True):
-            _settle(call.future, composed.results(call.plan, row))
+            call.inflight.settle(composed.results(call.plan, row))
 
     async def _alone(self, call: _Call) -> None:
         try:
             outcome: list[Any] | BaseException = await self.slow(call.ops)
         except Exception as exc:
             outcome = exc
-        _settle(call.future, outcome)
+        except BaseException as exc:
+            call.inflight.settle(exc)
+            raise
+        call.inflight.settle(outcome)
 
     def _compose(self, plan: Plan) -> Composed:
         shape = plan.shape
@@ -241,12 +249,3 @@ def _store_error(exc: Exception) -> Exception:
         message = f"the database is busy (no pooled connection came free: {exc})"
         return StoreBusy(message, retry_after=1)
     return StoreError(f"postgresql: {exc!r}")
-
-
-def _settle(future: asyncio.Future[list[Any]], outcome: list[Any] | BaseException) -> None:
-    if future.done():  # its caller was cancelled (the write may have committed)
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)

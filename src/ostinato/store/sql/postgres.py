@@ -21,6 +21,7 @@ another server connection (PgBouncer's transaction mode before 1.21).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from ostinato import observe
 from ostinato.errors import StoreBusy, StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.inflight import settle_in_task, written
 from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx
@@ -148,20 +150,25 @@ class PostgresStore(
 
     async def write(self, *ops: WriteOp) -> list[Any]:
         """Commit ``ops`` atomically (possibly in one round trip with other calls); one
-        result per op. If the awaiting task is cancelled, the write may still commit."""
+        result per op. If the awaiting task is cancelled, the write may still commit: its
+        outcome is waited for, and the cancel carries its results (``store.inflight``)."""
         if not ops:
             return []
         started = time.perf_counter()
         try:
             planned = plan(ops)
             if planned is None:
-                results = await self._write_in_transaction(ops)
+                inflight = settle_in_task(self._write_in_transaction(ops))
             else:
-                results = await self._writer.submit(planned, ops)
-            self._message_cache.written(results)
-            return results
+                inflight = self._writer.submit(planned, ops)
+            results = await inflight.wait()
+        except asyncio.CancelledError as cancel:
+            self._message_cache.written(written(cancel) or [])
+            raise
         finally:
             observe.store_write(time.perf_counter() - started)  # commit latency (metrics)
+        self._message_cache.written(results)
+        return results
 
     async def _write_in_transaction(self, ops: tuple[WriteOp, ...]) -> list[Any]:
         """``ops`` in a transaction of their own, statement by statement; a transaction

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from ostinato import observe
 from ostinato.errors import StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.inflight import written
 from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx
@@ -112,7 +113,8 @@ class SQLiteStore(
     async def write(self, *ops: WriteOp) -> list[Any]:
         """Commit ``ops`` atomically (possibly in one transaction with other calls).
 
-        If the awaiting task is cancelled, the write may still commit.
+        If the awaiting task is cancelled, the write may still commit: its outcome is
+        waited for, and the cancel carries its results (``store.inflight``).
         """
         if self._closed:
             raise StoreError("the store is closed")
@@ -120,11 +122,14 @@ class SQLiteStore(
             return []
         started = time.perf_counter()
         try:
-            results = await self._writer.submit(ops)
-            self._message_cache.written(results)
-            return results
+            results = await self._writer.submit(ops).wait()
+        except asyncio.CancelledError as cancel:
+            self._message_cache.written(written(cancel) or [])
+            raise
         finally:
             observe.store_write(time.perf_counter() - started)  # commit latency (metrics)
+        self._message_cache.written(results)
+        return results
 
     async def close(self) -> None:
         """Commit what is queued, stop the writer and close every connection."""

@@ -39,6 +39,7 @@ from typing import Any, TypeAlias
 
 from ostinato.errors import OstinatoError, StoreError
 from ostinato.store.base import WriteOp
+from ostinato.store.inflight import InFlight
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.rows import Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.sqlite_sql import compile_sqlite
@@ -72,7 +73,7 @@ class _Call:
 
     ops: tuple[WriteOp, ...]
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[list[Any]]
+    inflight: InFlight
     durable: bool = False  # answered once the WAL is fsynced (``wal_sync``)
 
 
@@ -141,17 +142,17 @@ class SQLiteWriter:
         if self._sync is not None:
             self._sync.start()
 
-    def submit(self, ops: tuple[WriteOp, ...]) -> asyncio.Future[list[Any]]:
-        """Queue ``ops`` as one all-or-nothing call; the future gets one result per op."""
+    def submit(self, ops: tuple[WriteOp, ...]) -> InFlight:
+        """Queue ``ops`` as one all-or-nothing call; its outcome is one result per op."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Any]] = loop.create_future()
+        inflight = InFlight(loop)
         calls = self._pending.get(loop)
         if calls is None:
             calls = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
         durable = self._sync is not None and acknowledges(ops)
-        calls.append(_Call(ops, loop, future, durable))
-        return future
+        calls.append(_Call(ops, loop, inflight, durable))
+        return inflight
 
     def flush(self) -> None:
         """Commit this loop's queued calls now instead of at the end of the turn."""
@@ -343,14 +344,9 @@ class SQLiteWriter:
 
 
 def _resolve(pairs: list[tuple[_Call, Outcome]]) -> None:
-    """On the calls' event loop: settle each call's future."""
+    """On the calls' event loop: settle each call (kept for a caller cancelled meanwhile)."""
     for call, outcome in pairs:
-        if call.future.done():  # cancelled by its caller (the write may have committed)
-            continue
-        if isinstance(outcome, BaseException):
-            call.future.set_exception(outcome)
-        else:
-            call.future.set_result(outcome)
+        call.inflight.settle(outcome)
 
 
 def _unsynced(error: Exception) -> StoreError:

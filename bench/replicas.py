@@ -17,7 +17,11 @@ PostgreSQL database (frames between them by ``LISTEN/NOTIFY``, or Redis), and th
 - with two servers or more, the control delay (issue 16 item 3, target under 100 ms):
   a turn runs on server A (its POST's stream open there), a cancel (or an approval's
   decision) is posted to server B; from sending it to the ``turn.finished`` (or
-  ``approval.decided``) frame the turn on A sends.
+  ``approval.decided``) frame the turn on A sends;
+- per turn (issue 33 item 5, docs/deploy.md "Sizing a fleet"): the servers' CPU time, and
+  PostgreSQL's commits, rows written and database growth (``pg_stat_database``), over
+  the run's turns; the connections each server holds open after it and its resident
+  memory.
 
 Run: ``python bench/replicas.py [--servers 1,2,3] [--levels 100,250] [--controls 10]
 [--redis redis://127.0.0.1:6379/0]`` with ``OSTINATO_TEST_POSTGRES_URL`` set (a server
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `tests` importable
@@ -62,6 +67,7 @@ from tests.e2e.loadkit import (
 )
 
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
+PIDS: dict[int, int] = {}  # a serve process's port -> its pid
 
 
 # --- the processes --------------------------------------------------------------------
@@ -150,6 +156,7 @@ def serving(
                 started.append((port, process, log))
             for port, process, log in started:
                 wait_healthy(port, process, log, 90)
+                PIDS[port] = process.pid
             yield [port for port, _, _ in started]
         finally:
             for _, process, _ in started:
@@ -270,6 +277,50 @@ def ms(values: list[float]) -> str:
     return f"p50 {statistics.median(values) * 1000:.1f} / p99 {pct(values, 0.99) * 1000:.1f} ms"
 
 
+STATS = (
+    "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted, pg_database_size(datname),"
+    " (SELECT count(*) FROM pg_stat_activity a WHERE a.datname = d.datname)"
+    " FROM pg_stat_database d WHERE datname = current_database()"
+)
+
+
+async def _db_stats(url: str) -> tuple[int, int, int, int]:
+    """Commits, rows written, the database's size in bytes, connections open to it."""
+    conn = await asyncpg.connect(url.split("?")[0])
+    try:
+        await asyncio.sleep(1.5)  # the statistics are flushed about once a second
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = await conn.fetchrow(STATS)
+        assert row is not None
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3]) - 1  # not this one
+    finally:
+        await conn.close()
+
+
+def _cpu(ports: list[int]) -> float:
+    times = [psutil.Process(PIDS[p]).cpu_times() for p in ports]
+    return sum(t.user + t.system for t in times)
+
+
+def per_turn(url: str, ports: list[int], level: int) -> dict[str, Any]:
+    """``level`` turns as ``load`` runs them, with what each cost (issue 33 item 5): the
+    servers' CPU seconds, PostgreSQL's commits, rows written and bytes grown, the
+    connections each server holds open after, and each server's resident memory."""
+    before, cpu = asyncio.run(_db_stats(url)), _cpu(ports)
+    got = run_client("load", ports, level)
+    cpu_after, after = _cpu(ports), asyncio.run(_db_stats(url))
+    rss = [psutil.Process(PIDS[p]).memory_info().rss / 2**20 for p in ports]
+    got["per_turn"] = (
+        f"per turn: server CPU {(cpu_after - cpu) / level * 1000:.1f} ms,"
+        f" {(after[0] - before[0]) / level:.1f} transactions (reads too),"
+        f" {(after[1] - before[1]) / level:.0f} rows written,"
+        f" {(after[2] - before[2]) / level / 1024:.1f} KiB of database;"
+        f" {after[3] / len(ports):.1f} connections a server; RSS a server"
+        f" {statistics.mean(rss):.0f} MiB"
+    )
+    return got
+
+
 def measure(args: argparse.Namespace, transport: str, extra: dict[str, str]) -> None:
     for count in [int(c) for c in args.servers.split(",")]:
         with scratch_database() as url, fake_model() as model_port:
@@ -277,7 +328,7 @@ def measure(args: argparse.Namespace, transport: str, extra: dict[str, str]) -> 
             with serving(count, database, model_port, extra) as ports:
                 run_client("load", ports, 10)  # warm: imports, first requests
                 for level in [int(n) for n in args.levels.split(",")]:
-                    got = run_client("load", ports, level)
+                    got = per_turn(url, ports, level)
                     line = (
                         f"{transport} {count} server(s), {level} turns: "
                         f"{level / got['wall']:.0f} turns/s (wall {got['wall']:.2f} s,"
@@ -290,7 +341,7 @@ def measure(args: argparse.Namespace, transport: str, extra: dict[str, str]) -> 
                             f" first token {ms(got['remote_first'])}, the later ones"
                             f" {ms(got['remote_later'])})"
                         )
-                    print(f"{line}; load {os.getloadavg()[0]:.1f}", flush=True)
+                    print(f"{line}; {got['per_turn']}; load {os.getloadavg()[0]:.1f}", flush=True)
                 if count > 1 and args.controls:
                     got = run_client("control", ports, args.controls)
                     print(

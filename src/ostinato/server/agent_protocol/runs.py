@@ -246,22 +246,12 @@ async def join_stream(
         after = int(last_event_id) if last_event_id else run.after_seq
     except ValueError:
         raise InvalidRequest("Last-Event-ID must be a row's seq, as this stream sent it") from None
-    ticket = await context.streams.open(caller)
-    subscription = context.runtime.bus.subscribe(thread_id)
-
-    def close() -> None:
-        subscription.close()
-        context.streams.close(ticket)
-
-    try:
+    async with context.watch(caller, thread_id) as watched:
         state = await run_state(store, run)
         earlier = [r for r in await store.list_messages(thread_id) if (r.seq or 0) <= after]
-    except BaseException:
-        close()
-        raise
     stream = RunStream(run.id, modes, earlier)
-    events = _rejoined(stream, state, after, subscription, context.live_for(ticket))
-    return FrameStream(events, on_close=close)
+    events = _rejoined(stream, state, after, watched.subscription, watched.live)
+    return FrameStream(events, on_close=watched.close)
 
 
 def _modes(asked: list[str] | None) -> list[str]:

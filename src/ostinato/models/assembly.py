@@ -34,6 +34,7 @@ from ostinato.models.base import (
     ToolCallStart,
     Usage,
 )
+from ostinato.models.reply import ModelReply as ModelReply  # re-exported
 from ostinato.spend.seam import GATE
 
 
@@ -56,22 +57,6 @@ class _Part:
             self.tool_input = tool_input
         else:
             self.tool_input, self.malformed = _parse_arguments("".join(self.text))
-
-
-@dataclass(frozen=True, slots=True)
-class ModelReply:
-    """One finished model call: the assistant message and what the stream said about it."""
-
-    message: Message
-    stop_reason: StopReason
-    usage: Usage
-    # tool_use ids whose arguments never completed (cut off by the output limit) or did not
-    # parse as a JSON object; these calls are never executed.
-    broken_calls: dict[str, str]
-
-    @property
-    def tool_uses(self) -> list[ToolUseBlock]:
-        return self.message.tool_uses
 
 
 class MessageBuilder:

@@ -25,8 +25,8 @@ from ostinato.observe.scopes import CURRENT, CallScope, ToolScope
 
 if TYPE_CHECKING:
     from ostinato.messages import JSON
-    from ostinato.models.assembly import ModelReply
     from ostinato.models.base import ModelRequest
+    from ostinato.models.reply import ModelReply
 
 
 class _Counted:

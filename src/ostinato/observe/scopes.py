@@ -39,8 +39,8 @@ from ostinato.observe.ledger import TurnLedger
 
 if TYPE_CHECKING:
     from ostinato.messages import JSON, Message
-    from ostinato.models.assembly import ModelReply
     from ostinato.models.base import ModelRequest, StopReason, Usage
+    from ostinato.models.reply import ModelReply
 
 CURRENT: ContextVar[Scope | None] = ContextVar("ostinato_observed_scope", default=None)
 

@@ -62,3 +62,22 @@ async def test_an_openai_sdk_request_to_the_native_path_is_refused(
     assert before == []  # nothing was made by the refused request
     native = await client.post("/v1/conversations", json={"title": "mine"})
     assert native.status_code == 201 and native.json()["title"] == "mine"
+
+
+async def test_items_that_are_not_a_list_are_a_400(client: httpx.AsyncClient) -> None:
+    """The document says ``items`` is an array (or null): an object is refused, never
+    read as no items (schemathesis's negative_data_rejection)."""
+    refused = await client.post(BASE, json={"items": {}, "metadata": {}})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "items"
+    assert (await client.post(BASE, json={"items": None})).status_code == 200
+
+
+async def test_the_document_says_a_forged_tools_parameters_are_an_object_schema(
+    client: httpx.AsyncClient,
+) -> None:
+    """The rule the forge route enforces (``"type": "object"``) is stated in the OpenAPI
+    document, so a schema-valid request is not refused for it."""
+    document = (await client.get("/openapi.json")).json()
+    schema = document["components"]["schemas"]["ForgeRequest"]["properties"]["parameters"]
+    assert schema["required"] == ["type"] and schema["properties"]["type"] == {"const": "object"}

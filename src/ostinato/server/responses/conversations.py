@@ -92,7 +92,10 @@ async def create_conversation(
     """Create a conversation (OpenAI's shape), with the text of `items` as its rows."""
     try:
         body = await _body(request)
-        given = read_input(body.get("items") or [])
+        items = body.get("items")
+        if items is not None and not isinstance(items, list):
+            raise bad("items must be a list of items", "items")
+        given = read_input(items or [])
         if given.answers:
             raise bad("items may only be messages", "items")
         conversation = await context.runtime.create_conversation(

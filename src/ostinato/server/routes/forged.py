@@ -68,7 +68,10 @@ class ForgeRequest(BaseModel):
         "(`my_` before it is taken off: it is called my_<name>).",
     )
     description: str = Field(min_length=1, max_length=DESCRIPTION_LIMIT, pattern=NO_NUL)
-    parameters: dict[str, Any] = Field(description='A JSON schema, `"type": "object"`.')
+    parameters: dict[str, Any] = Field(
+        description='A JSON schema, `"type": "object"`.',
+        json_schema_extra={"required": ["type"], "properties": {"type": {"const": "object"}}},
+    )
     code: str = Field(
         min_length=1,
         max_length=CODE_LIMIT,

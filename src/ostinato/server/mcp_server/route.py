@@ -62,7 +62,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 OPENAPI = {
     "requestBody": {
-        "required": False,
+        "required": True,  # a POST without a body is refused (415)
         "content": {"application/json": {"schema": {"type": ["object", "array"]}}},
     }
 }

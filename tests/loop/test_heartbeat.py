@@ -26,7 +26,7 @@ from tests.loop.harness import Harness
 async def test_heartbeats_for_quiet_tools_and_progress_for_talking_ones() -> None:
     async def quiet() -> str:
         """Silent."""
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.8)  # beats at 0.3 and 0.6 s, with room for a loaded machine
         return "ok"
 
     async def talker(context: ToolContext) -> str:
@@ -34,7 +34,7 @@ async def test_heartbeats_for_quiet_tools_and_progress_for_talking_ones() -> Non
         for i in range(5):
             assert context.progress is not None
             context.progress(f"step {i}")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)  # well inside the interval: it never goes quiet
         return "ok"
 
     tools = ToolRegistry([function_tool(quiet), function_tool(talker)])
@@ -42,7 +42,7 @@ async def test_heartbeats_for_quiet_tools_and_progress_for_talking_ones() -> Non
         tool_step(("quiet", {}), ("talker", {})),
         text_step("done"),
         tools=tools,
-        heartbeat_interval=0.06,
+        heartbeat_interval=0.3,
     )
     cid = await h.conversation()
     await h.runtime.run_turn(cid, "go")

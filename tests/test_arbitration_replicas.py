@@ -17,6 +17,7 @@ from ostinato.errors import Conflict
 from ostinato.leases import Lease
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.store.sql.postgres import PostgresStore
+from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
 from tests.server.people import GatedModel, deploy_tool
 from tests.store.conftest import open_postgres, postgres_url
@@ -107,6 +108,52 @@ async def test_a_message_on_b_dismisses_the_approval_a_turn_on_a_waits_for(
         assert runs == []
         (approval,) = await b.store.list_approvals(conversation.id)
         assert approval.ending is not None and approval.ending.value == "DISMISSED"
+    finally:
+        await a.runtime.close()
+        await b.runtime.close()
+
+
+async def test_a_message_steered_on_b_reaches_the_turn_running_on_a(
+    postgres_url: sa.URL,
+) -> None:
+    """The turn on A reads the store at its step boundary, so it takes a message sent to
+    B with 'steer' (B's worker knew of it, A's never did) before its next model call."""
+    model = ScriptedModel([tool_step(("deploy", {"target": "staging"})), text_step("Done.")])
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def deploy(target: str) -> str:
+        """Deploy to a target.
+
+        Args:
+            target: Where to deploy.
+        """
+        started.set()
+        await release.wait()
+        return f"deployed {target}"
+
+    tool = function_tool(deploy)
+    a = Server(await open_postgres(postgres_url), model, tools=ToolRegistry([tool]))
+    b = Server(await PostgresStore.open(postgres_url), model, tools=ToolRegistry([tool]))
+    for server in (a, b):
+        await server.start()
+        server.runtime.lease = Lease(server.store)
+        await server.runtime.recover()
+    try:
+        conversation = await a.runtime.create_conversation()
+        first = await a.runtime.start_turn(conversation.id, "ship it")
+        await asyncio.wait_for(started.wait(), 10)
+        steered = await b.runtime.submit(conversation.id, "to staging only", policy="steer")
+        assert steered.queued is not None and steered.queued.steer
+        release.set()
+        result = await asyncio.wait_for(first.result(), 10)
+        assert result.stop_reason == "end_turn"
+        last = model.requests[1].messages[-1]
+        assert (last.role, last.text) == ("user", "to staging only")
+        assert await b.store.list_queued(conversation.id) == []
+        (turn,) = await b.store.list_turns(conversation.id)
+        assert turn.holder == a.runtime.holder
+        with pytest.raises(Conflict, match="another server took it"):  # its sender on b
+            await asyncio.wait_for(steered.handle(), 10)
     finally:
         await a.runtime.close()
         await b.runtime.close()

@@ -167,6 +167,7 @@ class InputQueued(_Frame):
     queued_id: str
     position: int
     client_message_id: str | None = None
+    steer: bool = False  # sent with ``steer``: the running turn takes it at its next step
     type: Literal["input.queued"] = "input.queued"
 
 

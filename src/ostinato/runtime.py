@@ -6,12 +6,10 @@ begins each), cancels, and recovers after a crash."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ostinato import observe
 from ostinato.admission import Admission, Held
 from ostinato.agents import AgentConfig
 from ostinato.approvals import Approval, ApprovalPolicy, Grant, Remember
@@ -20,7 +18,7 @@ from ostinato.consent import ConsentGate
 from ostinato.context.compaction import Compactor
 from ostinato.elsewhere import cancel_elsewhere
 from ostinato.errors import Conflict, InvalidRequest, NotFound
-from ostinato.frames import Frame, InputQueued, TurnFinished
+from ostinato.frames import Frame, TurnFinished
 from ostinato.handover import HANDED
 from ostinato.holds import Holds
 from ostinato.ids import new_id
@@ -33,6 +31,7 @@ from ostinato.memory.facts import Memory
 from ostinato.messages import JSON, Message
 from ostinato.models.base import Model
 from ostinato.pinning import Pinning
+from ostinato.queueing import announce, enqueue, taken_elsewhere
 from ostinato.recovery import sweep
 from ostinato.skills import Router, Skill
 from ostinato.spend.gate import SpendGate
@@ -40,7 +39,6 @@ from ostinato.spend.seam import GATE
 from ostinato.store.base import (
     Conversation,
     CreateConversation,
-    Enqueue,
     QueuedInput,
     Store,
     Turn,
@@ -65,7 +63,6 @@ from ostinato.turns import (
     Policy,
     Submission,
     TurnHandle,
-    Worker,
     Workers,
     user_message,
 )
@@ -264,40 +261,21 @@ class Runtime(TreeMoves):
         if policy == "reject":
             raise Conflict("a turn is running in this conversation and the policy is 'reject'")
         worker = self._workers.open(conversation_id)
-        submission = await self._enqueue(worker, new, model)
-        queued = submission.queued
-        assert queued is not None
-        observe.queued(1)
-        current = worker.current
-        self.bus.publish(
-            conversation_id,
-            InputQueued(
-                run_id=current.run_id if current else "",
-                seq=current.position() if current else self.bus.last_seq(conversation_id),
-                queued_id=queued.id,
-                position=queued.position,
-                client_message_id=new.client_message_id,
-            ),
+        steer, holder = policy == "steer", self.holder
+        submission = await enqueue(
+            self.store, self.consent, worker, new, model, holder=holder, steer=steer
         )
+        assert submission.queued is not None
+        announce(self.bus, worker, submission.queued)
         if policy == "supersede" and elsewhere:
             await cancel_elsewhere(self.store, self.bus, conversation_id)
         elif policy == "supersede":
             await worker.cancel_current()
         return submission
 
-    async def _enqueue(self, worker: Worker, new: NewMessage, model: Model | None) -> Submission:
-        """Store a message in the busy conversation's queue (``Worker.queue``)."""
-        cid = worker.conversation_id
-        item = QueuedInput(
-            new_id(), cid, new.message, utcnow(), new.client_message_id, holder=self.holder
-        )
-
-        async def store() -> Submission:
-            await self.consent.dismiss(cid)  # the user typed instead of answering
-            (queued,) = await self.store.write(Enqueue(item))
-            return Submission(dataclasses.replace(new, queued=queued), model)
-
-        return await worker.queue(store)
+    def steered(self, conversation_id: str, items: Sequence[QueuedInput]) -> None:
+        """A turn took these steered messages (``loop.steering``): their senders follow it."""
+        self._workers.steered(conversation_id, items)
 
     async def start_turn(
         self, conversation_id: str, message: Message | str, **kw: Any
@@ -427,6 +405,7 @@ class Runtime(TreeMoves):
         """Begin the turn an input causes (``loop.opening``, ``loop.begin``), observed from
         here: its routing is part of it (``ostinato.observe``)."""
         conversation = await self.conversation(conversation_id)
+        await taken_elsewhere(self.store, submission.queued)
         window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
         turn = submission.input.turn if isinstance(submission.input, Continued) else turn

@@ -8,7 +8,10 @@ policy:
 
 - ``queue`` (default): runs after the turns before it;
 - ``supersede``: the running turn is cancelled (its teardown awaited), then it runs;
-- ``reject``: refused with ``Conflict`` (nothing stored).
+- ``reject``: refused with ``Conflict`` (nothing stored);
+- ``steer``: the running turn takes it at its next step boundary (``loop.steering``);
+  its sender then follows that turn (``Worker.steered``). If no step takes it, it runs
+  after the turn like a queued one.
 
 A busy worker holds one admission slot (``ostinato.admission``) from its first turn
 until it winds down: whoever starts a worker for a new input takes the slot first (so a
@@ -39,8 +42,8 @@ from ostinato.messages import JSON, Message, TextBlock
 from ostinato.models.base import Model
 from ostinato.store.base import QueuedInput, Turn
 
-Policy: TypeAlias = Literal["queue", "supersede", "reject"]
-POLICIES: tuple[str, ...] = ("queue", "supersede", "reject")
+Policy: TypeAlias = Literal["queue", "supersede", "reject", "steer"]
+POLICIES: tuple[str, ...] = ("queue", "supersede", "reject", "steer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,7 @@ class Worker:
         self._begin = begin
         self.task: asyncio.Task[None] | None = None
         self.slot: Release | None = None  # its admission slot, while it has one
+        self.joining: list[Submission] = []  # steered into a turn not yet ``current``
 
     @property
     def idle(self) -> bool:
@@ -238,6 +242,7 @@ class Worker:
                 if handle is None:
                     continue
                 self.current = handle
+                self._join(handle)
                 await asyncio.wait([handle.task])
                 self.current = None  # (not in a finally: cancellation needs it below)
         except asyncio.CancelledError:
@@ -247,6 +252,22 @@ class Worker:
                 await asyncio.wait([current.task])
             self.stop()
             raise
+
+    def steered(self, queued_ids: Sequence[str]) -> None:
+        """The running turn took these queued inputs at a step boundary: their
+        submissions wait no more, and their senders follow that turn."""
+        ids = set(queued_ids)
+        for submission in [s for s in self.pending if s.queued and s.queued.id in ids]:
+            self.pending.remove(submission)
+            self.joining.append(submission)
+        if self.current is not None and not self.current.task.done():
+            self._join(self.current)
+
+    def _join(self, handle: TurnHandle) -> None:
+        joining, self.joining = self.joining, []
+        for submission in joining:
+            if not submission.started.done():
+                submission.started.set_result(handle)
 
     async def _next(self) -> Submission | None:
         """The next submission to begin, once no queue write is in flight; None when
@@ -387,6 +408,13 @@ class Workers:
 
     def __len__(self) -> int:
         return len(self._workers)
+
+    def steered(self, conversation_id: str, items: Sequence[QueuedInput]) -> None:
+        """A turn of this conversation took ``items`` at a step boundary
+        (``loop.steering``): what waited for them here follows that turn."""
+        worker = self._workers.get(conversation_id)
+        if worker is not None:
+            worker.steered([item.id for item in items])
 
     def refuse_new(self) -> None:
         """``ShuttingDown`` while draining: no new turn begins."""

@@ -295,10 +295,11 @@ class AgentFilters(FilterSettings):
 
 
 class CompletionsSettings(Section):
-    policy: Literal["supersede", "queue", "reject"] = Field(
+    policy: Literal["supersede", "queue", "reject", "steer"] = Field(
         default="supersede",
         description="A message that arrives on `/v1/chat/completions` while a turn runs: "
-        "cancel that turn (`supersede`), wait for it (`queue`), or answer 409 (`reject`).",
+        "cancel that turn (`supersede`), wait for it (`queue`), answer 409 (`reject`), "
+        "or hand it to that turn before its next model call (`steer`).",
     )
     progress: bool = Field(
         default=False,

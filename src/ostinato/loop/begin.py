@@ -32,6 +32,7 @@ from ostinato.loop.driver import Seeded, TurnDriver, TurnResult
 from ostinato.loop.opening import AfterTurn as AfterTurn  # (its home was here)
 from ostinato.loop.opening import Opening, Parts, pinned_route
 from ostinato.loop.record import start_op
+from ostinato.loop.steering import Steering
 from ostinato.memory.facts import scope_for
 from ostinato.messages import Message, ToolUseBlock
 from ostinato.models.base import Model
@@ -122,6 +123,7 @@ async def begin(
         position=None if stored else moved,  # a regenerate writes no row as it begins
     )
     driver.handing = parts.handing
+    driver.steering = Steering(parts.store, parts.steered)
     task = asyncio.create_task(driver.run(), name=f"turn-{turn.id}")
     # Let the task take its first step before anyone can cancel it: a task cancelled
     # before it starts never runs its body, so its teardown would be skipped.

@@ -41,6 +41,7 @@ from ostinato.loop.history import as_sent, repair, unique_tool_ids
 from ostinato.loop.record import TurnRecord
 from ostinato.loop.running import ToolRunner
 from ostinato.loop.spending import SpendAsker, Stopped, TurnSpend
+from ostinato.loop.steering import Steering
 from ostinato.loop.tools import Consent, ToolRun, validated
 from ostinato.messages import Message, TextBlock, ToolUseBlock
 from ostinato.models.assembly import MessageBuilder, ModelReply, spent
@@ -82,6 +83,7 @@ class TurnDriver:
     the row that started the turn; it is repaired (``loop.history.repair``) if needed."""
 
     handing: asyncio.Event | None = None  # set: hand over at the next step boundary
+    steering: Steering | None = None  # takes steered messages at each step boundary
 
     def __init__(
         self,
@@ -325,6 +327,8 @@ class TurnDriver:
         fails still leaves the person a sentence: a fixed one, stored instead."""
         if self.handing is not None and self.handing.is_set():  # a step boundary
             await self._hand_over()
+        if self.steering is not None:  # messages sent with ``steer``: the call sees them
+            await self.steering.take(self.record)
         try:
             reply = await self._call_model(tools_off)
         except Stopped as stop:  # a spend limit: the call was not made

@@ -11,6 +11,7 @@ edit or a regenerate asks of the tree in ``ostinato.branching``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from ostinato.models.base import Model
 from ostinato.pinning import Pinning
 from ostinato.skills import Route, Router, Skill, last_skill, sticky_persona
 from ostinato.store.base import (
+    STEER,
     AppendMessage,
     Conversation,
     HistoryWindow,
@@ -110,6 +112,10 @@ class Parts(Protocol):
         """Hold background work until it ends (the runtime finishes it at close)."""
         ...
 
+    def steered(self, conversation_id: str, items: Sequence[QueuedInput]) -> None:
+        """A turn took these steered messages at a step boundary (``loop.steering``)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Opening:
@@ -168,9 +174,8 @@ async def open_with_message(
     if fork is not None:
         ops.append(MoveBranch(conversation.id, fork.at))
     stored = as_stored(message)
-    message = Message(
-        "user", stored.blocks, stored.hidden, {**stored.metadata, "route": route.record}
-    )
+    kept = {k: v for k, v in stored.metadata.items() if k != STEER}  # not steered: a turn
+    message = Message("user", stored.blocks, stored.hidden, {**kept, "route": route.record})
     if fork is None or not fork.regenerate:
         ops.append(AppendMessage(conversation.id, message, turn_id))
     if queued is not None:

@@ -107,7 +107,15 @@ class TurnRecord:
             self.seq = stored.seq
             self.history.append(stored)
             self.written.append(stored)
-            self.emit(MessageCommitted(run_id=self.turn.run_id, seq=stored.seq, message=stored))
+            echo = stored.metadata.get("client_message_id") if stored.role == "user" else None
+            self.emit(
+                MessageCommitted(
+                    run_id=self.turn.run_id,
+                    seq=stored.seq,
+                    message=stored,
+                    client_message_id=echo if isinstance(echo, str) else None,
+                )
+            )
             for use in stored.tool_uses:
                 self.open_calls[use.id] = use
             for result in stored.tool_results:

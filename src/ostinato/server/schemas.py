@@ -76,7 +76,7 @@ def refuse_null(value: object) -> object:
     return value
 
 
-Policy = Literal["queue", "supersede", "reject"]
+Policy = Literal["queue", "supersede", "reject", "steer"]
 Remember = Literal["none", "exact", "family"]
 
 _CLIENT_MESSAGE_ID: Any = Field(
@@ -88,7 +88,9 @@ _CLIENT_MESSAGE_ID: Any = Field(
 _POLICY: Any = Field(
     default="queue",
     description="What happens when a turn is already running: `queue` (run after it), "
-    "`supersede` (cancel it, then run) or `reject` (409).",
+    "`supersede` (cancel it, then run), `reject` (409) or `steer` (the running turn takes "
+    "the message at its next step, before its next model call; if it makes none, the "
+    "message runs after it as with `queue`).",
 )
 
 

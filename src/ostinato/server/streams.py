@@ -252,6 +252,7 @@ class _Waiting:
         self.queued_id = queued_id
         self.since_start: list[Frame] = []
         self.wake = None if started.done() else started
+        self.steered = False  # its message was sent with ``steer``: the frames after it count
 
     def see(self, frame: Frame | None) -> tuple[list[Frame | None], str | None]:
         """The frames to send now, and the turn's run_id once it has begun."""
@@ -259,10 +260,12 @@ class _Waiting:
         if frame is not None:
             if isinstance(frame, TurnStarted):
                 self.since_start = [frame]
-            elif self.since_start:
-                self.since_start.append(frame)
+            elif self.since_start or (self.steered and not isinstance(frame, EPHEMERAL)):
+                self.since_start.append(frame)  # (a running turn that takes a steered
+                # message may show it before the sender learns which turn that is)
             if isinstance(frame, InputQueued) and frame.queued_id == self.queued_id:
                 out.append(frame)
+                self.steered = frame.steer
         if not self.started.done():
             return (out or [None]) if frame is None else out, None
         if self.started.cancelled() or self.started.exception() is not None:

@@ -126,6 +126,9 @@ class ToolCallRecord:
     is_error: bool = False
 
 
+STEER = "steer"  # the queued message's metadata key that marks it steered
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedInput:
     """A message that arrived while its conversation was busy: stored at once, run later."""
@@ -138,6 +141,12 @@ class QueuedInput:
     position: int = 0  # assigned by the store: the arrival order across the whole store
     status: Literal["queued", "taken", "dropped"] = "queued"
     holder: str | None = None  # the lease of the process that will run it
+
+    @property
+    def steer(self) -> bool:
+        """Sent with the ``steer`` policy: a running turn takes it at its next step
+        (``loop.steering``); the mark is ``STEER`` in its message's metadata."""
+        return self.message.metadata.get(STEER) is True
 
 
 # --- write ops -----------------------------------------------------------------------

@@ -75,7 +75,7 @@ FORM_SCHEMA = {
     "properties": {
         "text": {"type": "string"},
         "client_message_id": {"type": "string", "maxLength": 200, "pattern": NO_NUL},
-        "policy": {"type": "string", "enum": ["queue", "supersede", "reject"]},
+        "policy": {"type": "string", "enum": ["queue", "supersede", "reject", "steer"]},
         "cancel_on_disconnect": {"type": "boolean"},
         "files": {
             "type": "array",

@@ -1,0 +1,84 @@
+"""A message that arrives while its conversation is busy: stored in the conversation's
+queue at once (so a crash loses nothing), given its place in the worker's line
+(``turns.Worker.queue``), and announced with an ``input.queued`` frame. A message sent
+with the ``steer`` policy is marked so in the queue: the running turn takes it at its
+next step boundary (``loop.steering``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ostinato import observe
+from ostinato.branching import FORK_AT
+from ostinato.bus import LocalBus
+from ostinato.consent import ConsentGate
+from ostinato.errors import Conflict
+from ostinato.frames import InputQueued
+from ostinato.ids import new_id
+from ostinato.messages import Message
+from ostinato.models.base import Model
+from ostinato.store.base import STEER, Enqueue, QueuedInput, Store, utcnow
+from ostinato.turns import NewMessage, Submission, Worker
+
+
+def steer_marked(message: Message) -> Message:
+    """The message as it waits in the queue for a running turn to take it."""
+    metadata = {**message.metadata, STEER: True}
+    return Message(message.role, message.blocks, message.hidden, metadata)
+
+
+async def enqueue(
+    store: Store,
+    consent: ConsentGate,
+    worker: Worker,
+    new: NewMessage,
+    model: Model | None,
+    *,
+    holder: str | None,
+    steer: bool = False,
+) -> Submission:
+    """Store a message in the busy conversation's queue (``Worker.queue``)."""
+    cid = worker.conversation_id
+    steer = steer and FORK_AT not in new.message.metadata  # an edit waits: it forks
+    message = steer_marked(new.message) if steer else new.message
+    item = QueuedInput(new_id(), cid, message, utcnow(), new.client_message_id, holder=holder)
+
+    async def store_it() -> Submission:
+        await consent.dismiss(cid)  # the user typed instead of answering
+        (queued,) = await store.write(Enqueue(item))
+        return Submission(dataclasses.replace(new, queued=queued), model)
+
+    return await worker.queue(store_it)
+
+
+def announce(bus: LocalBus, worker: Worker, queued: QueuedInput) -> None:
+    """Tell every surface a message is queued (``input.queued``; its ``run_id`` is the
+    turn it waits behind, when that turn runs here)."""
+    observe.queued(1)
+    current, cid = worker.current, worker.conversation_id
+    bus.publish(
+        cid,
+        InputQueued(
+            run_id=current.run_id if current else "",
+            seq=current.position() if current else bus.last_seq(cid),
+            queued_id=queued.id,
+            position=queued.position,
+            client_message_id=queued.client_message_id,
+            steer=queued.steer,
+        ),
+    )
+
+
+TAKEN_ELSEWHERE = (
+    "this message was sent with 'steer' and a turn running on another server took it at a "
+    "step boundary: it is in the conversation (watch /events)"
+)
+
+
+async def taken_elsewhere(store: Store, queued: QueuedInput | None) -> None:
+    """``Conflict`` for a steered message a turn of another server took (its sender here
+    waited for that turn; this process's worker never saw it taken)."""
+    if queued is None or not queued.steer:
+        return
+    if all(q.id != queued.id for q in await store.list_queued(queued.conversation_id)):
+        raise Conflict(TAKEN_ELSEWHERE)

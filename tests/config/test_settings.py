@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ostinato.config import Config, ConfigError, load_config
-from ostinato.config.settings import short_names
+from ostinato.config.loading import short_names
 from ostinato.config.table import DOC, render, rows, stale
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ostinato.config.budgets import BudgetsSection, LimitEntry
+    from ostinato.config.loading import Loaded, config_path, load_config, read_config
     from ostinato.config.observability import ObservabilitySection, PriceEntry
     from ostinato.config.sections import (
         TIER_NAMES,
@@ -31,16 +32,7 @@ if TYPE_CHECKING:
         ServerSection,
         guidelines_for,
     )
-    from ostinato.config.settings import (
-        CONFIG_ENV,
-        DEFAULT_PATH,
-        Config,
-        ConfigError,
-        Loaded,
-        config_path,
-        load_config,
-        read_config,
-    )
+    from ostinato.config.settings import CONFIG_ENV, DEFAULT_PATH, Config, ConfigError
     from ostinato.config.tools import McpSource, OpenApiSource, ToolsSection
 
 _MODULES = {
@@ -62,16 +54,8 @@ _MODULES = {
         "ServerSection",
         "guidelines_for",
     ),
-    "settings": (
-        "CONFIG_ENV",
-        "DEFAULT_PATH",
-        "Config",
-        "ConfigError",
-        "Loaded",
-        "config_path",
-        "load_config",
-        "read_config",
-    ),
+    "loading": ("Loaded", "config_path", "load_config", "read_config"),
+    "settings": ("CONFIG_ENV", "DEFAULT_PATH", "Config", "ConfigError"),
     "tools": ("McpSource", "OpenApiSource", "ToolsSection"),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}

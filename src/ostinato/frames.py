@@ -172,6 +172,17 @@ class InputQueued(_Frame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InputChanged(_Frame):
+    """A message waiting in the queue was edited (``message`` is its new version) or
+    withdrawn (``withdrawn``: it will not run) before it ran."""
+
+    queued_id: str
+    message: Message | None = None
+    withdrawn: bool = False
+    type: Literal["input.changed"] = "input.changed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BranchChanged(_Frame):
     """The conversation's current branch changed: an edit or a regenerate forked it (the
     turn that follows writes its rows there), or it was switched to another leaf. Its
@@ -261,6 +272,7 @@ Frame: TypeAlias = (
     | ApprovalRequested
     | ApprovalDecided
     | InputQueued
+    | InputChanged
     | BranchChanged
     | InputWaiting
     | ContextCompacted
@@ -283,6 +295,7 @@ FRAME_TYPES: tuple[str, ...] = (
     "approval.requested",
     "approval.decided",
     "input.queued",
+    "input.changed",
     "branch.changed",
     "input.waiting",
     "context.compacted",

@@ -12,7 +12,6 @@ from ostinato import observe
 from ostinato.branching import FORK_AT
 from ostinato.bus import LocalBus
 from ostinato.consent import ConsentGate
-from ostinato.errors import Conflict
 from ostinato.frames import InputQueued
 from ostinato.ids import new_id
 from ostinato.messages import Message
@@ -67,18 +66,3 @@ def announce(bus: LocalBus, worker: Worker, queued: QueuedInput) -> None:
             steer=queued.steer,
         ),
     )
-
-
-TAKEN_ELSEWHERE = (
-    "this message was sent with 'steer' and a turn running on another server took it at a "
-    "step boundary: it is in the conversation (watch /events)"
-)
-
-
-async def taken_elsewhere(store: Store, queued: QueuedInput | None) -> None:
-    """``Conflict`` for a steered message a turn of another server took (its sender here
-    waited for that turn; this process's worker never saw it taken)."""
-    if queued is None or not queued.steer:
-        return
-    if all(q.id != queued.id for q in await store.list_queued(queued.conversation_id)):
-        raise Conflict(TAKEN_ELSEWHERE)

@@ -31,7 +31,7 @@ from ostinato.memory.facts import Memory
 from ostinato.messages import JSON, Message
 from ostinato.models.base import Model
 from ostinato.pinning import Pinning
-from ostinato.queueing import announce, enqueue, taken_elsewhere
+from ostinato.queueing import announce, enqueue
 from ostinato.recovery import sweep
 from ostinato.skills import Router, Skill
 from ostinato.spend.gate import SpendGate
@@ -66,6 +66,7 @@ from ostinato.turns import (
     Workers,
     user_message,
 )
+from ostinato.waiting import QueueEdits, fresh
 
 PROTECTED_TOOLS = frozenset({"ask_user", "read_attachment"})  # never switched off by default
 ModelChoice = Model | Callable[[Conversation], Model]
@@ -73,8 +74,9 @@ ModelResolver = Callable[[str], Model]
 """Turns a tier name or a ``provider:model`` id into a model."""
 
 
-class Runtime(TreeMoves):
-    """(Edits, regenerations and switches: ``TreeMoves``, ``ostinato.switching``.)"""
+class Runtime(TreeMoves, QueueEdits):
+    """(Edits, regenerations and switches: ``TreeMoves``, ``ostinato.switching``; the
+    waiting messages: ``QueueEdits``, ``ostinato.waiting``.)"""
 
     pinning: Pinning | None = None  # the agents' versions (``ostinato.pinning``)
     _closed = False  # set by ``close``
@@ -405,7 +407,7 @@ class Runtime(TreeMoves):
         """Begin the turn an input causes (``loop.opening``, ``loop.begin``), observed from
         here: its routing is part of it (``ostinato.observe``)."""
         conversation = await self.conversation(conversation_id)
-        await taken_elsewhere(self.store, submission.queued)
+        await fresh(self.store, submission)  # its latest text; gone: ``Conflict``
         window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
         turn = submission.input.turn if isinstance(submission.input, Continued) else turn

@@ -409,6 +409,16 @@ class Workers:
     def __len__(self) -> int:
         return len(self._workers)
 
+    def withdrawn(self, conversation_id: str, queued_id: str, why: Exception) -> None:
+        """A waiting message was withdrawn: its sender here (if any) is told ``why``."""
+        worker = self._workers.get(conversation_id)
+        pending = worker.pending if worker is not None else deque[Submission]()
+        for submission in [s for s in pending if s.queued and s.queued.id == queued_id]:
+            pending.remove(submission)
+            if not submission.started.done():
+                submission.started.set_exception(why)
+                submission.started.exception()  # retrieved: nobody may wait for it
+
     def steered(self, conversation_id: str, items: Sequence[QueuedInput]) -> None:
         """A turn of this conversation took ``items`` at a step boundary
         (``loop.steering``): what waited for them here follows that turn."""

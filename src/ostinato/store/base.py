@@ -305,6 +305,17 @@ class TakeQueued:
     status: Literal["taken", "dropped"] = "taken"
 
 
+@dataclass(frozen=True, slots=True)
+class EditQueued:
+    """Replace a queued input's message (its text changed before it ran), or with no
+    ``message`` withdraw it (``dropped``). ``NotFound`` for one that is not the
+    conversation's, ``Conflict`` unless it is still queued."""
+
+    conversation_id: str
+    item_id: str
+    message: Message | None = None
+
+
 # --- long-term memory: write ops ---------------------------------------------------------
 
 
@@ -368,6 +379,7 @@ WriteOp: TypeAlias = (
     | RevokeGrant
     | Enqueue
     | TakeQueued
+    | EditQueued
     | RememberFact
     | ForgetFact
     | SetToolSwitch

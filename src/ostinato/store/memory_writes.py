@@ -29,6 +29,7 @@ from ostinato.store.base import (
     CreateConversation,
     CreateGrant,
     DecideApproval,
+    EditQueued,
     Enqueue,
     FinishToolCall,
     FinishTurn,
@@ -324,6 +325,19 @@ def _take_queued(t: MemoryTables, op: TakeQueued, undo: Undo) -> None:
     t._queue[op.item_id] = dataclasses.replace(queued, status=op.status)
 
 
+def _edit_queued(t: MemoryTables, op: EditQueued, undo: Undo) -> None:
+    queued = t._queue.get(op.item_id)
+    if queued is None or queued.conversation_id != op.conversation_id:
+        raise NotFound(f"no queued input {op.item_id!r}")
+    if queued.status != "queued":
+        raise Conflict(f"queued input {op.item_id!r} was already {queued.status}")
+    _restore(t._queue, op.item_id, undo)
+    if op.message is None:
+        t._queue[op.item_id] = dataclasses.replace(queued, status="dropped")
+    else:
+        t._queue[op.item_id] = dataclasses.replace(queued, message=op.message)
+
+
 def _set_tool_switch(t: MemoryTables, op: SetToolSwitch, undo: Undo) -> None:
     _restore(t._switches, (op.scope, op.tool), undo)
     t._switches[op.scope, op.tool] = op.enabled
@@ -405,6 +419,7 @@ WRITES: dict[type, Write] = {
     RevokeGrant: _revoke_grant,
     Enqueue: _enqueue,
     TakeQueued: _take_queued,
+    EditQueued: _edit_queued,
     RememberFact: _remember,
     ForgetFact: _forget,
     SetToolSwitch: _set_tool_switch,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES
+from ostinato.store.base import QueuedInput
 
 router = APIRouter(prefix="/v1/conversations", tags=["records"])
 
@@ -63,6 +64,23 @@ class QueuedOut(BaseModel):
     text: str
     position: int
     created_at: datetime
+    steer: bool = Field(
+        description='Sent with `policy: "steer"`: the running turn takes it before its '
+        "next model call."
+    )
+    status: str = Field(description="`queued` (waiting), or `dropped` once withdrawn.")
+
+
+def queued_out(q: QueuedInput) -> QueuedOut:
+    return QueuedOut(
+        id=q.id,
+        client_message_id=q.client_message_id,
+        text=q.message.text,
+        position=q.position,
+        created_at=q.created_at,
+        steer=q.steer,
+        status=q.status,
+    )
 
 
 class QueuedList(BaseModel):
@@ -127,15 +145,4 @@ async def list_queue(context: Context, caller: CurrentCaller, conversation_id: s
     runtime = context.runtime
     await owned(runtime, caller, conversation_id)
     queued = await runtime.store.list_queued(conversation_id)
-    return QueuedList(
-        queued=[
-            QueuedOut(
-                id=q.id,
-                client_message_id=q.client_message_id,
-                text=q.message.text,
-                position=q.position,
-                created_at=q.created_at,
-            )
-            for q in queued
-        ]
-    )
+    return QueuedList(queued=[queued_out(q) for q in queued])

@@ -37,6 +37,7 @@ from ostinato.store.base import (
     CreateConversation,
     CreateGrant,
     DecideApproval,
+    EditQueued,
     Enqueue,
     FinishToolCall,
     FinishTurn,
@@ -253,6 +254,22 @@ def _revoke_grant(ex: Executor, op: RevokeGrant, now: WriteTime) -> None:
         raise NotFound(f"no grant {op.grant_id!r}")
 
 
+def _edit_queued(ex: Executor, op: EditQueued, now: WriteTime) -> None:
+    iid, message, cid = op.item_id, op.message, op.conversation_id
+    where = {"b_id": iid, "b_conversation_id": cid, "b_status": "queued"}
+    if message is None:
+        changed = ex.execute("drop_queued", {**where, "status": "dropped"})
+    else:
+        blocks = dump_json(blocks_to_json(message.blocks))
+        params = {**where, "blocks": blocks, "metadata": dump_json(message.metadata)}
+        changed = ex.execute("edit_queued", params)
+    if not changed:
+        found = ex.row("find_queued_in", {"b_id": iid, "b_conversation_id": cid})
+        if found is None:
+            raise NotFound(f"no queued input {iid!r}")
+        raise Conflict(f"queued input {iid!r} was already {found[0]}")
+
+
 def _take_queued(ex: Executor, op: TakeQueued, now: WriteTime) -> None:
     iid = op.item_id
     if not ex.execute("take_queued", {"b_id": iid, "b_status": "queued", "status": op.status}):
@@ -451,6 +468,7 @@ OPS: dict[type, WriteFunction] = {
     RevokeGrant: _revoke_grant,
     Enqueue: _enqueue,
     TakeQueued: _take_queued,
+    EditQueued: _edit_queued,
     RememberFact: remember,
     ForgetFact: forget,
     SetToolSwitch: _set_tool_switch,

@@ -74,6 +74,9 @@ WriteName: TypeAlias = (
         "revoke_grant",
         "insert_queued",
         "take_queued",
+        "edit_queued",
+        "drop_queued",
+        "find_queued_in",
         "insert_summary",
         "lock_memory_scope",
         "count_memories",
@@ -259,11 +262,30 @@ def _people_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         "take_queued": sa.update(queued_inputs)
         .where(_where_id(queued_inputs), _where_id(queued_inputs, "status", "b_status"))
         .values(_bind(queued_inputs, "status")),
+        "edit_queued": sa.update(queued_inputs)
+        .where(*_queued_in_conversation())
+        .values(_bind(queued_inputs, "blocks", "metadata")),
+        "drop_queued": sa.update(queued_inputs)
+        .where(*_queued_in_conversation())
+        .values(_bind(queued_inputs, "status")),
+        "find_queued_in": sa.select(queued_inputs.c.status).where(
+            _where_id(queued_inputs),
+            _where_id(queued_inputs, "conversation_id", "b_conversation_id"),
+        ),
         "find_approval": sa.select(approvals.c.status, approvals.c.ending).where(
             _where_id(approvals)
         ),
         "find_queued": sa.select(queued_inputs.c.status).where(_where_id(queued_inputs)),
     }
+
+
+def _queued_in_conversation() -> tuple[sa.ColumnElement[bool], ...]:
+    """A queued input of one conversation, still queued."""
+    return (
+        _where_id(queued_inputs),
+        _where_id(queued_inputs, "conversation_id", "b_conversation_id"),
+        _where_id(queued_inputs, "status", "b_status"),
+    )
 
 
 def _memory_statements(dialect: str) -> dict[WriteName, sa.Executable]:

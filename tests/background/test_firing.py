@@ -37,7 +37,7 @@ def test_a_reminder_handed_on_advances() -> None:
     assert next_step(held("reminder", "ran"), seen) == Advance()
 
 
-@pytest.mark.parametrize("mode", ["prompt", "trigger"])
+@pytest.mark.parametrize("mode", ["prompt", "trigger", "run"])
 def test_the_turn_answering_a_handed_row_is_awaited_then_advanced(mode: Mode) -> None:
     running = Seen(StageTwo(1, running=True, run_id="t1"))
     assert next_step(held(mode, "ran"), running) == AwaitStageTwo("t1")
@@ -53,6 +53,12 @@ def test_a_reply_cut_off_is_asked_for_again_once(stop: str) -> None:
     assert next_step(held("prompt", "ran"), last) == Advance()
 
 
+@pytest.mark.parametrize("stop", ["interrupted", "failed"])
+def test_a_run_is_handed_on_once_however_its_turn_ended(stop: str) -> None:
+    assert next_step(held("run", "ran"), Seen(StageTwo(1, False, stop))) == Advance()
+    assert next_step(held("run", "ran"), Seen(busy=True)) == Hand()  # it queues
+
+
 def test_a_reminder_waits_for_a_running_turn_but_a_prompt_does_not() -> None:
     assert next_step(held("reminder", "ran"), Seen(busy=True)) == WaitForTurn()
     assert next_step(held("prompt", "ran"), Seen(busy=True)) == Hand()
@@ -60,7 +66,7 @@ def test_a_reminder_waits_for_a_running_turn_but_a_prompt_does_not() -> None:
     assert next_step(held("reminder", "ran"), Seen()) == Hand()
 
 
-@pytest.mark.parametrize("mode", ["reminder", "trigger"])
+@pytest.mark.parametrize("mode", ["reminder", "trigger", "run"])
 def test_no_work_runs_before_a_reminder_or_a_trigger(mode: Mode) -> None:
     assert next_step(held(mode), Seen()) == Ran("plan my day")
 

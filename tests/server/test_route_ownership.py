@@ -89,6 +89,11 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/langgraph/threads/{thread_id}/runs/stream"): AP_RUN,
     ("POST", "/langgraph/threads/{thread_id}/runs/wait"): AP_RUN,
     ("POST", "/langgraph/threads/{thread_id}/runs/{run_id}/cancel"): None,
+    ("POST", "/langgraph/threads/{thread_id}/runs/crons"): {**AP_RUN, "schedule": "0 9 * * *"},
+    ("POST", "/langgraph/runs/crons"): {**AP_RUN, "schedule": "0 9 * * *"},
+    ("PATCH", "/langgraph/runs/crons/{cron_id}"): {"enabled": False},
+    ("POST", "/langgraph/runs/crons/search"): {},
+    ("POST", "/langgraph/runs/crons/count"): {},
     ("POST", "/v1/ai-sdk/chat"): {
         "id": "bobs-chat",
         "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
@@ -117,6 +122,7 @@ FORGED = "/v1/tools/forged/"  # its {name} is one of ann's forged tools
 MCP = "/v1/mcp-servers/"  # its {name} is one of ann's MCP servers
 LANGGRAPH = "/langgraph/"
 ITEM = ("GET", "/langgraph/store/items")  # an Agent Protocol store item, named by its query
+REFUSED = {("POST", "/langgraph/runs/crons"): 422}  # refused for everyone (a stateless cron)
 
 
 async def _anns_things(callers: Callers) -> dict[str, str]:
@@ -155,6 +161,9 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
     run = JobRun(new_id(), "ann", job, now, now, "ok", [{"action": "lapsed", "text": "x"}])
     await store.write(FinishJob(claimed, "h1", run))
     response = await _anns_response(store, cid)
+    cron = {**BODIES[("POST", "/langgraph/runs/crons")], "input": {"messages": ["Ann's secret"]}}
+    made = await ann.post(f"/langgraph/threads/{cid}/runs/crons", json=cron)
+    assert made.status_code == 200, made.text
     run = RunRecord(new_id(), "ann", cid, "ostinato", 0, new_id())
     assert isinstance(store, ProtocolRecords)
     await store.put_record(run.to_record(), create=True)
@@ -169,6 +178,7 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "grant_id": grant.id,
         "memory_id": memory,
         "schedule_id": schedule,
+        "cron_id": made.json()["cron_id"],
         "run_id": run.id,
         "agent": "default",
         "name": "clock",
@@ -278,6 +288,9 @@ async def test_every_route_keeps_anns_things_from_bob(
         status, body = await _ask(callers, callers.bob, method, template, path)
         if template.startswith("/v1/admin/"):  # an operator's: bob is none
             assert status == 403, (method, template, status, body)
+            continue
+        if (method, template) in REFUSED:
+            assert status == REFUSED[(method, template)], (method, template, status, body)
             continue
         if not named:  # bob's own listing or creation: nothing of ann's in it
             assert status < 400, (method, template, status, body)

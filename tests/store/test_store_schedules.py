@@ -93,3 +93,29 @@ async def test_racing_claimers_never_share_an_item(sql_store: Store) -> None:
     results = await asyncio.gather(*(claimer(f"h{i}") for i in range(4)))
     every = [item for got in results for item in got]
     assert sorted(every) == [f"s{n:05d}" for n in range(40)]
+
+
+async def test_a_revision_changes_an_unheld_schedule_of_its_owner_only(store: Store) -> None:
+    s = schedules_of(store)
+    one = await s.add_schedule(schedule(1), limit=10)
+    later = T0 + timedelta(hours=2)
+    revised = dataclasses.replace(one, text="new", kind="cron", spec="0 14 * * *", next_fire=later)
+    assert not await s.revise_schedule(dataclasses.replace(revised, owner="bob"))
+    assert await s.revise_schedule(revised)
+    stored = await s.schedule(one.id)
+    assert stored is not None
+    assert (stored.text, stored.kind, stored.spec, stored.next_fire) == (
+        "new",
+        "cron",
+        "0 14 * * *",
+        later,
+    )
+    assert await s.claim_schedules("h1", T0, LEASE, 10) == []  # its wake moved too
+    paused = dataclasses.replace(stored, next_fire=None)
+    assert await s.revise_schedule(paused)
+    assert await s.claim_schedules("h1", later + timedelta(days=9), LEASE, 10) == []
+    assert await s.revise_schedule(stored)
+    (taken,) = await s.claim_schedules("h1", later, LEASE, 10)
+    assert not await s.revise_schedule(dataclasses.replace(taken, text="while firing"))
+    held = await s.schedule(one.id)
+    assert held is not None and held.text == "new" and held.holder == "h1"

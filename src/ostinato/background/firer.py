@@ -7,7 +7,8 @@ driven by the firing decision (``firing.next_step``): the firer reads what the s
 shows of the slot (``Seen``), performs the step, and looks again, every change of state
 a compare-and-set on this process's holder:
 
-- A firing that starts a turn (a prompt's stage one, a trigger's hand-over) counts it
+- A firing that starts a turn (a prompt's stage one, a trigger's or a run's hand-over)
+  counts it
   in the owner's turns a minute (``turns``, the per-owner limits): past them it waits.
 - ``claimed -> ran``: the work runs. A prompt's stage one is a background turn in its
   own conversation (``stage_one``), awaited while the lease is renewed; its answer is
@@ -273,11 +274,11 @@ class Firer:
         return None
 
     async def _held_back(self, schedule: Schedule, step: object) -> bool:
-        """Whether ``step`` begins a turn (a prompt's stage one, a trigger's hand-over)
-        and the owner has had its turns this minute (these count like its own): the
-        firing then waits, held, until one is free (its lease moved there)."""
+        """Whether ``step`` begins a turn (a prompt's stage one, a trigger's or a run's
+        hand-over) and the owner has had its turns this minute (these count like its
+        own): the firing then waits, held, until one is free (its lease moved there)."""
         begins = isinstance(step, StartStageOne) or (
-            isinstance(step, Hand) and schedule.mode == "trigger"
+            isinstance(step, Hand) and schedule.mode in ("trigger", "run")
         )
         if not begins or self.turns is None:
             return False

@@ -13,14 +13,18 @@ Rules, in the order they are checked:
 2. ``ran``, the slot's row is in the conversation and the turn answering it runs (or
    waits in the queue): ``AwaitStageTwo``.
 3. ``ran``, that turn ended with something for the person (an answer, a card, the
-   person's own cancel), or ``MAX_HANDS`` rows were handed on: ``Advance``.
+   person's own cancel), or ``MAX_HANDS`` rows were handed on, or the schedule is a
+   ``run`` (an Agent Protocol cron's: that turn is its run, however it ended):
+   ``Advance``.
 4. ``ran``, that turn stopped without a reply (a crash interrupted it, it failed):
    ``Hand`` again; the new row says the reply was cut off.
 5. ``ran``, a reminder whose conversation has a turn running in this process:
    ``WaitForTurn`` (its row would land between a tool call and its result).
 6. ``ran``: ``Hand`` the result on (stage two): a reminder's text as an assistant row,
-   a prompt's result or a trigger's text as a hidden user row a normal turn answers.
-7. ``claimed``, a reminder or a trigger: no work runs first, ``Ran`` with its text.
+   a prompt's result or a trigger's text as a hidden user row a normal turn answers,
+   a run's text as a user row a normal turn answers.
+7. ``claimed``, a reminder, a trigger or a run: no work runs first, ``Ran`` with its
+   text.
 8. ``claimed``, a prompt whose stage one has not begun: ``StartStageOne`` (attempt 1).
 9. Stage one is running (its turn, or its row waiting in its conversation's queue):
    ``AwaitStageOne``.
@@ -147,7 +151,7 @@ def _stage_two(schedule: Schedule, seen: Seen) -> Step:
             return Advance()
         if two.running:
             return AwaitStageTwo(two.run_id)
-        if two.stop_reason in DELIVERED or two.hands >= MAX_HANDS:
+        if schedule.mode == "run" or two.stop_reason in DELIVERED or two.hands >= MAX_HANDS:
             return Advance()
         return Hand()
     if schedule.mode == "reminder" and seen.busy:

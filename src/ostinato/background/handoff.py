@@ -7,7 +7,10 @@
   hidden user row (``metadata.background_run_id``: the work's run_id) submitted like a
   message: a normal turn answers it, of kind ``background`` (its ``turn.started`` names
   the work), and the reply streams on every surface while the row stays out of the chat
-  view.
+  view;
+- a **run**'s text (an Agent Protocol cron's input, the owner's own words) is a user
+  row as the person would have sent it (``metadata.trigger``: ``cron``), in the chat
+  view, answered by a normal turn.
 
 Every row carries the slot's marker (``metadata.schedule``), read back before writing
 (``stage_one.marked``), so a process that died after writing is not doubled; the firer
@@ -53,6 +56,17 @@ async def hand(runtime: Any, schedule: Schedule, hands: int = 0) -> TurnHandle |
     if schedule.mode == "reminder":
         await _remind(runtime, schedule)
         return None
+    if schedule.mode == "run":
+        said = {MARKER: marker(schedule), "trigger": "cron"}
+        row = Message("user", (TextBlock(schedule.text),), metadata=said)
+    else:
+        row = _handed_row(schedule, hands)
+    submission = await runtime.submit(schedule.conversation_id, row, policy="queue")
+    handle: TurnHandle = await submission.handle()
+    return handle
+
+
+def _handed_row(schedule: Schedule, hands: int) -> Message:
     kind = "outside" if schedule.mode == "trigger" else "schedule"
     meta = {
         MARKER: marker(schedule),
@@ -62,10 +76,7 @@ async def hand(runtime: Any, schedule: Schedule, hands: int = 0) -> TurnHandle |
         BACKGROUND: schedule.run_id,
     }
     text = (CUT_OFF + "\n" if hands else "") + handoff_text(schedule)
-    row = Message("user", (TextBlock(text),), hidden=True, metadata=meta)
-    submission = await runtime.submit(schedule.conversation_id, row, policy="queue")
-    handle: TurnHandle = await submission.handle()
-    return handle
+    return Message("user", (TextBlock(text),), hidden=True, metadata=meta)
 
 
 async def _remind(runtime: Any, schedule: Schedule) -> None:

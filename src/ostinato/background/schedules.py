@@ -5,18 +5,21 @@ owner's newest schedule not yet delivered, else the deployment's (``background.z
 
 A schedule is a ``prompt`` (at its time the agent answers it in the conversation, its
 text hidden from the chat view) or a ``reminder`` (at its time its text is the reply, no
-model call).
+model call); an Agent Protocol cron makes ``run`` schedules (at its time its text is a
+user message in the conversation, answered by a turn), which may be paused (no
+``next_fire``) and revised while no process fires them (``revise``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
 from ostinato.background.when import parse_when
 from ostinato.config.background import BackgroundSection
-from ostinato.errors import InvalidRequest, NotFound
+from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.ids import new_id
 from ostinato.store.base import utcnow
 from ostinato.store.schedules import Schedule, ScheduleStore
@@ -48,14 +51,14 @@ class Schedules:
         when: str,
         text: str,
         *,
-        mode: Literal["prompt", "reminder"] = "prompt",
+        mode: Literal["prompt", "reminder", "run"] = "prompt",
         zone: str | None = None,
+        paused: bool = False,
     ) -> Schedule:
-        """A new schedule; ``InvalidRequest`` for a ``when`` or text it cannot take,
-        ``TooManySchedules`` over the owner's limit."""
-        text = text.strip()
-        if not text or "\x00" in text or len(text) > TEXT_LIMIT:
-            raise InvalidRequest(f"a schedule's text is 1 to {TEXT_LIMIT} characters")
+        """A new schedule (``paused``: it does not fire until revised); ``InvalidRequest``
+        for a ``when`` or text it cannot take, ``TooManySchedules`` over the owner's
+        limit."""
+        text = _checked_text(text)
         now = self.clock()
         zone = zone or await self.zone_of(owner) or self.settings.zone
         recurrence = parse_when(when, now, zone)
@@ -69,9 +72,33 @@ class Schedules:
             spec=recurrence.spec,
             zone=zone,
             created_at=now,
-            next_fire=recurrence.first,
+            next_fire=None if paused else recurrence.first,
         )
         return await self.store.add_schedule(schedule, self.settings.schedules_per_owner)
+
+    async def revise(
+        self, owner: str, schedule_id: str, when: str, text: str, zone: str, *, paused: bool
+    ) -> Schedule:
+        """One of the owner's schedules with a new ``when`` (read from now), text and
+        zone, paused or due at its next slot; ``NotFound`` for another's or none,
+        ``Conflict`` while a process fires it."""
+        found = await self.store.schedule(schedule_id) if len(schedule_id) <= 100 else None
+        if found is None or found.owner != owner:
+            raise NotFound(f"no schedule {schedule_id[:100]!r}")
+        recurrence = parse_when(when, self.clock(), zone)
+        first = None if paused else recurrence.first
+        revised = dataclasses.replace(
+            found,
+            text=_checked_text(text),
+            kind=recurrence.kind,
+            spec=recurrence.spec,
+            zone=zone,
+            state="due",
+            next_fire=first,
+        )
+        if not await self.store.revise_schedule(revised):
+            raise Conflict("the schedule is firing now: change it once its run has ended")
+        return revised
 
     async def trigger(
         self, owner: str, conversation_id: str, text: str, source: str | None = None
@@ -90,8 +117,8 @@ class Schedules:
 
     async def zone_of(self, owner: str) -> str | None:
         """The owner's zone: that of their newest schedule not yet delivered (a trigger
-        has none), if they have one."""
-        found = [s for s in await self.store.schedules(owner) if s.mode != "trigger"]
+        has none; a cron's is the protocol's, UTC unless it names one), if they have one."""
+        found = [s for s in await self.store.schedules(owner) if s.mode in ("prompt", "reminder")]
         return max(found, key=lambda s: (s.created_at, s.id)).zone if found else None
 
     async def list(self, owner: str) -> list[Schedule]:
@@ -105,6 +132,13 @@ class Schedules:
         if not await self.store.delete_schedule(owner, schedule_id):
             raise NotFound(f"no schedule {schedule_id[:100]!r}")
         return found
+
+
+def _checked_text(text: str) -> str:
+    text = text.strip()
+    if not text or "\x00" in text or len(text) > TEXT_LIMIT:
+        raise InvalidRequest(f"a schedule's text is 1 to {TEXT_LIMIT} characters")
+    return text
 
 
 def describe(schedule: Schedule) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from typing import Literal, Protocol, runtime_checkable
 from ostinato.errors import ClientError
 
 State = Literal["due", "claimed", "ran", "delivered"]
-Mode = Literal["prompt", "reminder", "trigger"]
+Mode = Literal["prompt", "reminder", "trigger", "run"]
+REVISED = ("text", "kind", "spec", "zone", "state", "next_fire")  # what a revision changes
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,8 @@ class Schedule:
     owner: str
     conversation_id: str
     mode: Mode  # prompt: a turn answers it; reminder: its text is the reply (no model);
-    # trigger: an outside system's poke (POST .../triggers), answered like a prompt
+    # trigger: an outside system's poke (POST .../triggers), answered like a prompt;
+    # run: an Agent Protocol cron's run, its text a user message that a turn answers
     text: str
     kind: str  # background.when.Kind
     spec: str
@@ -95,6 +97,12 @@ class ScheduleStore(Protocol):
         """Delete one of the owner's schedules; False if it has none by that id."""
         ...
 
+    async def revise_schedule(self, schedule: Schedule) -> bool:
+        """Store ``schedule``'s text, recurrence (``kind``, ``spec``, ``zone``), state
+        and ``next_fire`` if it is its owner's and no process holds it (it is not
+        firing); ``False`` otherwise, nothing written."""
+        ...
+
     async def claim_schedules(
         self, holder: str, now: datetime, lease: timedelta, limit: int
     ) -> list[Schedule]:
@@ -132,6 +140,14 @@ class MemorySchedules:
         if found is None or found.owner != owner:
             return False
         del self._schedules[schedule_id]
+        return True
+
+    async def revise_schedule(self, schedule: Schedule) -> bool:
+        found = self._schedules.get(schedule.id)
+        if found is None or found.owner != schedule.owner or found.holder is not None:
+            return False
+        revised = {name: getattr(schedule, name) for name in REVISED}
+        self._schedules[schedule.id] = dataclasses.replace(found, **revised)
         return True
 
     async def claim_schedules(

@@ -37,7 +37,7 @@ class ScheduleOut(BaseModel):
 
     id: str
     conversation_id: str
-    mode: Literal["prompt", "reminder", "trigger"]
+    mode: Literal["prompt", "reminder", "trigger", "run"]
     text: str
     kind: str
     spec: str

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from ostinato.store.schedules import Schedule, refuse_over
+from ostinato.store.schedules import REVISED, Schedule, refuse_over
 from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.rows import Row, TimeDecoder
 from ostinato.store.sql.tables import schedules as table
@@ -61,6 +61,9 @@ def statements(dialect: str) -> dict[str, sa.Executable]:
             state=sa.case((table.c.state == "due", "claimed"), else_=table.c.state),
         )
         .returning(*table.columns),
+        "revise": sa.update(table)
+        .where(by_id, table.c.owner == _param("b_owner", "owner"), table.c.holder.is_(None))
+        .values({name: _param(name) for name in (*REVISED, "wake_at")}),
         "move": sa.update(table)
         .where(by_id, table.c.holder == _param("b_holder", "holder"))
         .values({name: _param(name) for name in _MOVED}),
@@ -124,6 +127,16 @@ class SQLSchedules:
             return False
         stmt = statements(self._dialect)["delete"]
         params = {"b_id": schedule_id, "owner": owner}
+        changed: int = await self._lease_write(lambda tx: tx.execute(stmt, params))
+        return changed > 0
+
+    async def revise_schedule(self, schedule: Schedule) -> bool:
+        values = self._values(schedule)
+        params = {name: values[name] for name in REVISED}
+        params |= {"b_id": schedule.id, "b_owner": schedule.owner}
+        wake = schedule.wake_at
+        params["wake_at"] = None if wake is None else self._bind_time(wake)
+        stmt = statements(self._dialect)["revise"]
         changed: int = await self._lease_write(lambda tx: tx.execute(stmt, params))
         return changed > 0
 

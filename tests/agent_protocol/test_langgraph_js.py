@@ -2,8 +2,9 @@
 Node) against ``ostinato serve`` (the offline model) on SQLite and PostgreSQL, making the
 calls its React ``useStream`` hook makes: a thread with a tool call (values, message
 chunks that add up to the message, updates), an interrupt answered by a resume command,
-a cancelled run, and a stream joined again after an event. Needs ``node`` and ``npm
-ci`` in this folder (``.ci/run`` does it)."""
+a cancelled run, and a stream joined again after an event; and its crons (a cron on a
+thread that runs, searched, counted, changed, deleted; a stateless one refused). Needs
+``node`` and ``npm ci`` in this folder (``.ci/run`` does it)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,27 @@ def test_the_langgraph_js_client_runs_a_conversation(engine: str, tmp_path: Path
     assert (seen["heldBefore"], seen["heldAfter"]) == ("interrupted", "interrupted")
     assert seen["threadStatus"] == "idle"
     assert seen["rejoinedIds"] == seen["ids"][1:]
+
+
+def test_the_langgraph_js_client_keeps_a_cron(engine: str, tmp_path: Path) -> None:
+    with serving(engine, tmp_path) as server:
+        done = subprocess.run(
+            ["node", str(HERE / "crons.mjs"), server.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    cron = seen["cron"]
+    assert cron["thread_id"] == seen["tid"] and cron["metadata"] == {"client": "js"}
+    assert seen["said"][0] == ["human", "good evening"] and seen["said"][1][0] == "ai"
+    assert seen["found"] == [cron["cron_id"]] and seen["count"] == 1
+    updated = seen["updated"]
+    assert (updated["schedule"], updated["enabled"], updated["next_run_date"]) == (
+        "0 9 * * *",
+        False,
+        None,
+    )
+    assert seen["after"] == 0 and seen["stateless"] == 422

@@ -187,6 +187,17 @@ async def test_crons_count_in_the_owners_schedules(client: httpx.AsyncClient) ->
     assert (await client.post(f"{BASE}/runs/crons/count", json={})).json() == 10
 
 
+async def test_a_cron_is_a_schedule_of_its_owner(client: httpx.AsyncClient) -> None:
+    tid = await thread(client)
+    one = (await client.post(f"{BASE}/threads/{tid}/runs/crons", json=cron())).json()
+    (listed,) = (await client.get("/v1/schedules")).json()["schedules"]
+    assert (listed["id"], listed["mode"], listed["text"]) == (one["cron_id"], "run", "plan my day")
+    assert (await client.delete(f"/v1/schedules/{one['cron_id']}")).status_code == 200
+    gone = await client.patch(f"{BASE}/runs/crons/{one['cron_id']}", json={"enabled": False})
+    assert gone.status_code == 404
+    assert (await client.post(f"{BASE}/runs/crons/search", json={})).json() == []
+
+
 async def test_a_cron_firing_now_is_not_changed(
     client: httpx.AsyncClient, runtime: Runtime
 ) -> None:

@@ -10,7 +10,10 @@ words slowly, a tool result is summarised), plus:
 - ``/count``: replies "answer N", N counting such answers (so a regenerated answer
   differs from the one it replaces);
 - ``/loop``: calls ``calculator`` again (a new sum each time) after every result, until
-  the turn's budget of model calls runs out; the wrap-up call (tools off) gets a sentence.
+  the turn's budget of model calls runs out; the wrap-up call (tools off) gets a sentence;
+- ``/steps N``: calls ``calculator`` N times, one call a step, each step's reply streamed
+  slowly (about a second), then replies "steps done": a turn with step boundaries a
+  person can steer into (a message steered in is the newest user text: ``/say`` answers).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from tests.fakes.openai_chat import chunk, usage_chunk
 SAY = re.compile(r"^\s*/say\s(.*)$", re.DOTALL)
 BUSY = re.compile(r"^\s*/busy\s(.*)$", re.DOTALL)
 THINK = re.compile(r"^\s*/think\s(.*)$", re.DOTALL)
+STEPS = re.compile(r"^\s*/steps\s+(\d+)\s*$")
+STEP_DELAY = 0.25  # seconds between the chunks of a /steps call
 WRAP_UP = "Out of steps: this is where I stopped."
 
 
@@ -39,7 +44,7 @@ def _thinking(thought: str, text: str) -> Stream:
     return Stream(events)
 
 
-def _sum_call(n: int) -> Stream:
+def _sum_call(n: int, delay: float = 0.0) -> Stream:
     call_id = f"loop_{n}"  # each call differs, so the repetition backstop lets it go on
     function = {"name": "calculator", "arguments": json.dumps({"expression": f"{n}+1"})}
     first = {"index": 0, "id": call_id, "type": "function", "function": function}
@@ -50,7 +55,8 @@ def _sum_call(n: int) -> Stream:
             (None, chunk({}, finish_reason="tool_calls")),
             (None, usage_chunk(10, 5)),
             (None, "[DONE]"),
-        ]
+        ],
+        delay=delay,
     )
 
 
@@ -79,6 +85,13 @@ class PageChat(AnsweringChat):
         if text.strip() == "/count" and last_is_user:
             self.counted += 1
             return Stream(_text_events([f"answer {self.counted}"]))
+        steps = STEPS.match(text)
+        if steps:
+            done = sum(1 for m in since if m.get("role") == "tool")
+            if done < int(steps.group(1)) and body.get("tool_choice") != "none":
+                self.loops += 1
+                return _sum_call(self.loops, STEP_DELAY)
+            return Stream(_text_events(["steps ", "done"]))
         if text.strip() == "/loop":
             if body.get("tools") and body.get("tool_choice") != "none":
                 self.loops += 1

@@ -125,6 +125,10 @@ export const api = {
   toolCalls: (id: string) =>
     request<{ tool_calls: ToolCallRecord[] }>("GET", `${base(id)}/tool-calls`),
   queue: (id: string) => request<{ queued: QueuedRecord[] }>("GET", `${base(id)}/queue`),
+  editQueued: (id: string, queuedId: string, text: string) =>
+    request<QueuedRecord>("PATCH", `${base(id)}/queue/${encodeURIComponent(queuedId)}`, { text }, false),
+  withdrawQueued: (id: string, queuedId: string) =>
+    request<QueuedRecord>("DELETE", `${base(id)}/queue/${encodeURIComponent(queuedId)}`, undefined, false),
   tools: (id: string) =>
     request<{ tools: Array<{ name: string; category: string }> }>(
       "GET",

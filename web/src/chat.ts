@@ -10,6 +10,7 @@ import type {
   JsonObject,
   Row,
   ToolCallRecord,
+  QueuedRecord,
   ToolResultBlock,
   TurnRecord,
 } from "./types";
@@ -34,6 +35,7 @@ export interface PendingSend {
   text: string;
   files: string[];
   queued: boolean;
+  steer?: boolean; // sent with "Send now": the running turn takes it at its next step
 }
 
 export interface Notice {
@@ -43,6 +45,8 @@ export interface Notice {
 }
 
 const UI_TOOLS = new Set(["ask_user", "ask_form", "choose"]);
+/** Frames after which a waiting message may be gone (a user row too: one was taken). */
+const TAKING_FRAMES = new Set(["turn.started", "turn.finished"]);
 const TAIL = 150; // rows read when a conversation opens
 const OLDER_PAGE = 500; // rows read each time the person reaches the oldest ones held
 
@@ -58,6 +62,9 @@ export class Chat {
   private decided = new Set<string>();
   private requestedSince = new Set<string>();
   pendingSends: PendingSend[] = [];
+  /** The messages waiting in the queue (every surface's), in the order they run. */
+  waiting: QueuedRecord[] = [];
+  private queueEpoch = 0;
   queuedElsewhere = new Map<string, number>(); // queued ids of other surfaces -> position
   private queuedCids = new Map<string, string>(); // queued id -> client_message_id
   notices: Notice[] = [];
@@ -130,6 +137,7 @@ export class Chat {
     const cid = row.metadata?.client_message_id;
     if (typeof cid === "string") {
       this.pendingSends = this.pendingSends.filter((p) => p.client_message_id !== cid);
+      this.waiting = this.waiting.filter((q) => q.client_message_id !== cid);
       for (const [qid, qcid] of this.queuedCids) {
         if (qcid === cid) this.queuedElsewhere.delete(qid);
       }
@@ -246,6 +254,7 @@ export class Chat {
     this.approvals = new Map([...fresh].filter(([aid]) => !this.decided.has(aid)));
     for (const turn of turns.turns) this.turns.set(turn.id, turn);
     this.setToolCalls(calls.tool_calls);
+    this.setWaiting(queue.queued);
     for (const q of queue.queued) {
       if (q.client_message_id && this.pendingSends.some((p) => p.client_message_id === q.client_message_id)) continue;
       this.queuedElsewhere.set(q.id, q.position);
@@ -254,9 +263,43 @@ export class Chat {
     this.changed();
   }
 
+  /** The queue as read. A message of this page's that was listed and is gone without
+   * its row was withdrawn (its row, if a turn took it, comes by its own frame). */
+  private setWaiting(queued: QueuedRecord[]): void {
+    const listed = new Set(this.waiting.map((q) => q.client_message_id));
+    const now = new Set(queued.map((q) => q.client_message_id));
+    this.pendingSends = this.pendingSends.filter(
+      (p) => !(p.queued && listed.has(p.client_message_id) && !now.has(p.client_message_id)),
+    );
+    this.waiting = queued;
+  }
+
+  /** Whether the frame may mean a waiting message was taken (a turn began or ended, or
+   * a user row came: a running turn took a steered one). */
+  private mayTakeWaiting(frame: Frame): boolean {
+    if (TAKING_FRAMES.has(frame.type)) return true;
+    return frame.type === "message" && (frame.message as Row | undefined)?.role === "user";
+  }
+
+  /** Read the queue again (a message was queued, changed, taken, or a turn began or
+   * ended); an older answer that comes last is dropped. */
+  refreshQueue(): void {
+    const epoch = ++this.queueEpoch;
+    api.queue(this.id).then(
+      (queue) => {
+        if (epoch !== this.queueEpoch) return;
+        this.setWaiting(queue.queued);
+        this.changed();
+      },
+      () => undefined, // the next frame (or a reconnect's refresh) reads it again
+    );
+  }
+
   // --- frames ----------------------------------------------------------------------
   apply(frame: Frame): void {
     const f = frame as Frame & Record<string, never>;
+    if (frame.type === "input.queued" || frame.type === "input.changed") this.refreshQueue();
+    else if (this.waiting.length && this.mayTakeWaiting(frame)) this.refreshQueue();
     switch (frame.type) {
       case "message":
         return this.onMessage(f.message as unknown as Row, frame.run_id);
@@ -292,6 +335,9 @@ export class Chat {
         return this.markDecided(String(f.approval_id));
       case "branch.changed":
         return this.onBranchChanged(f);
+      case "input.changed":
+        if (f.withdrawn) this.queuedElsewhere.delete(String(f.queued_id));
+        return this.changed();
       case "input.queued":
         if (!this.pendingSends.some((p) => p.client_message_id === f.client_message_id)) {
           this.queuedElsewhere.set(String(f.queued_id), Number(f.position));

@@ -1,5 +1,6 @@
-// The composer: Enter sends, Shift+Enter adds a line; Stop (or Esc) cancels the running
-// turn; files by the picker or dropped on the page; it says why it is disabled. It takes
+// The composer: Enter sends, Shift+Enter adds a line; while a turn runs, Enter (or
+// "After this answer") queues the message and Ctrl+Enter (or "Send now") steers it into
+// the running turn before its next step; Stop (or Esc) cancels the running turn; files by the picker or dropped on the page; it says why it is disabled. It takes
 // the keyboard focus whenever the person would type next (see `useFocusWhenFree`).
 import { useEffect, useRef, useState } from "preact/hooks";
 
@@ -10,7 +11,7 @@ interface Props {
   error: string | null;
   files: File[];
   onFiles: (files: File[]) => void;
-  onSend: (text: string) => Promise<boolean>;
+  onSend: (text: string, steer?: boolean) => Promise<boolean>;
   onStop: () => void;
   /** A change (a card answered, an approval decided) asks for the focus again. */
   focusKey?: string;
@@ -39,12 +40,13 @@ export function Composer(props: Props) {
   const box = useRef<HTMLTextAreaElement>(null);
   const disabled = props.disabledReason !== null;
   useFocusWhenFree(box, disabled, props.focusKey ?? "");
-  const send = async () => {
+  const send = async (steer = false) => {
     if (disabled || (!text.trim() && !props.files.length)) return;
     const sent = text;
     setText("");
-    if (!(await props.onSend(sent))) setText(sent);
+    if (!(await props.onSend(sent, steer && props.running))) setText(sent);
   };
+  const empty = !text.trim() && !props.files.length;
   const status = props.error ?? props.disabledReason ?? props.hint;
   return (
     <form
@@ -92,7 +94,13 @@ export function Composer(props: Props) {
           ref={box}
           aria-label="Message"
           aria-describedby="composer-status"
-          placeholder={disabled ? "" : "Message (Enter sends, Shift+Enter adds a line)"}
+          placeholder={
+            disabled
+              ? ""
+              : props.running
+                ? "Message (Enter: after this answer, Ctrl+Enter: send now)"
+                : "Message (Enter sends, Shift+Enter adds a line)"
+          }
           rows={1}
           value={text}
           disabled={disabled}
@@ -100,7 +108,7 @@ export function Composer(props: Props) {
           onKeyDown={(e) => {
             if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
               e.preventDefault();
-              send();
+              send(e.ctrlKey || e.metaKey);
             }
           }}
         />
@@ -109,8 +117,23 @@ export function Composer(props: Props) {
             Stop
           </button>
         )}
-        <button type="submit" class="primary" disabled={disabled || (!text.trim() && !props.files.length)}>
-          Send
+        {props.running && (
+          <button
+            type="button"
+            title="Hand it to the running reply before its next step (Ctrl+Enter)"
+            disabled={disabled || empty}
+            onClick={() => send(true)}
+          >
+            Send now
+          </button>
+        )}
+        <button
+          type="submit"
+          class="primary"
+          title={props.running ? "Send it once the current reply is done (Enter)" : undefined}
+          disabled={disabled || empty}
+        >
+          {props.running ? "After this answer" : "Send"}
         </button>
       </div>
       <p id="composer-status" class={props.error ? "composer-status error" : "composer-status"} aria-live="polite">

@@ -10,6 +10,7 @@ import { loadUpTo, reveal, seqInHash } from "./jump";
 import { Live } from "./live";
 import { navigate } from "./nav";
 import { ModelPicker } from "./picker";
+import { WaitingList } from "./waiting";
 import { AssistantRow, DraftRow, PendingRow, StopNote, UserRow } from "./message";
 import type { JsonObject, Row, SiblingRef, TurnRecord } from "./types";
 
@@ -83,13 +84,14 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
   const stick = useRef(true);
   const prevHeight = useRef<number | null>(null);
 
-  const send = async (text: string, attached: File[] = files): Promise<boolean> => {
+  const send = async (text: string, attached: File[] = files, steer = false): Promise<boolean> => {
     setError(null);
     const cid = newId();
-    chat.pendingSends.push({ client_message_id: cid, text, files: attached.map((f) => f.name), queued: chat.state === "running" });
+    chat.pendingSends.push({ client_message_id: cid, text, files: attached.map((f) => f.name), queued: chat.state === "running", steer });
     chat.changed();
     stick.current = true;
     const body: Record<string, unknown> = { text: text.trim() || "(files attached)", client_message_id: cid };
+    if (steer) body.policy = "steer";
     try {
       const first = await startTurn(id, body, attached);
       const pending = chat.pendingSends.find((p) => p.client_message_id === cid);
@@ -343,9 +345,11 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
             </p>
           )}
           {chat.state === "running" && !chat.draft && !approvals.length && <p class="note working" role="status">Working…</p>}
-          {chat.pendingSends.map((p) => (
-            <PendingRow key={p.client_message_id} send={p} />
-          ))}
+          {chat.pendingSends
+            .filter((p) => !chat.waiting.some((q) => q.client_message_id === p.client_message_id))
+            .map((p) => (
+              <PendingRow key={p.client_message_id} send={p} />
+            ))}
         </div>
         <div class="cards">
           {approvals.map((a) => (
@@ -359,6 +363,7 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
             ))}
         </div>
       </div>
+      <WaitingList chat={chat} />
       <ModelPicker id={id} />
       <Composer
         running={chat.state === "running"}
@@ -367,7 +372,7 @@ export function ConversationView({ id, showLookups, takeFirstMessage, onActivity
         error={error}
         files={files}
         onFiles={setFiles}
-        onSend={(t) => send(t)}
+        onSend={(t, steer) => send(t, files, steer)}
         onStop={stop}
         focusKey={[card?.id ?? "", ...approvals.map((a) => a.id)].join(" ")}
       />

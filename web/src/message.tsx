@@ -152,7 +152,9 @@ export function PendingRow({ send }: { send: PendingSend }) {
     <article class="msg user pending" aria-label="You (not sent yet)" data-client-id={send.client_message_id}>
       <div class="user-text">{send.text}</div>
       {send.files.length > 0 && <div class="attachments">{send.files.map((f) => <span key={f} class="attachment-file">{f}</span>)}</div>}
-      <div class="pending-label">{send.queued ? "Queued: runs after the current reply" : "Sending…"}</div>
+      <div class="pending-label">
+        {!send.queued ? "Sending…" : send.steer ? "Sends at the next step of the current reply" : "Queued: runs after the current reply"}
+      </div>
     </article>
   );
 }

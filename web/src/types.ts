@@ -164,6 +164,8 @@ export interface QueuedRecord {
   client_message_id: string | null;
   text: string;
   position: number;
+  /** Sent with `steer`: the running turn takes it before its next model call. */
+  steer: boolean;
 }
 
 export interface Frame {
@@ -186,6 +188,7 @@ export const FRAME_TYPES = [
   "approval.requested",
   "approval.decided",
   "input.queued",
+  "input.changed",
   "branch.changed",
   "context.compacted",
   "model.retrying",

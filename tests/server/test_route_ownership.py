@@ -20,12 +20,22 @@ from starlette.routing import BaseRoute, WebSocketRoute
 
 from ostinato.approvals import Approval, Grant, arguments_hash
 from ostinato.ids import new_id
+from ostinato.messages import user_text
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.server.agent_protocol.record import RunRecord
 from ostinato.server.auth.middleware import is_public
 from ostinato.server.responses.record import ResponseRecord
 from ostinato.server.responses.wire import Envelope
-from ostinato.store.base import CreateApproval, CreateGrant, StartTurn, Store, Turn, utcnow
+from ostinato.store.base import (
+    CreateApproval,
+    CreateGrant,
+    Enqueue,
+    QueuedInput,
+    StartTurn,
+    Store,
+    Turn,
+    utcnow,
+)
 from ostinato.store.jobs import ClaimJob, FinishJob, JobRun
 from ostinato.store.protocol_records import ProtocolRecords
 from ostinato.tools.personal_mcp import CredentialBox, PersonalMcp
@@ -94,6 +104,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PATCH", "/langgraph/runs/crons/{cron_id}"): {"enabled": False},
     ("POST", "/langgraph/runs/crons/search"): {},
     ("POST", "/langgraph/runs/crons/count"): {},
+    ("PATCH", "/v1/conversations/{conversation_id}/queue/{queued_id}"): {"text": "Bob's"},
     ("POST", "/v1/ai-sdk/chat"): {
         "id": "bobs-chat",
         "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
@@ -155,7 +166,10 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
     )
     grant = Grant(new_id(), "ann", cid, "shell", "exact", "k", utcnow(), approval_id=approval.id)
     turn = Turn(new_id(), cid, new_id(), "running", utcnow())
-    await store.write(CreateApproval(approval), CreateGrant(grant), StartTurn(turn))
+    waiting = QueuedInput(new_id(), cid, user_text("Ann's secret, queued"), utcnow())
+    await store.write(
+        CreateApproval(approval), CreateGrant(grant), StartTurn(turn), Enqueue(waiting)
+    )
     job, now = f"test_{new_id()}", utcnow()  # a job of its own: one database serves all
     (claimed,) = await store.write(ClaimJob("ann", job, "h1", now, now, now))
     run = JobRun(new_id(), "ann", job, now, now, "ok", [{"action": "lapsed", "text": "x"}])
@@ -179,6 +193,7 @@ async def _anns_things(callers: Callers) -> dict[str, str]:
         "memory_id": memory,
         "schedule_id": schedule,
         "cron_id": made.json()["cron_id"],
+        "queued_id": waiting.id,
         "run_id": run.id,
         "agent": "default",
         "name": "clock",

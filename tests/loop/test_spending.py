@@ -9,10 +9,12 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from ostinato.approvals import SPEND, Ending
+from ostinato.errors import StoreError
 from ostinato.frames import ApprovalRequested, Frame, TurnFinished
 from ostinato.ids import new_id
 from ostinato.models.scripted import text_step, tool_step
@@ -20,9 +22,9 @@ from ostinato.observe import prices
 from ostinato.recovery import recover
 from ostinato.spend.gate import SpendGate
 from ostinato.spend.limits import Budgets
-from ostinato.spend.rule import Limit
-from ostinato.store.base import CreateApproval, StartTurn, utcnow
-from ostinato.store.spend import Charge
+from ostinato.spend.rule import Account, Limit
+from ostinato.store.base import AppendMessage, CreateApproval, StartTurn, WriteOp, utcnow
+from ostinato.store.spend import Charge, SettleSpend
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
@@ -196,3 +198,61 @@ async def test_a_spend_card_left_by_a_crash_ends_unanswered() -> None:
     closed = await h.store.get_approval(left.id)
     assert closed is not None and closed.ending is Ending.UNANSWERED
     assert (await h.store.get_turn(running.id)).stop_reason == "interrupted"  # type: ignore[union-attr]
+
+
+def writes_of(h: Harness, fail: type | None = None) -> list[tuple[type, ...]]:
+    """The op types of each of the store's writes from now on; with ``fail``, the first
+    write holding an op of that type is refused, as a store that fails would."""
+    seen: list[tuple[type, ...]] = []
+    write = h.store.write
+
+    async def spy(*ops: WriteOp) -> list[object]:
+        kinds = tuple(type(op) for op in ops)
+        refused = fail in kinds and not any(fail in k for k in seen)
+        seen.append(kinds)
+        if refused:
+            raise StoreError("refused")
+        return await write(*ops)
+
+    h.store.write = spy  # type: ignore[method-assign]
+    return seen
+
+
+@pytest.mark.parametrize("limit", [Limit(hard=5.0), None], ids=["limited", "counted"])
+async def test_a_steps_charge_is_committed_with_its_reply_row(limit: Limit | None) -> None:
+    """No transaction of its own: the hold is released and the cost counted in the write
+    that commits the reply (``SettleSpend``), for a limited owner and a counted one."""
+    h = harness(Budgets(default=limit), tool_step(("nothing", {})), text_step("done"))
+    cid = await h.conversation()
+    writes = writes_of(h)
+    settled_alone: list[object] = []
+    settle = h.store.settle_spend
+
+    async def alone(*args: Any) -> None:
+        settled_alone.append(args)
+        await settle(*args)
+
+    h.store.settle_spend = alone  # type: ignore[method-assign]
+    assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    replies = [kinds for kinds in writes if SettleSpend in kinds]
+    assert len(replies) == 2 and all(AppendMessage in kinds for kinds in replies)
+    assert settled_alone == [] and await h.store.spend_holds() == []
+    day = utcnow().date().isoformat()
+    (row,) = await h.store.usage_rows("", day, day)
+    assert row.calls == 2 and row.cost_usd > 0
+
+
+async def test_a_reply_whose_write_fails_has_its_call_charged_alone() -> None:
+    """The call was made: when its reply's row cannot be committed, its charge is settled
+    in a transaction of its own, and its hold does not stay reserved."""
+    h = harness(Budgets(default=Limit(hard=5.0)), text_step("done"))
+    cid = await h.conversation()
+    writes_of(h, fail=SettleSpend)
+    assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "failed"
+    assert await h.store.spend_holds() == []
+    day = utcnow().date().isoformat()
+    (row,) = await h.store.usage_rows("", day, day)
+    assert row.calls == 1 and row.cost_usd > 0
+    own = Account("owner", "", Limit(hard=5.0))
+    (standing,) = await h.store.spend_standings((own,), utcnow())
+    assert standing.reserved == 0.0 and standing.spent == pytest.approx(row.cost_usd)

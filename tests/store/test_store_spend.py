@@ -1,5 +1,6 @@
-"""``SpendStore`` on every engine: reservations against budgets, settling, holds charged
-after a crash, usage per owner, and reservations racing on one account."""
+"""``SpendStore`` on every engine: reservations against budgets, settling (alone, and as a
+write op with a step's row), holds charged after a crash, usage per owner, and
+reservations racing on one account."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from datetime import UTC, datetime
 
 import pytest
 
+from ostinato.errors import NotFound
 from ostinato.ids import new_id
+from ostinato.messages import Message, TextBlock
 from ostinato.spend.rule import Account, Allow, Limit, Refuse, Standing, Verdict, decide
 from ostinato.store import Store
-from ostinato.store.spend import Charge, Hold, SpendStore
+from ostinato.store.base import AppendMessage
+from ostinato.store.spend import Charge, Hold, SettleSpend, SpendStore
+from tests.store.test_store_ops import new_conversation
 
 NOW = datetime(2026, 12, 3, 15, 0, tzinfo=UTC)
 DAY = "2026-12-03"
@@ -121,3 +126,41 @@ async def test_racing_reservations_never_pass_the_hard_limit(store: Store) -> No
     assert sum(isinstance(v, Allow) for v in results) == 10
     (ann,) = await s.spend_standings((hard,), NOW)
     assert ann.reserved == pytest.approx(1.0)
+
+
+async def test_a_settlement_commits_with_the_write_it_is_part_of(store: Store) -> None:
+    """``SettleSpend`` in a ``write`` (a step's reply row): the hold is released and the
+    cost charged in that write's transaction, and a write that fails charges nothing."""
+    s = spend(store)
+    cid = (await new_conversation(store, owner="ann")).id
+    first = hold(0.3)
+    await s.reserve_spend(first, (ANN, EVERYONE), NOW, by_rule(0.3))
+    reply = Message("assistant", (TextBlock("done"),))
+    with pytest.raises(NotFound):  # the row's conversation is unknown: nothing is written
+        await store.write(AppendMessage("nowhere", reply), SettleSpend(first.id, charge(0.1)))
+    (ann,) = await s.spend_standings((ANN,), NOW)
+    assert (ann.spent, ann.reserved) == (0.0, 0.3)
+    assert await s.spend_holds() == [first] and await s.usage_rows("ann", DAY, DAY) == []
+    await store.write(AppendMessage(cid, reply), SettleSpend(first.id, charge(0.1)))
+    ann, everyone = await s.spend_standings((ANN, EVERYONE), NOW)
+    assert (ann.spent, ann.reserved) == (0.1, 0.0)
+    assert (everyone.spent, everyone.reserved) == (0.1, 0.0)
+    assert await s.spend_holds() == []
+    # counted only (no hold: on PostgreSQL planned as one statement), at no known price
+    await store.write(AppendMessage(cid, reply), SettleSpend(None, charge(None)))
+    (row,) = await s.usage_rows("ann", DAY, DAY)
+    assert (row.calls, row.unpriced_calls, row.tokens_in) == (2, 1, 200)
+    assert row.cost_usd == pytest.approx(0.1)
+    assert [m.text for m in await store.list_messages(cid)] == ["done", "done"]
+
+
+async def test_a_settlement_after_recovery_charged_the_hold_charges_nothing(store: Store) -> None:
+    s = spend(store)
+    left = hold(0.4, holder="dead")
+    await s.reserve_spend(left, (ANN, EVERYONE), NOW, by_rule(0.4))
+    assert await s.charge_hold(left.id)
+    await store.write(SettleSpend(left.id, charge(0.1)))
+    (ann,) = await s.spend_standings((ANN,), NOW)
+    assert (ann.spent, ann.reserved) == (0.4, 0.0)
+    (row,) = await s.usage_rows("ann", DAY, DAY)
+    assert (row.calls, row.cost_usd) == (1, 0.4)

@@ -47,7 +47,6 @@ from ostinato.messages import Message, TextBlock, ToolUseBlock
 from ostinato.models.assembly import MessageBuilder, ModelReply, spent
 from ostinato.models.base import Model, ModelRequest
 from ostinato.redaction import redact
-from ostinato.spend.gate import SpendGate
 from ostinato.spend.seam import GATE
 from ostinato.store.base import StartToolCall, Store, Turn, TurnStopReason, utcnow
 from ostinato.tools.registry import ToolCatalog
@@ -129,7 +128,7 @@ class TurnDriver:
         )
         gate = GATE.get()  # budgets (``loop.spending``); None: not checked
         asker = consent if isinstance(consent, SpendAsker) else None
-        self.spend = TurnSpend(gate, asker, turn, owner) if isinstance(gate, SpendGate) else None
+        self.spend = TurnSpend.of(gate, asker, turn, owner, store)  # None: not checked
         self.tools = ToolRunner(
             self.record,
             catalog,
@@ -337,9 +336,18 @@ class TurnDriver:
             if not state.wrapping_up:
                 raise
             return state, await self._fixed_wrap_up(state.stopping or "budget_exhausted", exc)
+        except BaseException as exc:
+            if self.spend is not None:  # e.g. a cancel after the reply: charged alone
+                await self.spend.unpaid(exc)
+            raise
         state, step = after_reply(state, reply)
-        step = await self._unless_unfit(step)
-        await self._commit_reply(reply, step)
+        try:
+            step = await self._unless_unfit(step)
+            await self._commit_reply(reply, step)
+        except BaseException as exc:
+            if self.spend is not None:  # the reply's row, with its charge, not committed
+                await self.spend.unpaid(exc)
+            raise
         return state, step
 
     async def _fixed_wrap_up(self, reason: TurnStopReason, exc: ModelError) -> Finish:
@@ -389,8 +397,8 @@ class TurnDriver:
                 await asyncio.shield(spend.charge(held, spent(builder, None)))
             raise
         call.replied(reply)
-        if spend is not None:
-            await spend.charge(held, reply.usage)
+        if spend is not None:  # charged in the reply's write (``_commit_reply``)
+            await spend.owe(held, reply.usage)
         return reply
 
     def metrics(self) -> dict[str, Any]:
@@ -459,7 +467,10 @@ class TurnDriver:
                 if call.id not in step.broken:
                     waiting = call.id == step.awaiting
                     starts.append(self.record.start_op(call, now, waiting))
-        await self.record.commit([message], starts)  # opens its calls (``TurnRecord``)
+        owed = self.spend.owed() if self.spend is not None else ()
+        await self.record.commit([message], [*starts, *owed])  # opens its calls (``TurnRecord``)
+        if self.spend is not None:
+            self.spend.paid()
         if isinstance(step, RunTools):
             for call in step.calls:
                 if call.id not in step.broken and call.id != step.awaiting:

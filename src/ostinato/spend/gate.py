@@ -15,8 +15,9 @@ call is neither checked nor counted.
 ``max_tokens``, or ``Budgets.output_tokens``) and, when any limit is set, reserves it in
 the store (one transaction that reads the standing and decides); with no limit at all
 nothing is reserved and the call is only counted. ``charge`` settles the reservation at
-the call's actual cost and counts it in its owner's usage. A side call never asks a
-person: only a turn's own step can wait for the soft-limit card.
+the call's actual cost and counts it in its owner's usage; a turn's own step takes the
+same work as a write op (``settlement``) and commits it with its reply's row instead.
+A side call never asks a person: only a turn's own step can wait for the soft-limit card.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 
 from ostinato import observe
 from ostinato.context.tokens import estimate_input
@@ -37,7 +38,7 @@ from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Account, Allow, Refuse, Standing, Verdict, day_of, decide
 from ostinato.spend.seam import Settle
 from ostinato.store.base import utcnow
-from ostinato.store.spend import Charge, Hold, SpendStore
+from ostinato.store.spend import Charge, Hold, SettleSpend, SpendStore
 
 log = logging.getLogger("ostinato.spend")
 NO_USAGE = Usage()
@@ -99,6 +100,8 @@ class SpendGate:
         self._made_for: Budgets | None = None
         self._made: dict[str | None, tuple[Account, ...]] = {}
         self._limited = budgets.any  # any limit set (else calls are only counted)
+        self._date: date | None = None
+        self._day_key = ""
 
     def estimate(
         self, model: str, request: ModelRequest, tokens_in: int | None = None
@@ -127,7 +130,7 @@ class SpendGate:
         who = who or payer()
         accounts = self._accounts(who.owner)
         keys = tuple((a.pool, a.owner) for a in accounts)
-        day = day_of(now)
+        day = self._day(now)
         if not self._limited:  # nothing to check: only counted
             return Clearance(Allow(), Held(who, model, day, keys, None))
         estimate = self.estimate(model, request, tokens_in)
@@ -145,6 +148,15 @@ class SpendGate:
         held = Held(who, model, day, keys, hold) if isinstance(verdict, Allow) else None
         return Clearance(verdict, held)
 
+    def _day(self, now: datetime) -> str:
+        """``day_of(now)``, worked out once a day."""
+        if now.tzinfo is not UTC:
+            return day_of(now)
+        date = now.date()
+        if date != self._date:
+            self._date, self._day_key = date, day_of(now)
+        return self._day_key
+
     def _accounts(self, owner: str | None) -> tuple[Account, ...]:
         """``budgets.accounts(owner)``, made once per owner for the budgets in force."""
         budgets = self.budgets
@@ -157,6 +169,15 @@ class SpendGate:
 
     async def charge(self, held: Held, usage: Usage | None) -> None:
         """Settle a call that was made (or cut short) at what it cost."""
+        await self.settle(self.settlement(held, usage))
+
+    async def settle(self, op: SettleSpend) -> None:
+        """Run a settlement in a transaction of its own."""
+        await self.store.settle_spend(op.hold_id, op.charge)
+
+    def settlement(self, held: Held, usage: Usage | None) -> SettleSpend:
+        """The write op that settles a call at what it cost: ``settle`` runs it alone, a
+        turn's step commits it with the reply's row (``loop.spending``)."""
         cost = prices.cost(held.model, usage or NO_USAGE)
         usage = usage or NO_USAGE
         charge = Charge(
@@ -171,7 +192,7 @@ class SpendGate:
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
         )
-        await self.store.settle_spend(held.hold.id if held.hold is not None else None, charge)
+        return SettleSpend(held.hold.id if held.hold is not None else None, charge)
 
     async def side_call(self, model: str, request: ModelRequest) -> Settle | None:
         """``seam.SideCalls``: clear a call that never asks (``SpendLimitReached`` when a

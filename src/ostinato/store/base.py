@@ -33,6 +33,7 @@ from ostinato.store.memory_records import check_fact_text as check_fact_text
 from ostinato.store.memory_records import normalize_subject as normalize_subject
 from ostinato.store.relations import RelationOp, RelationReads
 from ostinato.store.search import SearchReads
+from ostinato.store.spend import SpendOp
 from ostinato.store.tree import WHOLE, Branch
 
 ConversationState: TypeAlias = Literal["idle", "running", "paused", "failed"]
@@ -391,6 +392,7 @@ WriteOp: TypeAlias = (
     | McpServerOp  # per-person MCP servers (``store.mcp_servers``)
     | JobOp  # idle-gated background jobs: claims, runs, facts' use (``store.jobs``)
     | TreeOp  # moving a conversation's current branch (``store.branches``)
+    | SpendOp  # a call's charge, with its reply's row (``store.spend``)
 )
 
 

@@ -62,6 +62,7 @@ from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
 from ostinato.store.memory_tables import MemoryTables as MemoryTables
 from ostinato.store.memory_tree import TREE_WRITES, parent_for
+from ostinato.store.spend import SettleSpend, settle_write
 
 Undo = list[Callable[[], None]]
 
@@ -431,5 +432,6 @@ WRITES: dict[type, Write] = {
     **MCP_SERVER_WRITES,
     **JOB_WRITES,
     **TREE_WRITES,
+    SettleSpend: settle_write,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -17,7 +17,9 @@ standing over its period, asks ``decide`` (``spend.rule``), and writes the hold 
 when the verdict is ``Allow``. ``settle_spend`` replaces a hold by the call's actual
 cost. A hold whose server died is charged at its estimate by ``charge_holds`` (recovery),
 never forgotten: the call may have been made. Like leases, these are written apart
-from ``Store.write``, each method one small transaction.
+from ``Store.write``, each method one small transaction, except one: a turn's own call
+is settled by a write op (``SettleSpend``) in the transaction that commits its reply's
+row, so a step pays for no transaction of its own to count what it cost.
 """
 
 from __future__ import annotations
@@ -95,6 +97,17 @@ class UsageRow:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SettleSpend:
+    """A write op: ``settle_spend`` inside a ``Store.write`` (with the reply's row)."""
+
+    hold_id: str | None
+    charge: Charge
+
+
+SpendOp = SettleSpend
+
+
 def charge_of(hold: Hold) -> Charge:
     """A hold charged at its estimate (its server died: the call may have been made)."""
     return Charge(hold.owner, hold.day, hold.model, hold.agent, hold.accounts, hold.amount)
@@ -154,36 +167,18 @@ class MemorySpend:
                 spent, reserved = spent + got, reserved + held
         return Standing(account, spent, reserved, since)
 
-    def _add(self, key: AccountKey, day: str, spent: float, held: float) -> None:
-        row = self._spend_days.setdefault((key[0], key[1], day), [0.0, 0.0])
-        row[0] += spent
-        row[1] += held
-
     async def reserve_spend(
         self, hold: Hold, accounts: Sequence[Account], now: datetime, decide: Decide
     ) -> Verdict:
         verdict = decide([self._standing(account, now) for account in accounts])
         if isinstance(verdict, Allow):
             for key in hold.accounts:
-                self._add(key, hold.day, 0.0, hold.amount)
+                _add(self, key, hold.day, 0.0, hold.amount)
             self._spend_holds[hold.id] = hold
         return verdict
 
     async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
-        if hold_id is not None:
-            hold = self._spend_holds.pop(hold_id, None)
-            if hold is None:
-                return  # recovery charged it at its estimate
-            for key in hold.accounts:
-                self._add(key, hold.day, 0.0, -hold.amount)
-        for key in charge.accounts:
-            self._add(key, charge.day, charge.cost or 0.0, 0.0)
-        self._count(charge)
-
-    def _count(self, charge: Charge) -> None:
-        key = (charge.owner, charge.day, charge.model, charge.agent)
-        row = self._usage_days.get(key) or UsageRow(*key)
-        self._usage_days[key] = row.plus(charge)
+        _settle(self, hold_id, charge)
 
     async def spend_standings(self, accounts: Sequence[Account], now: datetime) -> list[Standing]:
         return [self._standing(account, now) for account in accounts]
@@ -195,10 +190,9 @@ class MemorySpend:
         hold = self._spend_holds.pop(hold_id, None)
         if hold is None:
             return False
-        charge = charge_of(hold)
         for key in hold.accounts:
-            self._add(key, hold.day, hold.amount, -hold.amount)
-        self._count(charge)
+            _add(self, key, hold.day, hold.amount, -hold.amount)
+        _count(self, charge_of(hold))
         return True
 
     async def usage_rows(self, owner: str | None, since: str, until: str) -> list[UsageRow]:
@@ -208,3 +202,60 @@ class MemorySpend:
             if (owner is None or who == owner) and since <= day <= until
         ]
         return sorted(found, key=lambda r: (r.day, r.owner, r.model, r.agent))
+
+
+class SpendTables(Protocol):
+    """The in-memory store's spend tables (``MemorySpend``'s, ``MemoryTables``')."""
+
+    _spend_days: dict[tuple[str, str, str], list[float]]
+    _spend_holds: dict[str, Hold]
+    _usage_days: dict[tuple[str, str, str, str], UsageRow]
+
+
+def _add(t: SpendTables, key: AccountKey, day: str, spent: float, held: float) -> None:
+    row = t._spend_days.setdefault((key[0], key[1], day), [0.0, 0.0])
+    row[0] += spent
+    row[1] += held
+
+
+def _count(t: SpendTables, charge: Charge) -> None:
+    key = (charge.owner, charge.day, charge.model, charge.agent)
+    row = t._usage_days.get(key) or UsageRow(*key)
+    t._usage_days[key] = row.plus(charge)
+
+
+def _settle(t: SpendTables, hold_id: str | None, charge: Charge) -> None:
+    if hold_id is not None:
+        hold = t._spend_holds.pop(hold_id, None)
+        if hold is None:
+            return  # recovery charged it at its estimate
+        for key in hold.accounts:
+            _add(t, key, hold.day, 0.0, -hold.amount)
+    for key in charge.accounts:
+        _add(t, key, charge.day, charge.cost or 0.0, 0.0)
+    _count(t, charge)
+
+
+def settle_write(t: SpendTables, op: SettleSpend, undo: list[Callable[[], None]]) -> None:
+    """``SettleSpend`` in a memory ``write``: settled, with how to take it back."""
+    charge = op.charge
+    hold = t._spend_holds.get(op.hold_id) if op.hold_id is not None else None
+    if op.hold_id is not None and hold is None:
+        return  # recovery charged it at its estimate: nothing to do, nothing to undo
+    usage = (charge.owner, charge.day, charge.model, charge.agent)
+    row = t._usage_days.get(usage)
+
+    def unsettle() -> None:
+        for key in charge.accounts:
+            _add(t, key, charge.day, -(charge.cost or 0.0), 0.0)
+        if hold is not None:
+            for key in hold.accounts:
+                _add(t, key, hold.day, 0.0, hold.amount)
+            t._spend_holds[hold.id] = hold
+        if row is None:
+            t._usage_days.pop(usage, None)
+        else:
+            t._usage_days[usage] = row
+
+    undo.append(unsettle)
+    _settle(t, op.hold_id, charge)

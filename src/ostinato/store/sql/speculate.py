@@ -10,7 +10,8 @@ which finds what is wrong (an unknown row, a ``seq`` taken meanwhile) and says s
 it always does.
 
 Only ops whose success is decided by their statements' row counts are planned
-(``PLANNED``): the ops of a step and of a turn's start and end. An op that needs a
+(``PLANNED``): the ops of a step (with its call's charge, when it has no hold to read)
+and of a turn's start and end. An op that needs a
 statement's rows (``Executor.row``) or feeds one result into another statement is
 not planned; neither is anything else, which goes the ordinary way.
 """
@@ -35,6 +36,7 @@ from ostinato.store.base import (
     TakeQueued,
     WriteOp,
 )
+from ostinato.store.spend import SettleSpend
 from ostinato.store.sql.executor import Pending
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.rows import Row, time_from_postgres, utc_time
@@ -53,6 +55,7 @@ PLANNED: frozenset[type] = frozenset(
         TakeQueued,
         Enqueue,
         CreateApproval,
+        SettleSpend,  # a counted call's charge (one with a hold reads it: not planned)
     }
 )
 

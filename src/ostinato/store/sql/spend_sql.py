@@ -3,11 +3,16 @@ holds of calls under way, and usage per owner.
 
 Each method is one transaction of its own, apart from the store's write path, as the
 leases' are (``sql.leases``: PostgreSQL on a pooled connection, SQLite under ``BEGIN
-IMMEDIATE``). A reservation first adds nothing to each account's row for the day (an
-upsert), which on PostgreSQL locks that row until the transaction ends: reservations of
+IMMEDIATE``). On PostgreSQL a reservation first adds nothing to each account's row for
+the day (an upsert), which locks that row until the transaction ends: reservations of
 one account on every server take turns, and each reads the standing the one before it
 left (READ COMMITTED reads anew at each statement). Rows are locked in one order, so two
-reservations never wait on each other crosswise. SQLite has one writer.
+reservations never wait on each other crosswise. SQLite has one writer at a time (every
+process's ``BEGIN IMMEDIATE`` takes the database's write lock), so there it reads at once.
+
+A turn's own call is settled inside the write that commits its reply's row
+(``SettleSpend``, run by ``settle_op`` through the write path's ``Executor`` with the
+statements named in ``SpendWriteName``), in the accounts' one order as here.
 """
 
 from __future__ import annotations
@@ -17,13 +22,21 @@ from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.spend.rule import Account, Allow, Standing, Verdict, start
-from ostinato.store.spend import AccountKey, Charge, Decide, Hold, UsageRow, charge_of
+from ostinato.store.spend import (
+    AccountKey,
+    Charge,
+    Decide,
+    Hold,
+    SettleSpend,
+    UsageRow,
+    charge_of,
+)
 from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.rows import Row, TimeDecoder
 from ostinato.store.sql.tables import spend_days, spend_holds, usage_days
@@ -77,6 +90,42 @@ def statements(dialect: str) -> dict[str, sa.Executable]:
         "insert_hold": sa.insert(h).values({c.name: _p(h, c.name) for c in h.columns}),
         "take_hold": sa.delete(h).where(hold_id).returning(*h.columns),
     }
+
+
+SpendWriteName: TypeAlias = Literal["spend_add", "spend_count", "spend_take_hold"]
+
+
+def spend_write_statements(dialect: str) -> dict[str, sa.Executable]:
+    """The statements ``settle_op`` runs in a write, by ``SpendWriteName``."""
+    found = statements(dialect)
+    return {
+        "spend_add": found["add"],
+        "spend_count": found["count"],
+        "spend_take_hold": found["take_hold"],
+    }
+
+
+def settle_op(ex: Any, op: SettleSpend) -> None:
+    """``SettleSpend`` on ``ex`` (an ``ops.Executor``): ``SQLSpend.settle_spend``'s work
+    inside the caller's write."""
+    charge, cost = op.charge, op.charge.cost or 0.0
+    changes = {(pool, owner, charge.day): [cost, 0.0] for pool, owner in charge.accounts}
+    if op.hold_id is not None:
+        found = ex.rows("spend_take_hold", {"b_id": op.hold_id})
+        if not found:
+            return  # recovery charged it at its estimate
+        hold = _hold(found[0], ex.read_time)
+        for pool, owner in hold.accounts:  # one statement an account: charged, released
+            changes.setdefault((pool, owner, hold.day), [0.0, 0.0])[1] -= hold.amount
+    for (pool, owner, day), (spent, held) in sorted(changes.items()):
+        params = {"pool": pool, "owner": owner, "day": day}
+        ex.execute("spend_add", params | {"spent_usd": spent, "reserved_usd": held})
+    ex.execute("spend_count", _usage_params(charge))
+
+
+def _usage_params(charge: Charge) -> dict[str, Any]:
+    row = UsageRow(charge.owner, charge.day, charge.model, charge.agent).plus(charge)
+    return {c.name: getattr(row, c.name) for c in usage_days.columns}
 
 
 _HOLDS = sa.select(spend_holds).order_by(spend_holds.c.created_at, spend_holds.c.id)
@@ -140,9 +189,7 @@ class SQLSpend:
         tx.execute(self._spend["add"], params | {"spent_usd": spent, "reserved_usd": held})
 
     def _count(self, tx: LeaseTx, charge: Charge) -> None:
-        row = UsageRow(charge.owner, charge.day, charge.model, charge.agent).plus(charge)
-        params = {c.name: getattr(row, c.name) for c in usage_days.columns}
-        tx.execute(self._spend["count"], params)
+        tx.execute(self._spend["count"], _usage_params(charge))
 
     def _charge(self, tx: LeaseTx, charge: Charge) -> None:
         for key in sorted(charge.accounts):
@@ -152,8 +199,10 @@ class SQLSpend:
     async def reserve_spend(
         self, hold: Hold, accounts: Sequence[Account], now: datetime, decide: Decide
     ) -> Verdict:
+        locks = self._dialect == "postgresql"  # SQLite's BEGIN IMMEDIATE: one writer
+
         def work(tx: LeaseTx) -> Verdict:
-            for key in sorted(hold.accounts):  # locks the day's rows, in one order
+            for key in sorted(hold.accounts) if locks else ():  # the day's rows, in one order
                 self._add(tx, key, hold.day, 0.0, 0.0)
             verdict = decide([self._standing(tx, account, now) for account in accounts])
             if isinstance(verdict, Allow):

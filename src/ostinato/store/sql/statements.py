@@ -35,6 +35,7 @@ from ostinato.store.sql.job_sql import JobWriteName, job_statements
 from ostinato.store.sql.mcp_sql import McpWriteName, mcp_statements
 from ostinato.store.sql.relation_sql import RelationWriteName, relation_statements
 from ostinato.store.sql.search_sql import SearchWriteName, search_statements
+from ostinato.store.sql.spend_sql import SpendWriteName, spend_write_statements
 from ostinato.store.sql.tables import (
     approvals,
     conversations,
@@ -60,6 +61,7 @@ WriteName: TypeAlias = (
     | McpWriteName
     | JobWriteName
     | SearchWriteName
+    | SpendWriteName
     | Literal[
         "insert_conversation",
         "set_state",
@@ -147,6 +149,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **mcp_statements(dialect),
         **job_statements(dialect),
         **search_statements(dialect),
+        **spend_write_statements(dialect),
         **erasure_statements(),
         **tree_statements(),
     }

@@ -9,6 +9,7 @@ and tool call, publishing frames (with one subscriber listening), recording the 
 Run:  python bench/step_overhead.py [--turns N] [--sqlite-dir DIR] [--postgres URL]
                                       [--stores memory,sqlite,postgres]
       python bench/step_overhead.py --observe [--rounds R] [--turns N]
+      python bench/step_overhead.py --spend-compare R [--turns N] [--stores memory,sqlite]
       valgrind --tool=callgrind python bench/step_overhead.py --case MODE --turns N [--store S]
 
 ``--postgres URL`` adds the same table on PostgreSQL, and the 1,000 concurrent
@@ -26,10 +27,11 @@ memory, or ``--store sqlite``): under callgrind, the instructions of two runs (N
 turns) differ by the cost of (N2 - N1) x 11 steps, whatever the machine's load
 (docs/observability.md, docs/performance.md); ``--spend counted`` or ``limited`` adds the
 spend gate (every call counted; or also checked against a budget), whose cost per step is
-the difference against ``--spend none``. ``--case bare`` is the floor ``off`` is
-held against: model and tool calls observed by scopes that record nothing, and a fixed
-metrics block, as if the loop observed nothing at all. Both first run a few
-turns, then freeze what the process holds (``gc.collect``, ``gc.freeze``) as
+the difference against ``--spend none``; ``--spend-compare R`` runs the three in turn,
+R rounds, and prints each one's ratio to ``none`` round by round. ``--case bare`` is
+the floor ``off`` is held against: model and tool calls observed by scopes that record
+nothing, and a fixed metrics block, as if the loop observed nothing at all. Both first
+run a few turns, then freeze what the process holds (``gc.collect``, ``gc.freeze``) as
 ``ostinato serve`` does once started, so the collector's full passes skip what start-up
 and the first turns made, as they do in the server, and do not land in one mode's
 window and not another's.
@@ -171,6 +173,32 @@ def backends(mode: str) -> list[observe.Backend]:
 
 
 MODES = ("off", "timeline", "otel", "metrics", "both")
+SPEND_MODES = ("none", "counted", "limited")
+
+
+async def compare_spend(directory: Path, turns: int, rounds: int, stores: list[str]) -> None:
+    """``--spend-compare``: the spend gate's modes taking turns for ``rounds`` rounds
+    (K = 10, timelines kept, as ``--case off``'s default process), each store's median
+    of the rounds' medians, and each mode's ratio to ``none`` in every round."""
+    k = 10
+    results: dict[tuple[str, str], list[float]] = {}
+    await warmed(await open_store("memory://"))
+    for r in range(rounds):
+        for label in stores:
+            for mode in SPEND_MODES:
+                SPEND["mode"] = mode
+                url = "memory://" if label == "memory" else f"sqlite:///{directory}/s{r}{mode}.db"
+                store = await open_store(url)
+                median, _ = await per_step(store, k, turns)
+                await store.close()
+                results.setdefault((label, mode), []).append(median)
+    print(f"spend gate per step (µs, K={k}, median of {rounds} rounds; ratio to none per round)")
+    for label in stores:
+        none = results[(label, "none")]
+        for mode in SPEND_MODES:
+            values = results[(label, mode)]
+            ratios = " ".join(f"{v / n:.3f}" for v, n in zip(values, none, strict=True))
+            print(f"{label:<8}{mode:<9}{statistics.median(values):>9.1f}   {ratios}")
 
 
 class _Unobserved:
@@ -272,6 +300,12 @@ async def main() -> None:
         "--store", choices=("memory", "sqlite"), default="memory", help="the store of --case"
     )
     parser.add_argument(
+        "--spend-compare",
+        type=int,
+        metavar="ROUNDS",
+        help="compare the spend gate's modes (none, counted, limited) over ROUNDS rounds",
+    )
+    parser.add_argument(
         "--spend",
         choices=("none", "counted", "limited"),
         default="none",
@@ -295,6 +329,10 @@ async def main() -> None:
         return
     if args.observe:
         await compare(directory, max(20, args.turns // 2), args.rounds)
+        return
+    if args.spend_compare:
+        stores = (args.stores or "memory,sqlite").split(",")
+        await compare_spend(directory, max(20, args.turns // 2), args.spend_compare, stores)
         return
     urls = {"memory": "memory://", "sqlite": f"sqlite:///{directory}/steps-{{k}}.db"}
     if args.postgres:

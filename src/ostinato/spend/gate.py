@@ -38,7 +38,7 @@ from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Account, Allow, Refuse, Standing, Verdict, day_of, decide
 from ostinato.spend.seam import Settle
 from ostinato.store.base import utcnow
-from ostinato.store.spend import Charge, Hold, SettleSpend, SpendStore
+from ostinato.store.spend import AccountKey, Charge, Hold, SettleSpend, SpendStore
 
 log = logging.getLogger("ostinato.spend")
 NO_USAGE = Usage()
@@ -98,7 +98,7 @@ class SpendGate:
         self.store, self.budgets = store, budgets
         self.holder, self.clock = holder, clock
         self._made_for: Budgets | None = None
-        self._made: dict[str | None, tuple[Account, ...]] = {}
+        self._made: dict[str | None, tuple[tuple[Account, ...], tuple[AccountKey, ...]]] = {}
         self._limited = budgets.any  # any limit set (else calls are only counted)
         self._date: date | None = None
         self._day_key = ""
@@ -128,8 +128,7 @@ class SpendGate:
         agreed to pass (``rule.consent_key``)."""
         budgets, now = self.budgets, self.clock()
         who = who or payer()
-        accounts = self._accounts(who.owner)
-        keys = tuple((a.pool, a.owner) for a in accounts)
+        accounts, keys = self._accounts(who.owner)
         day = self._day(now)
         if not self._limited:  # nothing to check: only counted
             return Clearance(Allow(), Held(who, model, day, keys, None))
@@ -157,14 +156,16 @@ class SpendGate:
             self._date, self._day_key = date, day_of(now)
         return self._day_key
 
-    def _accounts(self, owner: str | None) -> tuple[Account, ...]:
-        """``budgets.accounts(owner)``, made once per owner for the budgets in force."""
+    def _accounts(self, owner: str | None) -> tuple[tuple[Account, ...], tuple[AccountKey, ...]]:
+        """``budgets.accounts(owner)`` and their keys, made once per owner for the budgets
+        in force."""
         budgets = self.budgets
         if self._made_for is not budgets:
             self._made_for, self._made, self._limited = budgets, {}, budgets.any
         found = self._made.get(owner)
         if found is None:
-            found = self._made[owner] = budgets.accounts(owner)
+            accounts = budgets.accounts(owner)
+            found = self._made[owner] = accounts, tuple((a.pool, a.owner) for a in accounts)
         return found
 
     async def charge(self, held: Held, usage: Usage | None) -> None:

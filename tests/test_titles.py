@@ -81,6 +81,24 @@ async def test_a_failing_model_leaves_the_first_words(store: Store) -> None:
     assert await title_of(store, cid) == "tell me about tides"
 
 
+async def test_the_offline_model_is_not_asked_for_a_title(store: Store) -> None:
+    from ostinato.models.offline import OfflineModel
+
+    asked: list[object] = []
+
+    class Watched(OfflineModel):  # the offline model, counting what it is sent
+        async def stream(self, request: Any) -> Any:
+            asked.append(request)
+            async for event in super().stream(request):
+                yield event
+
+    _, cid = await run(store, Titler(store, lambda c: Watched()), "/say hello stranger")
+    assert await title_of(store, cid) == "/say hello stranger"  # not its echo of the prompt
+    assert asked == []
+    _, named = await run(store, Titler(store, lambda c: Watched()), "hi", title="hi")
+    assert await title_of(store, named) == "hi"  # the page's first line stays
+
+
 async def test_a_rename_while_the_title_is_made_wins(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

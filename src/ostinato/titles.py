@@ -5,12 +5,13 @@ in a conversation whose title is still automatic, it asks a model for one (the
 conversation's own, or a small one: ``[data] titles``). A title is automatic when there
 is none, or when it is the first line of the conversation's first message (what a client
 such as the chat page names a new conversation by, until a better title is made). Without
-a model (``titles = "off"``), or when the model fails, a conversation with no title at
-all is named by the first words of the person's message (``first_words``); one the
-client named keeps its name. A title is written only if the conversation's title is
-still the one read (``UpdateConversation(expect_title=...)``), so a rename made
-meanwhile is never overwritten, and a title once made by the model is not automatic any
-more: it is made once. ``AfterTurns`` runs several after-turn works one after another.
+a model (``titles = "off"``, or the offline model, which only echoes), or when the model
+fails, a conversation with no title at all is named by the first words of the person's
+message (``first_words``); one the client named keeps its name. A title is written only
+if the conversation's title is still the one read
+(``UpdateConversation(expect_title=...)``), so a rename made meanwhile is never
+overwritten, and a title once made by the model is not automatic any more: it is made
+once. ``AfterTurns`` runs several after-turn works one after another.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ostinato.models.base import Model, ModelRequest
 from ostinato.store.accounts import UpdateConversation
 from ostinato.store.base import Conversation, Store
 
+OFFLINE = "offline:"  # the offline model's name (models.offline): it makes no titles
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 80  # the longest title made
@@ -128,6 +130,8 @@ class Titler:
         )
         try:
             model = self.model_for(conversation)
+            if str(getattr(model, "name", "")).startswith(OFFLINE):
+                return None  # it echoes what it is sent: the first words are a better title
             reply = await complete(model, request, deadline=self.timeout, what="title")
         except OstinatoError as exc:
             log.info("title left to the first words: %s", exc)

@@ -22,8 +22,6 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, TextIO
 
-from ostinato.identity.owners import LOCAL_OWNER
-
 
 def add_parsers(commands: Any, database_help: str, config_help: str) -> None:
     """The ``export``, ``import`` and ``owners`` commands."""
@@ -36,7 +34,7 @@ def add_parsers(commands: Any, database_help: str, config_help: str) -> None:
         "import", help="read an export file, or ChatGPT's conversations.json, as new conversations"
     )
     imports.add_argument("file", metavar="FILE")
-    imports.add_argument("--owner", default=LOCAL_OWNER, help="whose they become (default: local)")
+    imports.add_argument("--owner", default=None, help="whose they become (default: local)")
     owners = commands.add_parser("owners", help="erase everything of an owner")
     actions = owners.add_subparsers(dest="action", required=True, metavar="ACTION")
     erase = actions.add_parser(
@@ -83,6 +81,7 @@ def _target(path: str | None, out: TextIO) -> AbstractContextManager[TextIO]:
 
 async def _export(store: Any, args: argparse.Namespace, out: TextIO) -> int:
     from ostinato.errors import NotFound
+    from ostinato.identity.owners import LOCAL_OWNER  # identity loads pydantic
     from ostinato.transfer.exporting import (
         conversation_markdown,
         export_json,
@@ -110,17 +109,19 @@ async def _export(store: Any, args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _import(store: Any, args: argparse.Namespace, out: TextIO) -> int:
+    from ostinato.identity.owners import LOCAL_OWNER
     from ostinato.transfer.importing import import_document, read_document
 
+    owner = args.owner or LOCAL_OWNER
     try:
         raw = await asyncio.to_thread(Path(args.file).read_bytes)
     except OSError as exc:
         print(f"ostinato import: {exc}", file=sys.stderr)
         return 2
-    ids = await import_document(store, read_document(raw, args.owner), args.owner)
+    ids = await import_document(store, read_document(raw, owner), owner)
     for cid in ids:
         print(cid, file=out)
-    print(f"imported {len(ids)} conversation(s) for {args.owner}", file=sys.stderr)
+    print(f"imported {len(ids)} conversation(s) for {owner}", file=sys.stderr)
     return 0
 
 

@@ -26,13 +26,15 @@ async def crons(url: str) -> None:
         tid, "ostinato", schedule="in 2 seconds", input=said, metadata={"kind": "e2e"}
     )
     assert cron["thread_id"] == tid and cron["next_run_date"] is not None
-    for _ in range(300):  # the poller looks every half second
+    # The poller looks every half second; once the run's turn has ended, its next look
+    # advances the cron (a one-shot then has no next run), so both are waited for.
+    for _ in range(600):
         messages = (await client.threads.get_state(tid))["values"]["messages"]
-        if [m["type"] for m in messages] == ["human", "ai"]:
+        (found,) = await client.crons.search(thread_id=tid, metadata={"kind": "e2e"})
+        if [m["type"] for m in messages] == ["human", "ai"] and found["next_run_date"] is None:
             break
         await asyncio.sleep(0.1)
     assert messages[0]["content"] == "good morning" and messages[1]["type"] == "ai"
-    (found,) = await client.crons.search(thread_id=tid, metadata={"kind": "e2e"})
     assert found["cron_id"] == cron["cron_id"] and found["next_run_date"] is None  # it ran
     assert await client.crons.count(thread_id=tid) == 1
     moved = await client.crons.update(cron["cron_id"], schedule="0 9 * * *")

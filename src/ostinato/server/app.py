@@ -127,21 +127,30 @@ def _include_routes(app: FastAPI) -> None:
         responses,
     )
     from ostinato.server.responses.guard import ConversationsGuard
-    from ostinato.server.routes import ROUTERS
+    from ostinato.server.routes import ROUTERS, websocket
     from ostinato.server.routes import metrics as metrics_route
 
     app.state.metrics = None  # what /metrics serves: set by ``serve`` (routes/metrics.py)
-    for router in ROUTERS:
+    # A request's route is found by trying the routers in the order they are included
+    # (FastAPI matches each included router's routes in turn, a few microseconds each),
+    # so the routes of a conversation's turns come first: the native ones (up to the
+    # WebSocket's), then the protocols' that start turns, the Agent Protocol's many
+    # routes last of them; then the rest. No two routers serve the same path, so the
+    # order changes no answer (bench/protocols.py shows what it saves).
+    hot = ROUTERS.index(websocket.router) + 1
+    for router in ROUTERS[:hot]:
         app.include_router(router)
-    app.include_router(openai_compat.router)  # POST /v1/chat/completions
-    app.include_router(ai_sdk.router)  # POST /v1/ai-sdk/chat
-    app.include_router(a2a.router)  # A2A: the agent cards, POST /a2a (issue 31)
-    app.include_router(ag_ui.router)  # POST /v1/ag-ui (issue 31)
-    app.include_router(mcp_server.router)  # /mcp: the agents as MCP tools (issue 31)
     for base in responses.BASES:  # OpenAI's Responses API
         app.include_router(responses.make_router(base))
-    app.include_router(responses.conversations_router)  # and its Conversations API
+    app.include_router(openai_compat.router)  # POST /v1/chat/completions
+    app.include_router(ai_sdk.router)  # POST /v1/ai-sdk/chat
+    app.include_router(ag_ui.router)  # POST /v1/ag-ui (issue 31)
     app.include_router(agent_protocol.router)  # the Agent Protocol under /langgraph
+    for router in ROUTERS[hot:]:
+        app.include_router(router)
+    app.include_router(a2a.router)  # A2A: the agent cards, POST /a2a (issue 31)
+    app.include_router(mcp_server.router)  # /mcp: the agents as MCP tools (issue 31)
+    app.include_router(responses.conversations_router)  # the Responses' Conversations API
     app.add_middleware(ConversationsGuard)  # OpenAI's SDKs kept off /v1/conversations
     app.include_router(page.router)  # the chat page at / and /c/<id>
     app.include_router(metrics_route.router)  # GET /metrics (its own token)

@@ -97,6 +97,17 @@ class _Text:
     index: int
     part: int  # the number of its content_part.added
     text: str = ""
+    head: str = ""  # a delta event's text before its number (``EventLog.delta_bytes``)
+    middle: str = ""  # between its number and its text
+
+    def __post_init__(self) -> None:
+        self.head = (
+            'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+            '"sequence_number":'
+        )
+        self.middle = (
+            f',"item_id":"{self.item_id}","output_index":{self.index},"content_index":0,"delta":'
+        )
 
 
 @dataclass(slots=True)
@@ -178,6 +189,19 @@ class EventLog:
         )
         self.text = _Text(item_id, index, opened.number)
         return [added, opened]
+
+    def delta_bytes(self, text: str) -> bytes | None:
+        """The encoded event of a text delta while the message is open (most frames of
+        a stream), the same bytes as ``Delta.encode``'s, made without the objects;
+        ``None`` when the delta needs more (no message open yet, no text)."""
+        current = self.text
+        if current is None or not text:
+            return None
+        current.text += text
+        number = current.part + min(len(current.text), STRIDE - 1)
+        return (
+            f'{current.head}{number}{current.middle}{encode_basestring(text)},"logprobs":[]}}\n\n'
+        ).encode()
 
     def delta(self, text: str) -> list[AnyEvent]:
         current = self.text

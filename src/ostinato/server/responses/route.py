@@ -31,7 +31,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from ostinato.errors import ClientError
-from ostinato.frames import Frame
+from ostinato.frames import Frame, TextDeltaFrame
 from ostinato.ids import new_id
 from ostinato.server.auth import Caller, CurrentCaller
 from ostinato.server.context import Context, ServerContext
@@ -203,8 +203,13 @@ async def _stream(opening: list[Any], started: Started, follow: Follow) -> Async
             if frame is None:
                 yield b": ping\n\n"
                 continue
+            if type(frame) is TextDeltaFrame:  # most frames, while the message is open
+                chunk = follow.log.delta_bytes(frame.text)
+                if chunk is not None:
+                    yield chunk
+                    continue
             out = follow.see(frame)
-            if len(out) == 1:  # most frames: one text delta
+            if len(out) == 1:  # one text delta
                 yield out[0].encode()
             elif out:
                 yield encode(out)

@@ -221,3 +221,21 @@ async def test_postgres_leaves_out_very_common_words_but_not_while_typed(
         assert [h.message_id for h in await postgres_store.search_messages(query, owner="ann")] == [
             stored.id
         ], query
+
+
+async def test_a_search_on_postgresql_is_planned_for_its_values_and_for_memory(
+    postgres_store: object,
+) -> None:
+    """The search's transaction plans it for its values and with a random page read
+    costed 1.1 (docs/performance.md), for that transaction only."""
+    import sqlalchemy as sa
+
+    from ostinato.store.sql.postgres import PostgresStore
+
+    assert isinstance(postgres_store, PostgresStore)
+    show = sa.text("SELECT current_setting('plan_cache_mode'), current_setting('random_page_cost')")
+    (inside,) = await postgres_store._fetch_planned(show, {})
+    assert tuple(inside) == ("force_custom_plan", "1.1")
+    async with postgres_store.engine.connect() as connection:
+        (outside,) = (await connection.execute(show)).all()
+    assert tuple(outside) != ("force_custom_plan", "1.1")

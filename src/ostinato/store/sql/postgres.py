@@ -54,7 +54,16 @@ POOL_SIZE, MAX_OVERFLOW, POOL_TIMEOUT_S = 10, 20, 30.0
 # A transaction rolled back whole as a deadlock's victim (or a serialisation failure)
 # changed nothing: it is run again, at most this many times.
 RETRIES, _RETRIED = 3, frozenset({"40P01", "40001"})
-_CUSTOM_PLAN = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
+# How a search is planned (``_fetch_planned``), for this transaction only: for its
+# parameters' values, and with a random page read costed near a sequential one. A
+# search reads the GIN index and then the rows it names, pages that a server answering
+# searches keeps in memory; at PostgreSQL's default cost (4, for disks that seek) the
+# planner walks the newest rows one by one instead, up to seven times slower for a word
+# or a prefix held by a few percent of them (bench/search.py; docs/performance.md).
+_CUSTOM_PLAN = sa.text(
+    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true),"
+    " set_config('random_page_cost', '1.1', true)"
+)
 
 
 class _ConnectionExecutor:

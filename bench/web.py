@@ -1,6 +1,6 @@
-"""The chat page in Chromium: time to the first usable screen (an empty conversation and
-a 2,000-message one), how late a streamed delta is painted while 1,000 deltas arrive per
-second, and the bytes shipped.
+"""The chat page in Chromium: time to the first usable screen (an empty conversation, a
+2,000-message one and a 10,000-message one), how late a streamed delta is painted while
+1,000 deltas arrive per second, and the bytes shipped.
 
     python bench/web.py
 
@@ -30,6 +30,7 @@ from tests.web.site import CHROMIUM, CHROMIUM_ARGS, Site, fill
 
 RUNS = 10
 LAST = "message 1999:"
+LONGEST = 10_000  # issue 28: the time to open a 10,000-message conversation
 DELTAS = 3_000  # at 1,000 a second
 
 PROBE = """
@@ -147,6 +148,7 @@ def main() -> None:
         }
         site = Site(Path(root), env)
         long_id = fill(site.db, 2_000, "Long")
+        longest_id = fill(site.db, LONGEST, "Longest")
         site.start()
         try:
             empty_id = site.conversation("Empty")
@@ -165,6 +167,15 @@ def main() -> None:
                     lambda: line(
                         "first usable screen, 2,000 messages", first_screen(browser, long, LAST)
                     ),
+                )
+                longest = (
+                    f"first usable screen, {LONGEST:,} messages",
+                    f"{site.url}/c/{longest_id}",
+                    f"message {LONGEST - 1}:",
+                )
+                measure(
+                    longest[0],
+                    lambda: line(longest[0], first_screen(browser, longest[1], longest[2])),
                 )
                 measure("delta arrival to paint", lambda: late(streaming(browser, site)))
                 measure("bytes shipped (compressed)", lambda: bytes_line(browser, empty))

@@ -23,6 +23,9 @@ def site(fake: PageChat, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         "OSTINATO_AUTH__MODE": "keys",
         "OSTINATO_AUTH__ALLOW_ANONYMOUS": "true",
         "OSTINATO_AUTH__SECRET": "a-test-secret-that-signs-the-cookies-0123456789",
+        # The list is read by the conversation's first words: no title call, whose answer
+        # (this fake model echoes its prompt) would rename it once it comes back.
+        "OSTINATO_DATA__TITLES": "off",
     }
     site = Site(tmp_path_factory.mktemp("anonymous"), env)
     site.start()

@@ -17,6 +17,7 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, Request, RequestParams, Result
+from mcp_types.version import LATEST_MODERN_VERSION
 from pydantic import ConfigDict
 
 IDENTIFIER = "io.modelcontextprotocol/tasks"
@@ -85,7 +86,14 @@ async def cancel_task(session: ClientSession, task_id: str) -> None:
 async def tasks_client(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
     http = httpx2.AsyncClient(headers=headers, timeout=30)
     transport = streamable_http_client(f"{url}/mcp", http_client=http)
-    async with http, Client(transport, cache=None, extensions=[TasksExtension()]) as client:
+    # The tasks extension is of the 2026-07-28 era: the client takes that version without
+    # a `server/discover` probe, which on a loaded machine can time out client-side and
+    # fall back to the older handshake (mcp.client._probe), where no extension is declared
+    # and a call is answered whole instead of as a task.
+    client = Client(
+        transport, cache=None, extensions=[TasksExtension()], mode=LATEST_MODERN_VERSION
+    )
+    async with http, client:
         yield client
 
 

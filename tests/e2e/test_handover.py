@@ -26,7 +26,6 @@ import pytest
 
 from ostinato.memory.extraction import EXTRACT_PROMPT
 from ostinato.titles import TITLE_PROMPT
-
 from tests.e2e.fake_model import AnsweringChat
 from tests.e2e.invariants import query, running_in_db, tool_pairs
 from tests.e2e.server import ForkServer, Server

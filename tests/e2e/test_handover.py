@@ -7,7 +7,10 @@ and B or C goes on with the same turn: its last model call is made there.
 Checked: one turn, ended ``end_turn`` and held by B or C at the end; the command ran once;
 the model was asked twice for the conversation (no call repeated); every tool_use has
 exactly one result; nothing is left running; a stream of ``/events`` open on B saw each
-row once, in order, and the turn's start and finish once each.
+row once, in order, and the turn's start and finish once each; the after-turn work (a
+title, then the fact extraction, each a model call) ran once, where the turn ended.
+
+``three_servers`` is shared with ``test_handover_faults.py``.
 """
 
 from __future__ import annotations

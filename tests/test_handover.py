@@ -1,13 +1,15 @@
 """Hand-over at shutdown (``ostinato.handover``), in process: two runtimes on one
 PostgreSQL database, each with its lease, bus and relay. A drains while its turn runs a
 tool: the tool finishes on A, the JSON request waiting on A gets 503 ``handed_over``, and
-B goes on with the same turn: one model call on A, one on B, the tool run once. Alone on
-its database, a draining server hands nothing over (the turn ends by itself)."""
+B goes on with the same turn: one model call on A, one on B, the tool run once; the
+after-turn work (a title, facts) runs once, on B, for the person's message. Alone on its
+database, a draining server hands nothing over (the turn ends by itself)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +17,7 @@ import sqlalchemy as sa
 
 from ostinato.handover import handed
 from ostinato.leases import Lease
+from ostinato.messages import Message
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.server import create_app
 from ostinato.store.sql.postgres import PostgresStore
@@ -51,6 +54,18 @@ class Slow:
         return function_tool(slow_job, risk="read", idempotent=False)
 
 
+class AfterTurns:
+    """After-turn work that records each call: (turn id, the person's text, the answer)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str | None]] = []
+
+    async def __call__(
+        self, *, turn_id: str, user: Message, answer: Message | None, **_: Any
+    ) -> None:
+        self.calls.append((turn_id, user.text, answer.text if answer else None))
+
+
 def script() -> ScriptedModel:
     return ScriptedModel([tool_step(("slow_job", {"name": "j"})), text_step("finished")])
 
@@ -79,6 +94,7 @@ async def test_a_draining_server_hands_its_turn_to_the_other_at_the_next_step(
 ) -> None:
     a, b, model, slow = pair
     cid = (await a.runtime.create_conversation()).id
+    a.runtime.after_turn, b.runtime.after_turn = after_a, after_b = AfterTurns(), AfterTurns()
     async with client_for(create_app(a.runtime)) as client:
         waiting = asyncio.ensure_future(
             client.post(f"/v1/conversations/{cid}/turns", json={"text": "go"})
@@ -100,6 +116,8 @@ async def test_a_draining_server_hands_its_turn_to_the_other_at_the_next_step(
     assert slow.runs == 1 and len(model.requests) == 2  # nothing made twice
     rows = await b.store.list_messages(cid)
     assert [r.role for r in rows if not r.hidden] == ["user", "assistant", "tool", "assistant"]
+    await b.runtime.settle(10)  # the after-turn work: once, where the turn ended
+    assert after_a.calls == [] and after_b.calls == [(turn.id, "go", "finished")]
 
 
 async def test_alone_on_its_database_a_draining_server_hands_nothing_over(

@@ -128,13 +128,21 @@ async def begin(
     # Let the task take its first step before anyone can cancel it: a task cancelled
     # before it starts never runs its body, so its teardown would be skipped.
     await asyncio.sleep(0)
-    user = next((r for r in stored if r.role == "user"), None)
+    user = _person(turn, stored, window.rows if opening.continues else ())
     # A hidden row is not the person's words (a scheduled prompt's, a trigger's): no
     # after-turn work reads it as theirs.
     if parts.after_turn is not None and user is not None and not user.hidden:
         task.add_done_callback(lambda done: _after(parts, done, conversation, user, consent))
     opened = stored[:-1] if seeding else stored  # the seed row is the driver's
     return Begun(turn, tuple(opened), task, lambda: driver.seq)
+
+
+def _person(turn: Turn, stored: Sequence[Message], earlier: Sequence[Message]) -> Message | None:
+    """The person's message the turn answers, for its after-turn work: the user row it
+    stored as it began, or, for a turn handed over (``ostinato.handover``: it stored
+    nothing here), the user row the first server stored for it."""
+    mine = [*stored, *(r for r in earlier if r.turn_id == turn.id)]
+    return next((r for r in mine if r.role == "user"), None)
 
 
 async def _commit_start(

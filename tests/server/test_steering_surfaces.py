@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
+import httpx2
+import openai
 import pytest
 from fastapi import FastAPI
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from ostinato.approvals import ApprovalPolicy
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
@@ -82,7 +84,7 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 async def _rows(store: Store, cid: str) -> list[tuple[str, str, bool]]:
     """(role, text or the kind of block, steered) of every stored row."""
-    out = []
+    out: list[tuple[str, str, bool]] = []
     for row in await store.list_messages(cid):
         kind = "tool_use" if row.tool_uses else "tool_result" if row.tool_results else row.text
         out.append((row.role, kind, row.metadata.get("steered") is True))
@@ -117,38 +119,45 @@ async def test_a_message_steered_over_the_websocket_joins_the_running_turn(
     ]
 
 
-def _ask(*said: str) -> dict[str, Any]:
-    roles = ["user", "assistant"]
-    messages = [{"role": roles[i % 2], "content": text} for i, text in enumerate(said)]
-    return {"model": "ostinato", "messages": messages}
+def _said(*texts: str) -> list[ChatCompletionMessageParam]:
+    said: list[ChatCompletionMessageParam] = []
+    for i, text in enumerate(texts):
+        if i % 2:
+            said.append({"role": "assistant", "content": text})
+        else:
+            said.append({"role": "user", "content": text})
+    return said
 
 
 async def test_a_completion_with_policy_steer_is_answered_by_the_running_turn(
-    runtime: Runtime,
-    store: Store,
-    client: httpx.AsyncClient,
-    model: ScriptedModel,
-    waiting: Wait,
-    conversation_id: str,
+    app: FastAPI, store: Store, model: ScriptedModel, waiting: Wait, conversation_id: str
 ) -> None:
+    """With the official ``openai`` SDK (its own HTTP client, driving the app in process)."""
     model.add(tool_step(("wait", {"label": "a"})), text_step("Both done."))
-    headers = {HEADER: conversation_id}
-    url = "/v1/chat/completions"
-    first = asyncio.ensure_future(client.post(url, json=_ask("start"), headers=headers))
-    await asyncio.wait_for(waiting.entered.wait(), 5)
-    second = asyncio.ensure_future(
-        client.post(url, json=_ask("start", "", "also this"), headers=headers)
-    )
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as http:
+        sdk = openai.AsyncOpenAI(
+            base_url="http://test/v1", api_key="k", http_client=http, max_retries=0
+        )
+        headers = {HEADER: conversation_id}
 
-    async def queued() -> bool:
-        return bool(await store.list_queued(conversation_id))
+        def ask(*texts: str) -> asyncio.Future[ChatCompletion]:
+            made = sdk.chat.completions.create(
+                model="ostinato", messages=_said(*texts), extra_headers=headers
+            )
+            return asyncio.ensure_future(made)
 
-    await eventually(queued)
-    waiting.release.set()
-    answers = [await asyncio.wait_for(r, 10) for r in (first, second)]
-    for answer in answers:
-        assert answer.status_code == 200, answer.text
-        assert answer.json()["choices"][0]["message"]["content"] == "Both done."
+        first = ask("start")
+        await asyncio.wait_for(waiting.entered.wait(), 5)
+        second = ask("start", "", "also this")
+
+        async def queued() -> bool:
+            return bool(await store.list_queued(conversation_id))
+
+        await eventually(queued)
+        waiting.release.set()
+        answers = [await asyncio.wait_for(r, 10) for r in (first, second)]
+    assert [a.choices[0].message.content for a in answers] == ["Both done.", "Both done."]
     assert len(await store.list_turns(conversation_id)) == 1  # one turn answered both
     assert model.requests[1].messages[-1].text == "also this"
     assert [r for r in await _rows(store, conversation_id) if r[2]] == [("user", "also this", True)]

@@ -32,7 +32,7 @@ CHECK_S = 2.0  # how often the store is read while frames say nothing
 LOOK_BACK = 50  # recent rows read to find the steered row
 PAGE = 200
 
-_following: set[asyncio.Task[None]] = set()  # kept referenced while they run
+_following: set[asyncio.Future[Any]] = set()  # kept referenced while they run
 
 
 def follow(store: Store, workers: Workers, subscription: Subscription, sub: Submission) -> None:
@@ -58,6 +58,8 @@ async def _follow(
         if worker is not None and sub in worker.pending:
             worker.pending.remove(sub)  # taken: it will not begin a turn here
         end = asyncio.ensure_future(_end(store, subscription, turn, row.seq or 1))
+        _following.add(end)
+        end.add_done_callback(_following.discard)
         sub.started.set_result(TurnHandle(turn, (), end))
         handed = True  # ``_end`` closes the subscription
     finally:

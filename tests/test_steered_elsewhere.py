@@ -1,7 +1,8 @@
 """A message steered on one server and taken by a turn running on another
 (``ostinato.steered_elsewhere``): its sender is handed that turn, found by the row's
 ``queued_id``, even when no frame of the other server reaches this one (the store is
-read every ``CHECK_S``); a message withdrawn first ends the watch."""
+read every ``CHECK_S``), or when this server's worker reaches the message after the take
+(``taken_late``); a message withdrawn first ends the watch."""
 
 from __future__ import annotations
 
@@ -83,3 +84,29 @@ async def test_a_withdrawn_message_ends_the_watch() -> None:
             break
         await asyncio.sleep(0.01)
     assert bus.subscriber_count(cid) == 0
+
+
+async def test_a_message_found_taken_as_it_would_begin_here_follows_the_turn_that_took_it() -> None:
+    """The watch missed the take (say the frames were lost and this server's worker came
+    to the message first): the worker finds the row as the message would begin, and its
+    sender follows the turn that took it instead of a 409."""
+    store, gate = MemoryStore(), Gate()
+    steps = [tool_step(("wait", {"label": "a"})), text_step("Seen.")]
+    a = Runtime(store, model=ScriptedModel(steps), tools=gate.registry(), agent=AgentConfig())
+    b = Runtime(store, model=ScriptedModel([]), agent=AgentConfig())
+    try:
+        cid = (await a.create_conversation()).id
+        running = await a.start_turn(cid, "start")
+        await asyncio.wait_for(gate.entered.wait(), 5)
+        submission = await _queued(store, cid, "and this")
+        gate.release.set()
+        await asyncio.wait_for(running.result(), 10)  # a's turn took it and ended
+        b._workers.add(cid, submission)  # b's worker comes to it now
+        handle = await asyncio.wait_for(submission.handle(), 10)
+        assert handle.run_id == running.run_id
+        result = await asyncio.wait_for(handle.result(), 10)
+        assert [m.text for m in result.messages] == ["and this", "Seen."]
+        assert len(await store.list_turns(cid)) == 1
+    finally:
+        await b.close()
+        await a.close()

@@ -36,7 +36,7 @@ from ostinato.recovery import sweep
 from ostinato.skills import Router, Skill
 from ostinato.spend.gate import SpendGate
 from ostinato.spend.seam import GATE
-from ostinato.steered_elsewhere import follow
+from ostinato.steered_elsewhere import follow, taken_late
 from ostinato.store.base import (
     Conversation,
     CreateConversation,
@@ -416,7 +416,13 @@ class Runtime(TreeMoves, QueueEdits):
         """Begin the turn an input causes (``loop.opening``, ``loop.begin``), observed from
         here: its routing is part of it (``ostinato.observe``)."""
         conversation = await self.conversation(conversation_id)
-        await fresh(self.store, submission)  # its latest text; gone: ``Conflict``
+        try:
+            await fresh(self.store, submission)  # its latest text; gone: ``Conflict``
+        except Conflict:  # a turn elsewhere may have taken a steered message
+            late = submission.queued and await taken_late(self.store, self.bus, submission.queued)
+            if not late:
+                raise
+            return late
         window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
         turn = submission.input.turn if isinstance(submission.input, Continued) else turn

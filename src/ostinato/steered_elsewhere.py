@@ -11,7 +11,9 @@ that turn whose task waits for the turn's end and reads its result from the stor
 Frames may be lost between servers (a dropped relay connection), so every ``CHECK_S``
 the store is read too: the recent rows for the steered one, then the turn's row for its
 end. A submission that is done otherwise (a local turn took it, it began here, it was
-withdrawn, the server shuts down) stops the watch.
+withdrawn, the server shuts down) stops the watch. If the watch missed the take (frames
+lost, and this server's worker reached the message first), ``taken_late`` finds the row
+as the message would begin here, and its sender follows the turn all the same.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from ostinato.bus import BacklogOverflow, Subscription
+from ostinato.bus import BacklogOverflow, LocalBus, Subscription
 from ostinato.frames import Frame, MessageCommitted, TurnFinished
 from ostinato.loop.driver import TurnResult
 from ostinato.loop.steering import QUEUED_ID
@@ -79,12 +81,30 @@ async def _steered_row(
         elif isinstance(frame, MessageCommitted):
             if frame.message.metadata.get(QUEUED_ID) == queued.id:
                 return frame.message
-        elif frame is None:
-            window = await store.window(queued.conversation_id, limit=LOOK_BACK)
-            for row in window.rows:
-                if row.metadata.get(QUEUED_ID) == queued.id:
-                    return row
+        elif frame is None and (row := await _recent_row(store, queued)) is not None:
+            return row
     return None
+
+
+async def _recent_row(store: Store, queued: QueuedInput) -> Message | None:
+    """The steered message's row, if it is among the conversation's recent rows."""
+    window = await store.window(queued.conversation_id, limit=LOOK_BACK)
+    return next((r for r in window.rows if r.metadata.get(QUEUED_ID) == queued.id), None)
+
+
+async def taken_late(store: Store, bus: LocalBus, queued: QueuedInput) -> TurnHandle | None:
+    """For a steered message found gone as its turn would begin here (the watch missed
+    the take): the handle of the turn that took it, if its row is among the recent ones."""
+    row = await _recent_row(store, queued) if queued.steer else None
+    turn = await store.get_turn(row.turn_id) if row is not None and row.turn_id else None
+    if row is None or turn is None:
+        return None
+    end = asyncio.ensure_future(
+        _end(store, bus.subscribe(turn.conversation_id), turn, row.seq or 1)
+    )
+    _following.add(end)
+    end.add_done_callback(_following.discard)
+    return TurnHandle(turn, (), end)
 
 
 async def _next(
@@ -118,22 +138,26 @@ async def _end(
     never: asyncio.Future[TurnHandle] = asyncio.get_running_loop().create_future()
     frames: Subscription | None = subscription
     try:
-        while True:
+        done = await _finished(store, turn)  # (it may have ended already)
+        while not done:
             frame = await _next(frames, never)
             if isinstance(frame, BacklogOverflow):
                 frames = None
-            elif isinstance(frame, TurnFinished) and frame.turn_id == turn.id:
-                break
+            elif isinstance(frame, TurnFinished):
+                done = frame.turn_id == turn.id
             elif frame is None:
-                stored = await store.get_turn(turn.id)
-                if stored is not None and stored.status == "finished":
-                    break
+                done = await _finished(store, turn)
     finally:
         subscription.close()
     ended = await store.get_turn(turn.id)
     assert ended is not None and ended.stop_reason is not None
     rows = await _rows(store, ended, steered_seq - 1)
     return TurnResult(ended.id, ended.run_id, ended.stop_reason, ended.metrics, rows, ended.error)
+
+
+async def _finished(store: Store, turn: Turn) -> bool:
+    stored = await store.get_turn(turn.id)
+    return stored is not None and stored.status == "finished"
 
 
 async def _rows(store: Store, turn: Turn, after_seq: int) -> list[Message]:

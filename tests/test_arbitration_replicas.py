@@ -117,7 +117,8 @@ async def test_a_message_steered_on_b_reaches_the_turn_running_on_a(
     postgres_url: sa.URL,
 ) -> None:
     """The turn on A reads the store at its step boundary, so it takes a message sent to
-    B with 'steer' (B's worker knew of it, A's never did) before its next model call."""
+    B with 'steer' (B's worker knew of it, A's never did) before its next model call; the
+    sender on B follows that turn to its end."""
     model = ScriptedModel([tool_step(("deploy", {"target": "staging"})), text_step("Done.")])
     started, release = asyncio.Event(), asyncio.Event()
 
@@ -152,8 +153,11 @@ async def test_a_message_steered_on_b_reaches_the_turn_running_on_a(
         assert await b.store.list_queued(conversation.id) == []
         (turn,) = await b.store.list_turns(conversation.id)
         assert turn.holder == a.runtime.holder
-        with pytest.raises(Conflict, match="no longer waits"):  # its sender on b
-            await asyncio.wait_for(steered.handle(), 10)
+        joined = await asyncio.wait_for(steered.handle(), 10)  # its sender on b follows a's turn
+        assert joined.run_id == first.run_id
+        followed = await asyncio.wait_for(joined.result(), 10)
+        assert followed.stop_reason == "end_turn"
+        assert [m.text for m in followed.messages] == ["to staging only", "Done."]
     finally:
         await a.runtime.close()
         await b.runtime.close()

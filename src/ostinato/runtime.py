@@ -36,6 +36,7 @@ from ostinato.recovery import sweep
 from ostinato.skills import Router, Skill
 from ostinato.spend.gate import SpendGate
 from ostinato.spend.seam import GATE
+from ostinato.steered_elsewhere import follow, taken_late
 from ostinato.store.base import (
     Conversation,
     CreateConversation,
@@ -264,10 +265,18 @@ class Runtime(TreeMoves, QueueEdits):
             raise Conflict("a turn is running in this conversation and the policy is 'reject'")
         worker = self._workers.open(conversation_id)
         steer, holder = policy == "steer", self.holder
-        submission = await enqueue(
-            self.store, self.consent, worker, new, model, holder=holder, steer=steer
-        )
+        watch = self.bus.subscribe(conversation_id) if steer and holds is not None else None
+        try:
+            submission = await enqueue(
+                self.store, self.consent, worker, new, model, holder=holder, steer=steer
+            )
+        except BaseException:
+            if watch is not None:
+                watch.close()
+            raise
         assert submission.queued is not None
+        if watch is not None:  # a turn on another server may take it
+            follow(self.store, self._workers, watch, submission)
         announce(self.bus, worker, submission.queued)
         if policy == "supersede" and elsewhere:
             await cancel_elsewhere(self.store, self.bus, conversation_id)
@@ -407,7 +416,13 @@ class Runtime(TreeMoves, QueueEdits):
         """Begin the turn an input causes (``loop.opening``, ``loop.begin``), observed from
         here: its routing is part of it (``ostinato.observe``)."""
         conversation = await self.conversation(conversation_id)
-        await fresh(self.store, submission)  # its latest text; gone: ``Conflict``
+        try:
+            await fresh(self.store, submission)  # its latest text; gone: ``Conflict``
+        except Conflict:  # a turn elsewhere may have taken a steered message
+            late = submission.queued and await taken_late(self.store, self.bus, submission.queued)
+            if not late:
+                raise
+            return late
         window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
         turn = submission.input.turn if isinstance(submission.input, Continued) else turn

@@ -21,6 +21,7 @@ from ostinato.messages import Message
 from ostinato.store.base import STEER, QueuedInput, Store, TakeQueued
 
 STEERED = "steered"  # the metadata key of a row a running turn took at a step boundary
+QUEUED_ID = "queued_id"  # and of the id it had in the queue (its sender elsewhere finds it)
 ATTEMPTS = 3  # reads of the queue a step makes when what it read was taken meanwhile
 
 Taken = Callable[[str, Sequence[QueuedInput]], None]
@@ -28,10 +29,12 @@ Taken = Callable[[str, Sequence[QueuedInput]], None]
 
 
 def steered_row(item: QueuedInput) -> Message:
-    """The user row a steered message is written as: its message, marked ``steered``."""
+    """The user row a steered message is written as: its message, marked ``steered``,
+    with its queue id."""
     message = item.message
     metadata = {k: v for k, v in message.metadata.items() if k != STEER}
-    return Message("user", message.blocks, message.hidden, {**metadata, STEERED: True})
+    metadata |= {STEERED: True, QUEUED_ID: item.id}
+    return Message("user", message.blocks, message.hidden, metadata)
 
 
 class Steering:

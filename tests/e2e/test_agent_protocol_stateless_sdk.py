@@ -75,7 +75,8 @@ async def streamed_and_waited(client: LangGraphClient) -> None:
     assert tid is not None
     assert [t["thread_id"] for t in await client.threads.search(limit=100)] == [tid]
     state = await client.threads.get_state(tid)
-    assert state["values"]["messages"] == values["messages"]
+    held = state["values"]
+    assert isinstance(held, dict) and held["messages"] == values["messages"]
 
     dropped: list[RunCreateMetadata] = []
     once = await client.runs.wait(

@@ -129,6 +129,9 @@ async def test_what_a_threads_run_refuses_is_refused_and_leaves_no_thread(
         assert refused.status_code in (404, 422), refused.text
         assert said in refused.json()["error"]["message"]
 
+    batch = await client.post(f"{BASE}/runs/batch", json=[run()])
+    assert batch.status_code == 404  # not served
+
     async def none_left() -> bool:  # a thread made before the refusal goes at once
         return await threads(client) == []
 

@@ -2,7 +2,8 @@
 the app in memory, on every store engine: each runs in a new thread of the caller's,
 deleted once the run has ended (``on_completion: "delete"``, the default) or kept
 (``"keep"``); what a thread's run refuses is refused before a thread is made; a resume
-is refused (a new thread has nothing waiting); another owner never sees a kept thread."""
+is refused (a new thread has nothing waiting); another owner never sees a kept thread;
+the owner's limits refuse one as they refuse a run in a thread, leaving no thread."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from ostinato.identity.keys import create_key
+from ostinato.identity.settings import AuthSettings, LimitSettings
 from ostinato.models.scripted import ScriptedModel, text_step
+from ostinato.runtime import Runtime
+from ostinato.server import create_app
 from tests.server.conftest import Callers
 from tests.server.people import client_for, eventually
 
@@ -148,3 +153,27 @@ async def test_another_owner_never_sees_a_kept_thread(
     assert (await callers.bob.get(f"{BASE}/threads/{tid}")).status_code == 404
     assert await threads(callers.bob) == []
     assert (await callers.nobody.post(f"{BASE}/runs/wait", json=run())).status_code == 401
+
+
+async def test_the_owners_limits_refuse_a_stateless_run_and_leave_no_thread(
+    runtime: Runtime, model: ScriptedModel
+) -> None:
+    limits = LimitSettings(turns_per_minute=1)
+    app = create_app(runtime, auth=AuthSettings(mode="keys", limits=limits))
+    key = (await create_key(runtime.store, "ann", "t"))[1]
+    async with client_for(app) as ann:
+        ann.headers["authorization"] = f"Bearer {key}"
+        model.add(text_step("one"))
+        first = await ann.post(f"{BASE}/runs/wait", json=run(on_completion="keep"))
+        assert first.status_code == 200, first.text
+        kept = first.headers["content-location"].split("/")[2]
+        for route in ("runs", "runs/wait", "runs/stream"):
+            refused = await ann.post(f"{BASE}/{route}", json=run(on_completion="keep"))
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["code"] == "limit_exceeded"
+
+        async def only_the_first() -> bool:
+            return await threads(ann) == [kept]
+
+        await eventually(only_the_first)
+    await app.state.ostinato.aclose()

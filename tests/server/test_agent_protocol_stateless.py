@@ -84,7 +84,7 @@ async def test_a_waited_run_deletes_its_thread_by_default(
     client: httpx.AsyncClient, model: ScriptedModel
 ) -> None:
     model.add(text_step("once"))
-    answer = await client.post(f"{BASE}/runs/wait", json=run())
+    answer = await client.post(f"{BASE}/runs/wait", json=run(on_completion=None))
     assert answer.json()["messages"][-1]["content"] == "once"
 
     async def none_left() -> bool:

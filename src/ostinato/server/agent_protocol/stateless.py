@@ -55,7 +55,7 @@ async def _new_thread(context: ServerContext, caller: Caller, raw: dict[str, Any
             "a stateless run makes a new thread, where nothing waits to be resumed: resume "
             'in the thread of the interrupted run (made with on_completion "keep")'
         )
-    if raw.get("on_completion", "delete") not in ON_COMPLETION:
+    if (raw.get("on_completion") or "delete") not in ON_COMPLETION:  # null: the default
         raise InvalidRequest(f"on_completion must be one of {list(ON_COMPLETION)}")
     if raw.get("if_not_exists") not in IF_NOT_EXISTS:
         raise InvalidRequest("if_not_exists must be reject or create")

@@ -114,7 +114,7 @@ async def test_moving_a_conversation_and_refusing_a_move_that_strands_a_call(
         refused = await client.patch(url, json={"versions": {"assistant": "latest"}})
         assert refused.status_code == 409
         assert "'write_file'" in refused.json()["error"]["message"]
-        assert (await client.patch(url, json={"versions": {"assistant": 9}})).status_code == 404
+        assert (await client.patch(url, json={"versions": {"assistant": 9}})).status_code == 422
         await runtime.decide(cid, frame.approval_id, approve=False)
         model.add(text_step("declined, fine"))
         await asyncio.wait_for(task, 5)

@@ -2,8 +2,9 @@
 Node) against ``ostinato serve`` (the offline model) on SQLite and PostgreSQL, making the
 calls its React ``useStream`` hook makes: a thread with a tool call (values, message
 chunks that add up to the message, updates), an interrupt answered by a resume command,
-a cancelled run, and a stream joined again after an event; and its crons (a cron on a
-thread that runs, searched, counted, changed, deleted; a stateless one refused). Needs
+a cancelled run, and a stream joined again after an event; its crons (a cron on a
+thread that runs, searched, counted, changed, deleted; a stateless one refused); and
+stateless runs (``runs.stream(null, ...)``, ``runs.wait(null, ...)``). Needs
 ``node`` and ``npm ci`` in this folder (``.ci/run`` does it)."""
 
 from __future__ import annotations
@@ -72,3 +73,21 @@ def test_the_langgraph_js_client_keeps_a_cron(engine: str, tmp_path: Path) -> No
         None,
     )
     assert seen["after"] == 0 and seen["stateless"] == 422
+
+
+def test_the_langgraph_js_client_makes_stateless_runs(engine: str, tmp_path: Path) -> None:
+    with serving(engine, tmp_path) as server:
+        done = subprocess.run(
+            ["node", str(HERE / "stateless.mjs"), server.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"metadata", "values", "messages", "end"} <= set(seen["events"])
+    assert seen["created"]["run_id"] == seen["runId"] and seen["created"]["thread_id"]
+    assert seen["types"] == ["human", "ai"] and seen["chunks"] > 0
+    assert seen["after"] == 404  # its thread deleted once the run ended
+    assert seen["waited"] == ["human", "ai"] and seen["found"] == [seen["keptThread"]]

@@ -104,6 +104,10 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PATCH", "/langgraph/runs/crons/{cron_id}"): {"enabled": False},
     ("POST", "/langgraph/runs/crons/search"): {},
     ("POST", "/langgraph/runs/crons/count"): {},
+    # stateless runs: each in a new thread of bob's own
+    ("POST", "/langgraph/runs"): AP_RUN,
+    ("POST", "/langgraph/runs/stream"): AP_RUN,
+    ("POST", "/langgraph/runs/wait"): AP_RUN,
     ("PATCH", "/v1/conversations/{conversation_id}/queue/{queued_id}"): {"text": "Bob's"},
     ("POST", "/v1/ai-sdk/chat"): {
         "id": "bobs-chat",

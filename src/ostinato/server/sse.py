@@ -117,6 +117,17 @@ class FrameStream(EventSourceResponse):
         self._on_abandon = on_abandon
         self._completed = False
 
+    def then(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` too when the stream closes, after ``on_close``."""
+        first = self._on_close
+
+        def both() -> None:
+            if first is not None:
+                first()
+            callback()
+
+        self._on_close = both
+
     async def _tracked(self, events: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
         async for event in events:
             yield event

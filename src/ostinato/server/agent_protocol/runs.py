@@ -46,7 +46,7 @@ RunBody = Annotated[
 ]
 
 
-def _read(context: ServerContext, raw: dict[str, Any]) -> RunRequest:
+def read(context: ServerContext, raw: dict[str, Any]) -> RunRequest:
     try:
         body = RunRequest.model_validate(raw)
     except ValueError as exc:
@@ -96,9 +96,9 @@ async def _begin(
 @router.post(f"{RUNS}/stream", responses={404: {}, 409: {}, 422: {}, 429: {}})
 async def stream_run(
     context: Context, caller: CurrentCaller, thread_id: str, raw: RunBody
-) -> Response:
+) -> FrameStream:
     """Create a run and stream it."""
-    body = _read(context, raw)
+    body = read(context, raw)
     ticket = await context.streams.open(caller)
     try:
         run, started, stream, subscription = await _begin(
@@ -138,12 +138,14 @@ async def create_run(
     context: Context, caller: CurrentCaller, thread_id: str, raw: RunBody
 ) -> JSONResponse:
     """Create a run in the background: the answer is the run, its turn goes on."""
-    body = _read(context, raw)
+    body = read(context, raw)
     run, started, _, subscription = await _begin(context, caller, thread_id, body, context.live)
     subscription.close()
     await started.frames.aclose()
     state = await run_state(context.runtime.store, run)
-    return JSONResponse(run_json(run, state))
+    answer = JSONResponse(run_json(run, state))
+    answer.headers["content-location"] = f"/threads/{thread_id}/runs/{run.id}"
+    return answer
 
 
 @router.post(f"{RUNS}/wait", responses={404: {}, 409: {}, 422: {}, 429: {}})
@@ -151,7 +153,7 @@ async def wait_run(
     context: Context, caller: CurrentCaller, thread_id: str, raw: RunBody
 ) -> JSONResponse:
     """Create a run and answer with the thread's values once it ends or waits."""
-    body = _read(context, raw)
+    body = read(context, raw)
     run, started, stream, subscription = await _begin(
         context, caller, thread_id, body, context.live
     )
@@ -164,7 +166,9 @@ async def wait_run(
                         break
     finally:
         subscription.close()
-    return JSONResponse(await _values(context, caller, run))
+    answer = JSONResponse(await _values(context, caller, run))
+    answer.headers["content-location"] = f"/threads/{thread_id}/runs/{run.id}"
+    return answer
 
 
 async def _values(context: ServerContext, caller: Caller, run: RunRecord) -> dict[str, Any]:
@@ -226,7 +230,9 @@ async def join_run(
             state = await run_state(store, run)
     finally:
         subscription.close()
-    return JSONResponse(await _values(context, caller, run))
+    answer = JSONResponse(await _values(context, caller, run))
+    answer.headers["content-location"] = f"/threads/{thread_id}/runs/{run.id}"
+    return answer
 
 
 @router.get(f"{RUNS}/{{run_id}}/stream", responses={404: {}, 429: {}})

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel, Field
 
 from ostinato.approvals import SPEND
-from ostinato.errors import Conflict, NotFound
+from ostinato.errors import Conflict, InvalidRequest, NotFound
 from ostinato.loop.setup import waiting_card
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
@@ -85,7 +85,7 @@ async def move_agents(
 ) -> AgentPins:
     """Move the conversation to other versions of its agents (a number, or `"latest"`).
     Refused with 409 while it waits on a call (a pending approval, a question card) whose
-    tool the target version does not have; 404 for an unknown agent or version."""
+    tool the target version does not have; 422 for an unknown agent or version."""
     runtime = context.runtime
     await owned(runtime, caller, conversation_id)
     pinning = runtime.pinning
@@ -100,7 +100,7 @@ async def move_agents(
             await pinning.store.agent_version(agent, number) if isinstance(number, int) else None
         )
         if target is None:
-            raise NotFound(f"agent {agent[:100]!r} has no version {str(wanted)[:20]!r}")
+            raise InvalidRequest(f"agent {agent[:100]!r} has no version {str(wanted)[:20]!r}")
         refusal = move_refusal(waiting, target)
         if refusal is not None:
             raise Conflict(refusal)

@@ -46,6 +46,7 @@ from ostinato.transfer.document import (
     ImportRefused,
     MessageRow,
 )
+from ostinato.transfer.memories import Links, memory_ops
 
 DEFAULT_LIMIT = 100 * 2**20  # bytes of an import file
 
@@ -83,10 +84,15 @@ def read_document(raw: bytes | str, owner: str) -> ExportDocument:
     return document
 
 
-def conversation_ops(doc: ConversationDoc, owner: str, where: str) -> tuple[str, list[WriteOp]]:
-    """The new conversation's id and the ops that write it; ``ImportRefused``."""
+def conversation_ops(
+    doc: ConversationDoc, owner: str, where: str, links: Links | None = None
+) -> tuple[str, list[WriteOp]]:
+    """The new conversation's id and the ops that write it (its new ids noted in
+    ``links``); ``ImportRefused``."""
     cid = new_id()
     turn_ids = {t.id: new_id() for t in doc.turns}
+    if links is not None:
+        links.add(doc.id, cid, turn_ids)
     state = "idle" if doc.state == "running" else doc.state
     made = Conversation(
         id=cid,
@@ -209,13 +215,16 @@ def _message(row: MessageRow, at: str) -> Message:
 
 
 async def import_document(store: Store, document: ExportDocument, owner: str) -> list[str]:
-    """Write the document's conversations for ``owner`` in one write; their new ids."""
+    """Write the document's conversations (and memories, if it has them) for ``owner``
+    in one write; the conversations' new ids."""
     ids: list[str] = []
     ops: list[WriteOp] = []
+    links = Links()
     for i, doc in enumerate(document.conversations):
-        cid, made = conversation_ops(doc, owner, f"conversations[{i}]")
+        cid, made = conversation_ops(doc, owner, f"conversations[{i}]", links)
         ids.append(cid)
         ops += made
+    ops += memory_ops(document.memories or [], owner, links)
     if ops:
         await store.write(*ops)
     return ids

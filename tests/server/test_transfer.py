@@ -9,6 +9,7 @@ import json
 import httpx
 from fastapi import FastAPI
 
+from ostinato.memory.facts import Memory
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.runtime import Runtime
 from ostinato.server.app import create_app
@@ -112,3 +113,15 @@ async def test_memories_when_asked(callers: Callers) -> None:
     facts = (await callers.ann.get("/v1/memories")).json()["memories"]
     assert [f["fact"] for f in facts] == ["likes green tea", "likes green tea"]
     assert len((await callers.bob.get("/v1/memories")).json()["memories"]) == 1
+
+
+async def test_memories_past_the_capacity_are_409(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    runtime.memory = Memory(runtime.store, capacity=1)
+    assert (await client.post("/v1/memories", json={"fact": "likes tea"})).status_code == 201
+    await client.post("/v1/conversations", json={"title": "Mine"})
+    exported = await client.get("/v1/export", params={"memories": "true"})
+    refused = await client.post("/v1/import", content=exported.content)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "memory_full"
+    assert len((await client.get("/v1/conversations")).json()["conversations"]) == 1

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ostinato.store import Store
-from ostinato.store.base import ForgetFact, MemoryFact, RememberFact, utcnow
+from ostinato.store.base import ForgetFact, MemoryFact, MemoryFull, RememberFact, utcnow
 from ostinato.store.relations import RelateFacts
 from ostinato.transfer import memories as memories_module
 from ostinato.transfer.document import ImportRefused
@@ -115,3 +115,13 @@ async def test_memories_page_in_order(store: Store) -> None:
     second = await store.list_memories("ann", limit=2, before=first[-1])
     third = await store.list_memories("ann", limit=2, before=second[-1])
     assert [f.text for f in first + second + third] == [f"fact {n}" for n in range(4, -1, -1)]
+
+
+async def test_memories_past_the_capacity_store_nothing(store: Store) -> None:
+    cid = await branched(store)
+    before = await facts_of_ann(store, cid)
+    text = await export(store, cid, memories=True)
+    with pytest.raises(MemoryFull):
+        await import_document(store, read_document(text, "ann"), "ann", capacity=len(before) + 1)
+    assert [c.id for c in await store.list_conversations(owner="ann")] == [cid]
+    assert await store.list_memories("ann") == before

@@ -72,7 +72,7 @@ async def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if args.command == "export":
             return await _export(store, args, out)
         if args.command == "import":
-            return await _import(store, args, out)
+            return await _import(store, args, config.memory.capacity, out)
         return await _erase(store, args, config, out)
     except ClientError as exc:
         print(f"ostinato {name}: {exc.message}", file=sys.stderr)
@@ -117,7 +117,7 @@ async def _export(store: Any, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-async def _import(store: Any, args: argparse.Namespace, out: TextIO) -> int:
+async def _import(store: Any, args: argparse.Namespace, capacity: int, out: TextIO) -> int:
     from ostinato.identity.owners import LOCAL_OWNER
     from ostinato.transfer.importing import import_document, read_document
 
@@ -127,7 +127,7 @@ async def _import(store: Any, args: argparse.Namespace, out: TextIO) -> int:
     except OSError as exc:
         print(f"ostinato import: {exc}", file=sys.stderr)
         return 2
-    ids = await import_document(store, read_document(raw, owner), owner)
+    ids = await import_document(store, read_document(raw, owner), owner, capacity=capacity)
     for cid in ids:
         print(cid, file=out)
     print(f"imported {len(ids)} conversation(s) for {owner}", file=sys.stderr)

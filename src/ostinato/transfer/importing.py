@@ -25,6 +25,7 @@ from ostinato.approvals import Approval, Ending
 from ostinato.ids import new_id
 from ostinato.messages import Message, blocks_from_json
 from ostinato.store.base import (
+    MEMORY_CAPACITY,
     AppendMessage,
     AppendSummary,
     Conversation,
@@ -214,9 +215,12 @@ def _message(row: MessageRow, at: str) -> Message:
     return Message(row.role, blocks, row.hidden, row.metadata)
 
 
-async def import_document(store: Store, document: ExportDocument, owner: str) -> list[str]:
+async def import_document(
+    store: Store, document: ExportDocument, owner: str, *, capacity: int = MEMORY_CAPACITY
+) -> list[str]:
     """Write the document's conversations (and memories, if it has them) for ``owner``
-    in one write; the conversations' new ids."""
+    in one write; the conversations' new ids. ``MemoryFull`` (nothing written) when the
+    owner would hold more than ``capacity`` current facts."""
     ids: list[str] = []
     ops: list[WriteOp] = []
     links = Links()
@@ -224,7 +228,7 @@ async def import_document(store: Store, document: ExportDocument, owner: str) ->
         cid, made = conversation_ops(doc, owner, f"conversations[{i}]", links)
         ids.append(cid)
         ops += made
-    ops += memory_ops(document.memories or [], owner, links)
+    ops += memory_ops(document.memories or [], owner, links, capacity)
     if ops:
         await store.write(*ops)
     return ids

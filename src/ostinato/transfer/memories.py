@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ostinato.errors import InvalidRequest
-from ostinato.store.base import RememberFact, Store, WriteOp, check_fact_text
+from ostinato.store.base import (
+    MEMORY_CAPACITY,
+    RememberFact,
+    Store,
+    WriteOp,
+    check_fact_text,
+)
 from ostinato.transfer.document import ImportRefused, MemoryRow
 
 PAGE = 500  # facts read from the store at a time
@@ -62,9 +68,12 @@ class Links:
         self.conversations[old] = (new, turns)
 
 
-def memory_ops(rows: list[MemoryRow], owner: str, links: Links) -> list[WriteOp]:
+def memory_ops(
+    rows: list[MemoryRow], owner: str, links: Links, capacity: int = MEMORY_CAPACITY
+) -> list[WriteOp]:
     """One ``RememberFact`` per row, oldest first (so the importer lists them in the
-    file's order); ``ImportRefused`` naming a row whose text cannot be a fact."""
+    file's order); ``ImportRefused`` naming a row whose text cannot be a fact. The write
+    raises ``MemoryFull`` when the owner's current facts would pass ``capacity``."""
     ops: list[WriteOp] = []
     for i, row in reversed(list(enumerate(rows))):
         try:
@@ -85,6 +94,7 @@ def memory_ops(rows: list[MemoryRow], owner: str, links: Links) -> list[WriteOp]
                 turn_id=turn_id,
                 valid_from=row.valid_from,
                 recorded_at=row.recorded_at,
+                capacity=capacity,
             )
         )
     return ops

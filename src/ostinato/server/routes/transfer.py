@@ -19,6 +19,7 @@ from ostinato.errors import InvalidRequest
 from ostinato.server.auth import CurrentCaller, owned
 from ostinato.server.context import Context
 from ostinato.server.schemas import ERROR_RESPONSES, ErrorBody
+from ostinato.store.base import MEMORY_CAPACITY
 from ostinato.transfer.exporting import conversation_markdown, export_json, owner_conversations
 from ostinato.transfer.importing import import_document, read_document
 
@@ -123,6 +124,11 @@ IMPORT_BODY = {
     responses={
         422: ERROR_RESPONSES[422],
         413: {"model": ErrorBody, "description": "Larger than `requests.import_bytes`."},
+        409: {
+            "model": ErrorBody,
+            "description": "The file's memories would pass the caller's `memory.capacity` "
+            "(`memory_full`); nothing is stored.",
+        },
     },
 )
 async def import_file(context: Context, caller: CurrentCaller, request: Request) -> ImportedOut:
@@ -132,5 +138,8 @@ async def import_file(context: Context, caller: CurrentCaller, request: Request)
     version or owner, or with a broken reference is a 422 naming the place, and nothing
     is stored."""
     document = read_document(await request.body(), caller.owner)
-    ids = await import_document(context.runtime.store, document, caller.owner)
+    memory = context.runtime.memory
+    capacity = MEMORY_CAPACITY if memory is None else memory.capacity
+    store = context.runtime.store
+    ids = await import_document(store, document, caller.owner, capacity=capacity)
     return ImportedOut(conversations=ids)

@@ -37,3 +37,32 @@ def test_import_export_import_erase(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "2 conversation(s)" in capsys.readouterr().out
     assert main(["export", "--owner", "ann", *db]) == 0
     assert json.loads(capsys.readouterr().out)["conversations"] == []
+
+
+def test_export_with_memories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from ostinato.store import open_store
+    from ostinato.store.base import RememberFact
+
+    url = f"sqlite:///{tmp_path / 'data.db'}"
+    db = ["--database-url", url]
+
+    async def remember() -> None:
+        store = await open_store(url)
+        try:
+            await store.write(RememberFact("ann", "likes tea"), RememberFact("bob", "bob's"))
+        finally:
+            await store.close()
+
+    asyncio.run(remember())
+    exported = tmp_path / "ann.json"
+    assert main(["export", "--owner", "ann", "--memories", "-o", str(exported), *db]) == 0
+    assert [m["text"] for m in json.loads(exported.read_text())["memories"]] == ["likes tea"]
+    assert main(["export", "x", "--format", "markdown", "--memories", *db]) == 2
+    assert "no memories" in capsys.readouterr().err
+    assert main(["import", str(exported), "--owner", "ann", *db]) == 0
+    capsys.readouterr()
+    assert main(["export", "--owner", "ann", "--memories", *db]) == 0
+    texts = [m["text"] for m in json.loads(capsys.readouterr().out)["memories"]]
+    assert texts == ["likes tea", "likes tea"]

@@ -9,6 +9,7 @@ import json
 import httpx
 from fastapi import FastAPI
 
+from ostinato.memory.facts import Memory
 from ostinato.models.scripted import ScriptedModel, text_step
 from ostinato.runtime import Runtime
 from ostinato.server.app import create_app
@@ -81,3 +82,46 @@ async def test_an_admin_erases_an_owner(client: httpx.AsyncClient, callers: Call
     assert erased.status_code == 200
     assert erased.json() == {"owner": "local", "conversations": [cid]}
     assert (await client.get(f"/v1/conversations/{cid}")).status_code == 404
+
+
+async def test_memories_when_asked(callers: Callers) -> None:
+    cid = (await callers.ann.post("/v1/conversations", json={"title": "Ann's"})).json()["id"]
+    fact = {"fact": "likes green tea", "subject": "drinks"}
+    assert (await callers.ann.post("/v1/memories", json=fact)).status_code == 201
+    assert (
+        await callers.bob.post("/v1/memories", json={"fact": "bob's secret"})
+    ).status_code == 201
+    plain = (await callers.ann.get("/v1/export")).json()
+    assert "memories" not in plain
+    everything = await callers.ann.get("/v1/export", params={"memories": "true"})
+    assert [m["text"] for m in everything.json()["memories"]] == ["likes green tea"]
+    assert "bob's secret" not in everything.text
+    one = await callers.ann.get(f"/v1/conversations/{cid}/export", params={"memories": "true"})
+    assert [m["subject"] for m in one.json()["memories"]] == ["drinks"]
+    markdown = await callers.ann.get(
+        f"/v1/conversations/{cid}/export", params={"format": "markdown", "memories": "true"}
+    )
+    assert markdown.status_code == 422
+    assert markdown.json()["error"]["message"].startswith("memories:")
+    document = everything.json()
+    document["memories"].append(dict(document["memories"][0], text=""))
+    refused = await callers.ann.post("/v1/import", json=document)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["message"].startswith("memories[1].text:")
+    imported = await callers.ann.post("/v1/import", content=everything.content)
+    assert imported.status_code == 201
+    facts = (await callers.ann.get("/v1/memories")).json()["memories"]
+    assert [f["fact"] for f in facts] == ["likes green tea", "likes green tea"]
+    assert len((await callers.bob.get("/v1/memories")).json()["memories"]) == 1
+
+
+async def test_memories_past_the_capacity_are_409(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    runtime.memory = Memory(runtime.store, capacity=1)
+    assert (await client.post("/v1/memories", json={"fact": "likes tea"})).status_code == 201
+    await client.post("/v1/conversations", json={"title": "Mine"})
+    exported = await client.get("/v1/export", params={"memories": "true"})
+    refused = await client.post("/v1/import", content=exported.content)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "memory_full"
+    assert len((await client.get("/v1/conversations")).json()["conversations"]) == 1

@@ -1,5 +1,6 @@
 """The page's side of the data people keep: the sidebar searches as the person types and
-a hit opens its conversation at the row; conversations are archived, restored and exported."""
+a hit opens its conversation at the row; conversations are archived, restored, exported,
+and imported from a file the person picks (a broken one shows the server's message)."""
 
 from __future__ import annotations
 
@@ -107,3 +108,36 @@ def test_a_conversation_is_exported_from_the_list(context: Any, filled: tuple[Si
         document = json.load(file)
     (exported,) = document["conversations"]
     assert exported["title"] == "Airships" and len(exported["messages"]) == 400
+
+
+def test_an_exported_file_is_imported_from_the_sidebar(
+    context: Any, filled: tuple[Site, str], tmp_path: Any
+) -> None:
+    site, _ = filled
+    site.conversation("Okapi notes")
+    page = context.new_page()
+    page.goto(site.url + "/")
+    listing = page.locator(".conversation-list")
+    with page.expect_download() as downloading:
+        page.get_by_role("link", name="Export Okapi notes").click()
+    exported = tmp_path / "okapi.json"
+    downloading.value.save_as(exported)
+    document = json.loads(exported.read_text(encoding="utf-8"))
+    picker = page.get_by_label("Import conversations")
+    page.get_by_role("button", name="Archived conversations").focus()
+    page.keyboard.press("Tab")  # the picker is next in the keyboard's order
+    expect(picker).to_be_focused()
+    picker.set_input_files(exported)
+    expect(page.get_by_role("status")).to_have_text("Imported 1 conversation.")
+    expect(listing.get_by_text("Okapi notes")).to_have_count(2)
+    titles = [c["title"] for c in site.api("GET", "/v1/conversations?limit=100")["conversations"]]
+    assert titles.count("Okapi notes") == 2
+    document["conversations"][0]["branch_tip"] = 99
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(document), encoding="utf-8")
+    picker.set_input_files(broken)
+    expect(page.get_by_role("alert")).to_contain_text("conversations[0].branch_tip: no message 99")
+    expect(page.get_by_role("status")).to_have_count(0)
+    again = site.api("GET", "/v1/conversations?limit=100")["conversations"]
+    assert [c["title"] for c in again].count("Okapi notes") == 2
+    expect(listing.get_by_text("Okapi notes")).to_have_count(2)

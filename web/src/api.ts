@@ -145,6 +145,21 @@ export const api = {
   usageOn: (day: string) => request<Usage>("GET", `/v1/usage?since=${day}&until=${day}`),
 };
 
+/** Send a file the person chose (an export file, or ChatGPT's conversations.json) to
+ * `POST /v1/import` as it is; the new conversations' ids, or an ApiError with the
+ * server's message (a 422 names the place in the file). */
+export async function importFile(file: Blob): Promise<{ conversations: string[] }> {
+  const headers = headersFor("POST", { accept: "application/json", "content-type": "application/json" });
+  let response: Response;
+  try {
+    response = await fetch("/v1/import", { method: "POST", headers, body: file });
+  } catch {
+    throw new ApiError(0, "unreachable", "the server cannot be reached");
+  }
+  if (!response.ok) return fail(response);
+  return (await response.json()) as { conversations: string[] };
+}
+
 /**
  * Start a turn: a message (JSON, or a multipart form when files are attached) or a card's
  * answer. The request asks for the turn's frames and stops reading after the first one

@@ -1,7 +1,7 @@
-// The conversations: newest first, paged; new, open, rename, archive, export; the archived ones
-// on request; a search of them all as the person types.
+// The conversations: newest first, paged; new, open, rename, archive, export, import; the
+// archived ones on request; a search of them all as the person types.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api } from "./api";
+import { api, importFile } from "./api";
 import { navigate } from "./nav";
 import type { Conversation, SearchHit } from "./types";
 
@@ -125,6 +125,47 @@ function useSearch(query: string): SearchHit[] | null {
   return hits;
 }
 
+/** A file picker (a labelled input, reachable with Tab) that sends the chosen file to
+ * `POST /v1/import`, then says how many conversations came in (and refreshes the list) or
+ * shows the server's message. */
+function Import({ onChanged }: { onChanged: () => void }) {
+  const [status, setStatus] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const chosen = async (input: HTMLInputElement) => {
+    const file = input.files?.[0];
+    if (!file) return;
+    setStatus(`Importing ${file.name}…`);
+    setError(null);
+    try {
+      const made = await importFile(file);
+      const n = made.conversations.length;
+      setStatus(`Imported ${n} conversation${n === 1 ? "" : "s"}.`);
+      onChanged();
+    } catch (e) {
+      setStatus(null);
+      setError(e instanceof Error ? e.message : String(e));
+    } finally {
+      input.value = ""; // the same file can be chosen again
+    }
+  };
+  return (
+    <div class="import">
+      <input
+        id="import-file"
+        class="sr-only import-input"
+        type="file"
+        accept=".json,application/json"
+        onChange={(e) => chosen(e.target as HTMLInputElement)}
+      />
+      <label for="import-file" class="link import-button" title="An ostinato export file, or ChatGPT's conversations.json">
+        Import conversations
+      </label>
+      {status && <p class="muted import-status" role="status">{status}</p>}
+      {error && <p class="card-error import-error" role="alert">Import refused: {error}</p>}
+    </div>
+  );
+}
+
 export function Sidebar({ current, version, onChanged }: { current: string | null; version: number; onChanged: () => void }) {
   const [items, setItems] = useState<Conversation[]>([]);
   const [next, setNext] = useState<string | null>(null);
@@ -177,6 +218,7 @@ export function Sidebar({ current, version, onChanged }: { current: string | nul
           <button class="link archived-toggle" aria-pressed={archived} onClick={() => setArchived(!archived)}>
             {archived ? "Back to conversations" : "Archived conversations"}
           </button>
+          <Import onChanged={onChanged} />
         </>
       )}
     </nav>

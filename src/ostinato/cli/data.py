@@ -3,7 +3,8 @@ out of, into and wiped from the store the server uses (``docs/data.md``).
 
 ::
 
-    ostinato export [CONVERSATION_ID] [--owner ann] [--format json|markdown] [-o FILE]
+    ostinato export [CONVERSATION_ID] [--owner ann] [--format json|markdown] [--memories]
+                    [-o FILE]
     ostinato import FILE [--owner ann]
     ostinato owners erase ann
 
@@ -11,6 +12,8 @@ They work on the database directly (``--database-url``, else ``$OSTINATO_DATABAS
 else the config file's, else ``./ostinato.db``), like ``ostinato keys``. ``export``
 without an id writes every conversation of ``--owner`` (every conversation in the
 database without it) as one export file; an export is written as it is read.
+``--memories`` adds the memories (current facts) of the file's owner (``--owner``, else
+the conversation's, else ``local``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ def add_parsers(commands: Any, database_help: str, config_help: str) -> None:
     export.add_argument("conversation_id", nargs="?", metavar="CONVERSATION_ID")
     export.add_argument("--owner", help="whose conversations (default: every owner's)")
     export.add_argument("--format", choices=("json", "markdown"), default="json")
+    export.add_argument(
+        "--memories", action="store_true", help="add the owner's memories (JSON only)"
+    )
     export.add_argument("-o", "--output", metavar="FILE", help="the file (default: stdout)")
     imports = commands.add_parser(
         "import", help="read an export file, or ChatGPT's conversations.json, as new conversations"
@@ -66,7 +72,7 @@ async def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if args.command == "export":
             return await _export(store, args, out)
         if args.command == "import":
-            return await _import(store, args, out)
+            return await _import(store, args, config.memory.capacity, out)
         return await _erase(store, args, config, out)
     except ClientError as exc:
         print(f"ostinato {name}: {exc.message}", file=sys.stderr)
@@ -89,11 +95,13 @@ async def _export(store: Any, args: argparse.Namespace, out: TextIO) -> int:
     )
 
     owner = args.owner or LOCAL_OWNER
+    if args.format == "markdown" and (args.memories or args.conversation_id is None):
+        why = "has no memories" if args.memories else "is of one conversation: name it"
+        print(f"ostinato export: Markdown {why}", file=sys.stderr)
+        return 2
     if args.conversation_id is None:
-        if args.format == "markdown":
-            print("ostinato export: Markdown is of one conversation: name it", file=sys.stderr)
-            return 2
-        pieces = export_json(store, owner_conversations(store, args.owner), owner)
+        conversations = owner_conversations(store, args.owner)
+        pieces = export_json(store, conversations, owner, memories=args.memories)
     else:
         found = await store.get_conversation(args.conversation_id)
         if found is None or (args.owner is not None and found.owner != args.owner):
@@ -101,14 +109,15 @@ async def _export(store: Any, args: argparse.Namespace, out: TextIO) -> int:
         if args.format == "markdown":
             pieces = conversation_markdown(store, found)
         else:
-            pieces = export_json(store, [found], args.owner or found.owner or owner)
+            whose = args.owner or found.owner or owner
+            pieces = export_json(store, [found], whose, memories=args.memories)
     with _target(args.output, out) as target:
         async for piece in pieces:
             target.write(piece)
     return 0
 
 
-async def _import(store: Any, args: argparse.Namespace, out: TextIO) -> int:
+async def _import(store: Any, args: argparse.Namespace, capacity: int, out: TextIO) -> int:
     from ostinato.identity.owners import LOCAL_OWNER
     from ostinato.transfer.importing import import_document, read_document
 
@@ -118,7 +127,7 @@ async def _import(store: Any, args: argparse.Namespace, out: TextIO) -> int:
     except OSError as exc:
         print(f"ostinato import: {exc}", file=sys.stderr)
         return 2
-    ids = await import_document(store, read_document(raw, owner), owner)
+    ids = await import_document(store, read_document(raw, owner), owner, capacity=capacity)
     for cid in ids:
         print(cid, file=out)
     print(f"imported {len(ids)} conversation(s) for {owner}", file=sys.stderr)

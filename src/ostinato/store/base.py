@@ -25,10 +25,12 @@ from ostinato.store.mcp_servers import McpServerOp, McpServerReads
 from ostinato.store.memory_records import MEMORY_CAPACITY as MEMORY_CAPACITY
 from ostinato.store.memory_records import MEMORY_SUBJECT_LIMIT as MEMORY_SUBJECT_LIMIT
 from ostinato.store.memory_records import MEMORY_TEXT_LIMIT as MEMORY_TEXT_LIMIT
+from ostinato.store.memory_records import ForgetFact as ForgetFact
 from ostinato.store.memory_records import MemoryConflict as MemoryConflict
 from ostinato.store.memory_records import MemoryFact as MemoryFact
 from ostinato.store.memory_records import MemoryFull as MemoryFull
 from ostinato.store.memory_records import MemoryHit as MemoryHit
+from ostinato.store.memory_records import RememberFact as RememberFact
 from ostinato.store.memory_records import check_fact_text as check_fact_text
 from ostinato.store.memory_records import normalize_subject as normalize_subject
 from ostinato.store.relations import RelationOp, RelationReads
@@ -317,42 +319,6 @@ class EditQueued:
     message: Message | None = None
 
 
-# --- long-term memory: write ops ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RememberFact:
-    """Record a current fact in ``scope``; returns the stored ``MemoryFact``.
-
-    The store gives it an id (unless ``id`` is set) and ``recorded_at`` (= ``valid_from``
-    unless that is given). With ``supersedes``, that fact (current, same scope) is closed
-    and the two are linked in the same write: ``NotFound`` if there is no such fact in
-    this scope, ``Conflict`` if it is already closed. ``MemoryFull`` when the scope
-    already holds ``capacity`` current facts (a superseded fact does not count);
-    ``InvalidRequest`` for an empty text or one over ``MEMORY_TEXT_LIMIT`` characters.
-    """
-
-    scope: str
-    text: str
-    subject: str | None = None
-    supersedes: str | None = None
-    conversation_id: str | None = None
-    turn_id: str | None = None
-    capacity: int = MEMORY_CAPACITY
-    id: str | None = None
-    valid_from: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetFact:
-    """Close a current fact of ``scope`` (``valid_to`` = now): it leaves recall and stays
-    as history. Returns the closed ``MemoryFact``; forgetting a closed fact returns it
-    unchanged. ``NotFound`` for an unknown fact or another scope's."""
-
-    scope: str
-    memory_id: str
-
-
 @dataclass(frozen=True, slots=True)
 class SetToolSwitch:
     """Switch a tool on or off for a scope (a user, or ``conversation:<id>``)."""
@@ -466,10 +432,16 @@ class Store(
     async def get_memory(self, memory_id: str) -> MemoryFact | None: ...
 
     async def list_memories(
-        self, scope: str, *, include_closed: bool = False, limit: int = 100
+        self,
+        scope: str,
+        *,
+        include_closed: bool = False,
+        limit: int = 100,
+        before: MemoryFact | None = None,
     ) -> list[MemoryFact]:
         """Facts of ``scope``, newest recorded first; current ones unless
-        ``include_closed``."""
+        ``include_closed``. ``before``: the last fact of the previous page (the next page
+        holds the facts after it in this order)."""
         ...
 
     async def search_memories(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:

@@ -84,9 +84,18 @@ class MemoryStore(
         )
 
     async def list_memories(
-        self, scope: str, *, include_closed: bool = False, limit: int = 100
+        self,
+        scope: str,
+        *,
+        include_closed: bool = False,
+        limit: int = 100,
+        before: MemoryFact | None = None,
     ) -> list[MemoryFact]:
-        return self._scope_facts(scope, include_closed)[:limit]
+        facts = self._scope_facts(scope, include_closed)
+        if before is not None:
+            cursor = (before.recorded_at, before.id)
+            facts = [f for f in facts if (f.recorded_at, f.id) < cursor]
+        return facts[:limit]
 
     async def search_memories(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:
         terms = search_terms(query)

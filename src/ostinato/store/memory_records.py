@@ -1,5 +1,6 @@
-"""Long-term memory's records: facts, search hits, conflicts, and the checks a fact's text
-and subject pass before they are stored (re-exported by ``store.base``).
+"""Long-term memory's records: facts, search hits, conflicts, the checks a fact's text
+and subject pass before they are stored, and the write ops that remember and forget a
+fact (all re-exported by ``store.base``).
 
 Facts are what a model or a person asked to keep, per scope (an owner, or
 ``conversation:<id>`` for a conversation without one). Bitemporal: ``valid_from`` /
@@ -98,3 +99,42 @@ class MemoryFull(Conflict):
         super().__init__(f"memory is full: {count} of {capacity} facts; forget some first")
         self.count = count
         self.capacity = capacity
+
+
+# --- write ops ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RememberFact:
+    """Record a current fact in ``scope``; returns the stored ``MemoryFact``.
+
+    The store gives it an id (unless ``id`` is set) and ``recorded_at`` (the time of the
+    write unless ``recorded_at`` is given: an import keeps the exporting store's;
+    ``valid_from`` is ``recorded_at`` unless given). With ``supersedes``, that fact
+    (current, same scope) is closed and the two are linked in the same write:
+    ``NotFound`` if there is no such fact in this scope, ``Conflict`` if it is already
+    closed. ``MemoryFull`` when the scope already holds ``capacity`` current facts (a
+    superseded fact does not count); ``InvalidRequest`` for an empty text or one over
+    ``MEMORY_TEXT_LIMIT`` characters.
+    """
+
+    scope: str
+    text: str
+    subject: str | None = None
+    supersedes: str | None = None
+    conversation_id: str | None = None
+    turn_id: str | None = None
+    capacity: int = MEMORY_CAPACITY
+    id: str | None = None
+    valid_from: datetime | None = None
+    recorded_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetFact:
+    """Close a current fact of ``scope`` (``valid_to`` = now): it leaves recall and stays
+    as history. Returns the closed ``MemoryFact``; forgetting a closed fact returns it
+    unchanged. ``NotFound`` for an unknown fact or another scope's."""
+
+    scope: str
+    memory_id: str

@@ -6,7 +6,12 @@ One JSON object::
      "conversations": [{"id", "title", "persona", "metadata", "state", "pinned",
                         "archived_at", "created_at", "updated_at", "branch_tip",
                         "turns": [...], "tool_calls": [...], "approvals": [...],
-                        "messages": [...]}]}
+                        "messages": [...]}],
+     "memories": [{"id", "text", "subject", "valid_from", "recorded_at",
+                   "conversation_id", "turn_id"}]}
+
+``memories`` (the owner's current facts) is there only when the export was asked for
+them; a file without the key imports as before, and stores no memory.
 
 Every row of every branch is there: a message's ``parent_seq`` is the row it follows in
 the conversation's tree (0 for a first row), ``branch_tip`` the last row of the branch the
@@ -110,9 +115,23 @@ class ConversationDoc(_Row):
     messages: list[MessageRow] = Field(default_factory=list)
 
 
+class MemoryRow(_Row):
+    """A current fact of the owner; ``conversation_id`` / ``turn_id``: where it was
+    learned (kept on import when that conversation is in the file)."""
+
+    id: str = Field(max_length=200)
+    text: str
+    subject: str | None = None
+    valid_from: datetime
+    recorded_at: datetime
+    conversation_id: str | None = None
+    turn_id: str | None = None
+
+
 class ExportDocument(_Row):
     format: Literal["ostinato-export"]
     version: Literal[1]
     exported_at: datetime | None = None
     owner: str | None = None
     conversations: list[ConversationDoc]
+    memories: list[MemoryRow] | None = None

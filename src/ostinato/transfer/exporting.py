@@ -26,6 +26,7 @@ from ostinato.messages import (
 from ostinato.store.base import Conversation, Store, ToolCallRecord, Turn, utcnow
 from ostinato.store.tree import WHOLE
 from ostinato.transfer.document import FORMAT, VERSION
+from ostinato.transfer.memories import memories_json
 
 PAGE = 500  # messages read from the store at a time
 
@@ -153,9 +154,14 @@ async def conversation_json(store: Store, conversation: Conversation) -> AsyncIt
 
 
 async def export_json(
-    store: Store, conversations: AsyncIterator[Conversation] | Sequence[Conversation], owner: str
+    store: Store,
+    conversations: AsyncIterator[Conversation] | Sequence[Conversation],
+    owner: str,
+    *,
+    memories: bool = False,
 ) -> AsyncIterator[str]:
-    """The export file of ``conversations`` (``owner``'s), in pieces."""
+    """The export file of ``conversations`` (``owner``'s), in pieces; with ``memories``,
+    the owner's current facts too (``transfer.memories``)."""
     head = {"format": FORMAT, "version": VERSION, "exported_at": _time(utcnow()), "owner": owner}
     yield _dump(head)[:-1] + ',"conversations":['
     first = True
@@ -164,6 +170,10 @@ async def export_json(
             yield ","
         first = False
         async for piece in conversation_json(store, conversation):
+            yield piece
+    if memories:
+        yield '],"memories":['
+        async for piece in memories_json(store, owner):
             yield piece
     yield "]}\n"
 

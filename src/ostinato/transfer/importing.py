@@ -25,6 +25,7 @@ from ostinato.approvals import Approval, Ending
 from ostinato.ids import new_id
 from ostinato.messages import Message, blocks_from_json
 from ostinato.store.base import (
+    MEMORY_CAPACITY,
     AppendMessage,
     AppendSummary,
     Conversation,
@@ -46,6 +47,7 @@ from ostinato.transfer.document import (
     ImportRefused,
     MessageRow,
 )
+from ostinato.transfer.memories import Links, memory_ops
 
 DEFAULT_LIMIT = 100 * 2**20  # bytes of an import file
 
@@ -83,10 +85,15 @@ def read_document(raw: bytes | str, owner: str) -> ExportDocument:
     return document
 
 
-def conversation_ops(doc: ConversationDoc, owner: str, where: str) -> tuple[str, list[WriteOp]]:
-    """The new conversation's id and the ops that write it; ``ImportRefused``."""
+def conversation_ops(
+    doc: ConversationDoc, owner: str, where: str, links: Links | None = None
+) -> tuple[str, list[WriteOp]]:
+    """The new conversation's id and the ops that write it (its new ids noted in
+    ``links``); ``ImportRefused``."""
     cid = new_id()
     turn_ids = {t.id: new_id() for t in doc.turns}
+    if links is not None:
+        links.add(doc.id, cid, turn_ids)
     state = "idle" if doc.state == "running" else doc.state
     made = Conversation(
         id=cid,
@@ -208,14 +215,20 @@ def _message(row: MessageRow, at: str) -> Message:
     return Message(row.role, blocks, row.hidden, row.metadata)
 
 
-async def import_document(store: Store, document: ExportDocument, owner: str) -> list[str]:
-    """Write the document's conversations for ``owner`` in one write; their new ids."""
+async def import_document(
+    store: Store, document: ExportDocument, owner: str, *, capacity: int = MEMORY_CAPACITY
+) -> list[str]:
+    """Write the document's conversations (and memories, if it has them) for ``owner``
+    in one write; the conversations' new ids. ``MemoryFull`` (nothing written) when the
+    owner would hold more than ``capacity`` current facts."""
     ids: list[str] = []
     ops: list[WriteOp] = []
+    links = Links()
     for i, doc in enumerate(document.conversations):
-        cid, made = conversation_ops(doc, owner, f"conversations[{i}]")
+        cid, made = conversation_ops(doc, owner, f"conversations[{i}]", links)
         ids.append(cid)
         ops += made
+    ops += memory_ops(document.memories or [], owner, links, capacity)
     if ops:
         await store.write(*ops)
     return ids

@@ -24,10 +24,22 @@ def get_memory() -> sa.Select[Any]:
 
 
 @cache
-def list_memories(include_closed: bool) -> sa.Select[Any]:
+def list_memories(include_closed: bool, paged: bool = False) -> sa.Select[Any]:
+    """A scope's facts, newest recorded first; ``paged``: after fact ``:before`` in that
+    order (by its recorded time, then id, as the order is)."""
     stmt = sa.select(memories).where(memories.c.scope == _param(memories.c.scope, "scope"))
     if not include_closed:
         stmt = stmt.where(memories.c.valid_to.is_(None))
+    if paged:
+        before = _param(memories.c.id, "before")
+        cursor = memories.alias("cursor")
+        at = sa.select(cursor.c.recorded_at).where(cursor.c.id == before).scalar_subquery()
+        stmt = stmt.where(
+            sa.or_(
+                memories.c.recorded_at < at,
+                sa.and_(memories.c.recorded_at == at, memories.c.id < before),
+            )
+        )
     return stmt.order_by(memories.c.recorded_at.desc(), memories.c.id.desc()).limit(
         sa.bindparam("limit", type_=sa.Integer)
     )

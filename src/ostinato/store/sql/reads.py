@@ -133,12 +133,20 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, S
         return rows.memory(found[0], self._decode_time) if found else None
 
     async def list_memories(
-        self, scope: str, *, include_closed: bool = False, limit: int = 100
+        self,
+        scope: str,
+        *,
+        include_closed: bool = False,
+        limit: int = 100,
+        before: MemoryFact | None = None,
     ) -> list[MemoryFact]:
         """Facts of ``scope``, newest recorded first; current ones unless
-        ``include_closed``."""
-        stmt = fact_reads.list_memories(include_closed)
-        found = await self._fetch(stmt, {"scope": scope, "limit": limit})
+        ``include_closed``; after ``before`` in that order, when given."""
+        stmt = fact_reads.list_memories(include_closed, before is not None)
+        params: dict[str, Any] = {"scope": scope, "limit": limit}
+        if before is not None:
+            params["before"] = before.id
+        found = await self._fetch(stmt, params)
         return [rows.memory(r, self._decode_time) for r in found]
 
     async def search_memories(self, scope: str, query: str, *, limit: int = 10) -> list[MemoryHit]:

@@ -209,7 +209,7 @@ def test_files_by_picker_and_by_drop(context: Any, site: Site, tmp_path: Any) ->
     page = open_new(context, site)
     note = tmp_path / "plan.md"
     note.write_text("# The plan\nbuild it")
-    page.locator("input[type=file]").set_input_files(str(note))
+    page.locator("input[type=file][multiple]").set_input_files(str(note))
     expect(page.get_by_role("list", name="Files to send")).to_contain_text("plan.md")
     send(page, "/say got it")
     conversation_id(page)

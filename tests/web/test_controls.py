@@ -157,7 +157,7 @@ def test_thinking_is_collapsed_and_images_are_shown(context: Any, site: Site) ->
     thinking.locator("summary").click()
     expect(thinking.locator(".thinking-text")).to_have_text("Thinking about the answer is 42")
 
-    files = page.locator("input[type=file]")
+    files = page.locator("input[type=file][multiple]")
     files.set_input_files({"name": "dots.png", "mimeType": "image/png", "buffer": _png(3, 2)})
     send(page, "/say a picture")
     image = page.locator(".msg.user img.attachment-image")

@@ -5,6 +5,7 @@ answered, lets the turn go on."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,7 +59,13 @@ def test_the_soft_limit_card_survives_a_reload_and_continuing_goes_on(
     card.get_by_role("button", name="Continue").click()
     expect(page.locator(".msg.assistant", has_text="offline model")).to_have_count(1)
     expect(card).to_have_count(0)
-    [turn] = site.api("GET", f"/v1/conversations/{cid}/turns")["turns"]
+    # The answer's row is on screen as soon as it is stored; the turn is finished in the
+    # write after it, which a loaded machine may not have made yet.
+    for _ in range(300):
+        [turn] = site.api("GET", f"/v1/conversations/{cid}/turns")["turns"]
+        if turn["stop_reason"] is not None:
+            break
+        time.sleep(0.1)
     assert turn["stop_reason"] == "end_turn"
     usage = site.api("GET", "/v1/usage")
     assert usage["total"]["calls"] == 1 and usage["total"]["cost_usd"] > 0  # one call made

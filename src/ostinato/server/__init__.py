@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from ostinato.server.app import create_app, end_streams
+from ostinato.server.app import build_routes, create_app, end_streams
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.limits import BodyLimits
 
-__all__ = ["BodyLimits", "ModelChooser", "ServerContext", "create_app", "end_streams"]
+__all__ = [
+    "BodyLimits",
+    "ModelChooser",
+    "ServerContext",
+    "build_routes",
+    "create_app",
+    "end_streams",
+]

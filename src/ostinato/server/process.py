@@ -4,7 +4,9 @@
 started on a port that is taken exits there, having read and changed nothing (the app's
 start-up recovery never runs in it).
 
-``GracefulServer`` is uvicorn's server with ostinato's shutdown. On SIGTERM (or Ctrl-C):
+``GracefulServer`` is uvicorn's server with ostinato's shutdown. Once it listens it starts
+the work in ``once_started`` (``serve`` builds the routes there: ``server.app.
+build_routes``); a shutdown cancels what is left of it. On SIGTERM (or Ctrl-C):
 
 0. the background pollers (schedules, memory jobs: ``before_drain``) stop, while the
    store is still open: none ticks against a closed store;
@@ -78,6 +80,13 @@ class GracefulServer(uvicorn.Server):
         self._hurry: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.before_drain: list[Callable[[], Awaitable[None]]] = []
+        self.once_started: list[Callable[[], Awaitable[object]]] = []  # run once it listens
+        self._started_work: list[asyncio.Future[object]] = []
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._started_work = [asyncio.ensure_future(work()) for work in self.once_started]
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         again = self.should_exit
@@ -90,6 +99,8 @@ class GracefulServer(uvicorn.Server):
         self._hurry = asyncio.Event()
         if self.force_exit:
             self._hurry.set()
+        for work in self._started_work:
+            work.cancel()
         for stop in self.before_drain:
             await stop()
         busy = self.runtime.active()

@@ -22,6 +22,7 @@ from ostinato.models.offline import OfflineModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.store.memory import MemoryStore
+from tests.serve_script import run_serve_script
 
 
 def _request(headers: dict[str, str]) -> Request:
@@ -339,24 +340,8 @@ def test_a_started_server_has_frozen_what_start_up_made_and_collects_again(
     tmp_path: Path,
 ) -> None:
     import json
-    import os
-    import subprocess
-    import sys
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OSTINATO_", "OPENAI_"))}
-    env.pop("ANTHROPIC_API_KEY", None)
-    env["OSTINATO_MODEL"] = "offline:ostinato"
-    done = subprocess.run(
-        [sys.executable, "-c", WATCH_SERVE, str(port)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_serve_script(WATCH_SERVE, cwd=tmp_path)
     lines = [line for line in done.stdout.splitlines() if line.startswith("[")]
     assert lines, done.stdout + done.stderr
     enabled, frozen = json.loads(lines[-1])

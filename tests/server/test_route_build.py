@@ -6,10 +6,6 @@ asserted."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +18,7 @@ from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import build_routes, create_app
 from ostinato.store.memory import MemoryStore
+from tests.serve_script import run_serve_script
 
 # Routes included late (app.py's order), each the first of its router to be asked here.
 LATE = ["/langgraph/info", "/.well-known/agent-card.json", "/metrics", "/v1/tools"]
@@ -105,20 +102,7 @@ sys.exit(main(["serve", "--port", port, "--database-url", "memory://"]))
 
 
 def test_serve_builds_every_route_once_it_listens(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OSTINATO_", "OPENAI_"))}
-    env.pop("ANTHROPIC_API_KEY", None)
-    env["OSTINATO_MODEL"] = "offline:ostinato"
-    done = subprocess.run(
-        [sys.executable, "-c", WATCH, str(port), json.dumps(LATE)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_serve_script(WATCH, json.dumps(LATE), cwd=tmp_path)
     lines = [line for line in done.stdout.splitlines() if line.startswith("built ")]
     assert lines, done.stdout + done.stderr
     assert lines[-1] != "built never", "serve never built its routes"

@@ -56,6 +56,19 @@ def test_the_routes_are_defined_when_the_first_app_is_built() -> None:
     assert imported_after(built, routes) == sorted(routes)
 
 
+def test_building_the_app_leaves_the_mcp_sdk_to_the_first_mcp_request() -> None:
+    """``/mcp`` is declared with the routes; the SDK it serves with (a third of a second
+    of imports) is loaded by its first request, or by ``serve`` once it listens."""
+    built = (
+        "import asyncio, ostinato.server\nfrom ostinato.runtime import Runtime\n"
+        "from ostinato.store import MemoryStore\nfrom ostinato.models.offline import OfflineModel\n"
+        "app = ostinato.server.create_app(Runtime(MemoryStore(), model=OfflineModel()))"
+    )
+    assert imported_after(built, ("mcp", "mcp_types")) == []
+    prepared = built + "\nasyncio.run(ostinato.server.prepare(app))"
+    assert imported_after(prepared, ("mcp", "mcp_types")) == ["mcp", "mcp_types"]
+
+
 def test_one_section_of_the_configuration_loads_only_its_modules() -> None:
     """The server needs ``config.background`` (schedules): not the settings' layers, the
     tools' sources or the rest, which ``ostinato.config`` loads when a name is used."""

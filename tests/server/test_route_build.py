@@ -1,7 +1,8 @@
 """A route's request handling is built once the server listens (``build_routes``, one
 router at a time), not at the first request that reaches it (FastAPI's default for
-included routers). Counted by watching FastAPI build a route's state: times are never
-asserted."""
+included routers); the MCP SDK that ``/mcp`` serves with is imported then too, in a
+thread (``prepare``). Counted by watching FastAPI build a route's state and by the
+modules loaded: times are never asserted."""
 
 from __future__ import annotations
 
@@ -71,12 +72,11 @@ import ostinato.cli.serve as serve
 from ostinato.cli.main import main
 port, late = sys.argv[1], json.loads(sys.argv[2])
 built_all = threading.Event()
-build_routes = serve.build_routes
+prepare = serve.prepare
 async def watched(app):
-    count = await build_routes(app)
+    await prepare(app)
     built_all.set()
-    return count
-serve.build_routes = watched
+serve.prepare = watched
 def watch():
     if not built_all.wait(60):
         print("built never", flush=True)
@@ -94,6 +94,7 @@ def watch():
             urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30)
         except urllib.error.HTTPError:
             pass
+    print("mcp " + json.dumps("mcp.server" in sys.modules), flush=True)
     print("built " + json.dumps(built), flush=True)
     os.kill(os.getpid(), signal.SIGTERM)
 threading.Thread(target=watch, daemon=True).start()
@@ -107,3 +108,4 @@ def test_serve_builds_every_route_once_it_listens(tmp_path: Path) -> None:
     assert lines, done.stdout + done.stderr
     assert lines[-1] != "built never", "serve never built its routes"
     assert json.loads(lines[-1].removeprefix("built ")) == []
+    assert "mcp true" in done.stdout.splitlines()  # the MCP SDK, loaded in a thread

@@ -59,7 +59,7 @@ from ostinato.observe import logs
 from ostinato.observe import setup as observe_setup
 from ostinato.reload import Reloader
 from ostinato.runtime import Runtime
-from ostinato.server import BodyLimits, ModelChooser, build_routes, create_app
+from ostinato.server import BodyLimits, ModelChooser, create_app, prepare
 from ostinato.server.idempotency import Idempotency
 from ostinato.server.process import REQUESTS_GRACE_S, GracefulServer, listen
 from ostinato.server.routes.metrics import MetricsEndpoint
@@ -368,7 +368,7 @@ async def run(
     app.state.schedules, app.state.jobs_settings = background.schedules, config.background.jobs
     background.start()
     server.before_drain.append(background.stop)  # before the store closes (process.py)
-    server.once_started.append(lambda: build_routes(app))  # not at each first request
+    server.once_started.append(lambda: prepare(app))  # not at the first requests (app.py)
     gc.collect()  # what start-up made lives as long as the process: the collector's
     gc.freeze()  # full passes skip it from here on (docs/performance.md)
     gc.enable()  # off while the command started (cli.main)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ostinato.server.app import build_routes, create_app, end_streams
+from ostinato.server.app import build_routes, create_app, end_streams, prepare
 from ostinato.server.context import ModelChooser, ServerContext
 from ostinato.server.limits import BodyLimits
 
@@ -13,4 +13,5 @@ __all__ = [
     "build_routes",
     "create_app",
     "end_streams",
+    "prepare",
 ]

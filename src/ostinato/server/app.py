@@ -195,6 +195,17 @@ async def build_routes(app: FastAPI) -> int:
     return built
 
 
+async def prepare(app: FastAPI) -> None:
+    """Make now what the app would otherwise make at a first request, on the event loop:
+    every route's handling (``build_routes``), then the MCP SDK that ``/mcp`` serves
+    with (a third of a second of imports, in a thread). ``serve`` runs it once it listens.
+    """
+    from ostinato.server import mcp_server  # imported with the routes (create_app)
+
+    await build_routes(app)
+    await asyncio.to_thread(mcp_server.load)
+
+
 def end_streams(app: FastAPI) -> None:
     """End every open event stream (each sends an ``error`` frame with code ``closing``).
 

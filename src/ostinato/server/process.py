@@ -5,8 +5,8 @@ started on a port that is taken exits there, having read and changed nothing (th
 start-up recovery never runs in it).
 
 ``GracefulServer`` is uvicorn's server with ostinato's shutdown. Once it listens it starts
-the work in ``once_started`` (``serve`` builds the routes there: ``server.app.
-build_routes``); a shutdown cancels what is left of it. On SIGTERM (or Ctrl-C):
+the work in ``once_started`` (``serve`` prepares the app there: ``server.app.prepare``);
+a shutdown cancels what is left of it. On SIGTERM (or Ctrl-C):
 
 0. the background pollers (schedules, memory jobs: ``before_drain``) stop, while the
    store is still open: none ticks against a closed store;

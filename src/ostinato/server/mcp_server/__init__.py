@@ -2,6 +2,6 @@
 server, stateless, behind the API's authentication; ``calls``: a call as a turn).
 Nothing is kept in the process: a conversation named by a call is read from the store."""
 
-from ostinato.server.mcp_server.route import router
+from ostinato.server.mcp_server.route import load, router
 
-__all__ = ["router"]
+__all__ = ["load", "router"]

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 from ostinato.tools.processes import started, stop_left, written
@@ -55,3 +58,37 @@ def test_a_group_whose_leader_pid_was_reused_is_not_touched(tmp_path: Path) -> N
 def test_start_times_are_read_from_proc() -> None:
     assert started(os.getpid()) is not None
     assert started(gone_pid()) is None
+
+
+# A server that dies between starting a command and writing its group down: the child
+# Python stands for the server, killed (SIGKILL, as a crash) where ``written`` begins.
+_DIES_BEFORE_WRITING = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from ostinato.tools import shell
+
+def crash(folder, pgid):
+    Path(sys.argv[2]).write_text(str(pgid))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+shell.written = crash
+asyncio.run(shell.run_command(
+    f"touch {sys.argv[1]}; sleep 30", cwd="/", env={"PATH": "/usr/bin:/bin"}, deadline_s=60,
+))
+"""
+
+
+def test_a_command_never_starts_when_its_server_dies_before_writing_it_down(
+    tmp_path: Path,
+) -> None:
+    ran, shell_pid = tmp_path / "ran", tmp_path / "shell.pid"
+    server = subprocess.run(
+        [sys.executable, "-c", _DIES_BEFORE_WRITING, str(ran), str(shell_pid)], timeout=60
+    )
+    assert server.returncode == -signal.SIGKILL
+    pid = int(shell_pid.read_text())
+    deadline = time.monotonic() + 10
+    while started(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the shell reads EOF on its gate and exits
+    assert started(pid) is None or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert not ran.exists()  # the command never ran: nothing was left running unrecorded

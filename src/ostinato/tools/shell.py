@@ -1,7 +1,8 @@
 """``shell``: run a command in the workdir.
 
 The command runs as ``/bin/sh -c`` in a session of its own (so its whole process group
-can be signalled), with stdin closed, a small explicit environment (nothing of the
+can be signalled), once that group is written down for a restart to find
+(``processes``), with stdin closed, a small explicit environment (nothing of the
 server's, such as API keys), a deadline and an output cap. Output is read as it comes,
 so a command that writes gigabytes never blocks; the first and last halves of the cap
 are kept. When the command ends, times out or is cancelled, its process group gets
@@ -35,6 +36,13 @@ MAX_TIMEOUT = 600.0
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 OUTPUT_CAP = 64 * 1024  # bytes of combined stdout and stderr kept: first half, last half
 SHELL = "/bin/sh"
+# The command starts only once its process group is written down (``processes``): the
+# shell first reads a line from its stdin, a pipe from the server. A server killed
+# before it writes that line closes the pipe, the read ends without one, and the shell
+# exits without running the command; given the line, it runs the command in a shell of
+# its own (``exec``: the same process, so the same group and the same start time), with
+# stdin from /dev/null as before.
+_GATED = f'IFS= read -r _ || exit 125; exec {SHELL} -c "$1" < /dev/null'
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 # A child can start in a directory fd's folder through /proc (no race with a path).
 _PROC_FD = os.path.isdir("/proc/self/fd")
@@ -153,8 +161,10 @@ async def run_command(
             process = await asyncio.create_subprocess_exec(
                 SHELL,
                 "-c",
+                _GATED,
+                SHELL,
                 command,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.PIPE,
                 stdout=write_end,
                 stderr=write_end,
                 cwd=cwd,
@@ -166,6 +176,7 @@ async def run_command(
             os.close(write_end)  # the child holds its own copy; EOF comes when all exit
         try:
             with written(book, process.pid):  # a crash's restart finds it (processes.py)
+                _open_gate(process)
                 async with asyncio.timeout(deadline_s):
                     await process.wait()
         except TimeoutError:
@@ -180,6 +191,15 @@ async def run_command(
     finally:
         transport.close()
     return _result(process, capture, cap, started, timed_out)
+
+
+def _open_gate(process: asyncio.subprocess.Process) -> None:
+    """Let the command start (``_GATED``): its line, then EOF."""
+    gate = process.stdin
+    if gate is not None:
+        with suppress(OSError):  # the shell is gone already (killed): nothing to start
+            gate.write(b"go\n")
+        gate.close()
 
 
 def _result(

@@ -19,7 +19,7 @@ from ostinato.memory.tools import memory_tools
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
-from ostinato.store.base import Store
+from ostinato.store.base import Store, utcnow
 from ostinato.tools.builtins import default_registry
 from tests.server.sse_client import open_stream
 from tests.server.ws_client import Refused, open_websocket
@@ -166,14 +166,17 @@ async def test_an_expired_key_is_refused_and_its_streams_end(runtime: Runtime) -
     async with _client(app, gone) as client:
         refused = await client.get("/v1/conversations")
         assert refused.status_code == 401 and "expired" in refused.json()["error"]["message"]
-    _, text = await create_key(runtime.store, "ann", "soon", expires_in=timedelta(seconds=3))
+    # 6 s: long enough to open the stream on a loaded machine (a 401 at opening fails
+    # the test); when it ends is checked against the key's expiry, not timed
+    soon, text = await create_key(runtime.store, "ann", "soon", expires_in=timedelta(seconds=6))
     headers = {"authorization": f"Bearer {text}"}
     async with _client(app, text) as client:
         cid = (await client.post("/v1/conversations")).json()["id"]
         async with open_stream(app, "GET", f"/v1/conversations/{cid}/events", headers=headers) as s:
-            assert s.status == 200
-            frame = await s.next_frame(within=10)
+            assert s.status == 200  # the key held when the stream opened
+            frame = await s.next_frame(within=15)
             assert frame.event == "error" and frame.data["code"] == "unauthorized"
+            assert soon.expires_at is not None and utcnow() >= soon.expires_at  # not before
         refused = await client.get("/v1/conversations")  # the row read above is cached
         assert refused.status_code == 401 and "expired" in refused.json()["error"]["message"]
     await app.state.ostinato.aclose()

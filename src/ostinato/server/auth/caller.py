@@ -52,6 +52,21 @@ class SignInRequired(ClientError):
     code = "unauthorized"
 
 
+def caller_of(request: object) -> Caller | None:
+    """The caller the middleware left on ``request`` (anything with an ASGI ``scope``:
+    a Starlette request, the request an MCP handler's context carries); None if none."""
+    found = getattr(request, "scope", {}).get(SCOPE_KEY)
+    return found if isinstance(found, Caller) else None
+
+
+def required_caller(request: object) -> Caller:
+    """``caller_of``, for code that cannot act for no one: ``PermissionError`` if none."""
+    found = caller_of(request)
+    if found is None:
+        raise PermissionError("this request has no caller")
+    return found
+
+
 async def current_caller(connection: HTTPConnection) -> Caller:
     """The caller the middleware resolved for this request (401 if none was: a route
     on a public path cannot act for anyone)."""

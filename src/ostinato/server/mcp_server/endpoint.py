@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from ostinato.errors import NotFound
 from ostinato.messages import JSON
-from ostinato.server.auth.caller import SCOPE_KEY, Caller
+from ostinato.server.auth.caller import Caller, caller_of, required_caller
 from ostinato.server.context import ServerContext
 from ostinato.server.mcp_server import elicit
 from ostinato.server.mcp_server.calls import call_agent, owned
@@ -85,8 +85,8 @@ def _sealing(context: ServerContext) -> RequestStateSecurity:
 
 
 def _owner(request_context: Any) -> str | None:
-    found = getattr(request_context.request, "scope", {}).get(SCOPE_KEY)
-    return found.owner if isinstance(found, Caller) else None
+    found = caller_of(request_context.request)
+    return found.owner if found is not None else None
 
 
 def _describe(skill: Skill) -> str:
@@ -160,8 +160,4 @@ def _result(text: str, structured: JSON) -> CallToolResult:
 
 
 def _caller(ctx: McpContext) -> Caller:
-    request = ctx.request_context.request
-    found = getattr(request, "scope", {}).get(SCOPE_KEY)
-    if not isinstance(found, Caller):
-        raise PermissionError("this request has no caller")
-    return found
+    return required_caller(ctx.request_context.request)

@@ -43,7 +43,7 @@ from ostinato.messages import JSON
 from ostinato.server.a2a import reading
 from ostinato.server.a2a.tasks import TaskView, iso
 from ostinato.server.a2a.wire import TaskNotFound
-from ostinato.server.auth.caller import SCOPE_KEY, Caller
+from ostinato.server.auth.caller import Caller, required_caller
 from ostinato.server.context import ServerContext
 from ostinato.server.mcp_server import elicit
 from ostinato.server.mcp_server.calls import owned
@@ -261,7 +261,4 @@ def _require(ctx: ServerRequestContext[Any, Any]) -> None:
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
-    found = getattr(ctx.request, "scope", {}).get(SCOPE_KEY)
-    if not isinstance(found, Caller):
-        raise PermissionError("this request has no caller")
-    return found
+    return required_caller(ctx.request)

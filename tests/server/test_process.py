@@ -1,11 +1,14 @@
-"""The server's listening socket (server/process.py)."""
+"""The server's listening socket, and the work it runs once listening (server/process.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 
-from ostinato.server.process import listen
+import pytest
+
+from ostinato.server.process import listen, run_reported
 
 
 async def test_connections_accepted_on_the_listening_socket_send_without_delay() -> None:
@@ -25,3 +28,22 @@ async def test_connections_accepted_on_the_listening_socket_send_without_delay()
         _, writer = await asyncio.open_connection(*sock.getsockname())
         assert await asyncio.wait_for(accepted, 5) != 0
         writer.close()
+
+
+async def test_work_run_once_started_is_logged_when_it_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def fails() -> None:
+        raise RuntimeError("could not prepare")
+
+    async def works() -> str:
+        return "ready"
+
+    with caplog.at_level(logging.ERROR, logger="ostinato.server"):
+        failed, done = run_reported(fails), run_reported(works)
+        await asyncio.wait([failed, done])
+        await asyncio.sleep(0)  # the done callbacks run
+    (record,) = [r for r in caplog.records if r.name == "ostinato.server"]
+    assert "once the server listens failed" in record.getMessage()
+    assert record.exc_info is not None and "could not prepare" in str(record.exc_info[1])
+    assert done.result() == "ready"

@@ -86,7 +86,7 @@ class GracefulServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
-            self._started_work = [asyncio.ensure_future(work()) for work in self.once_started]
+            self._started_work = [run_reported(work) for work in self.once_started]
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         again = self.should_exit
@@ -111,3 +111,16 @@ class GracefulServer(uvicorn.Server):
         await super().shutdown(sockets)
         if self.force_exit:  # uvicorn skipped the lifespan's shutdown
             await self.runtime.close()
+
+
+def run_reported(work: Callable[[], Awaitable[object]]) -> asyncio.Future[object]:
+    """``work`` as a task whose failure is logged when it ends (no one awaits it: the
+    server goes on without what it would have prepared, which is then made on demand)."""
+    task = asyncio.ensure_future(work())
+    task.add_done_callback(_report)
+    return task
+
+
+def _report(task: asyncio.Future[object]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("work run once the server listens failed", exc_info=exc)

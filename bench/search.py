@@ -25,9 +25,15 @@ replaced by nothing: no ``message_search`` row, so no FTS5 or GIN entry), in
 alternating rounds in one process; each mode's median of its rounds, in wall time and in
 CPU time (this process's, and on PostgreSQL the server backends' serving the bench's
 database), which the machine's other work inflates much less than wall time.
+``--case on`` or ``off`` runs one mode alone, on SQLite, every reply with text: under
+callgrind the instructions of two runs (N1 and N2 turns) differ by the cost of
+(N2 - N1) x 11 steps whatever the machine's load, and ``on`` against ``off`` is what the
+index adds to a step. ``--durability`` picks the SQLite commits (default: fsynced when
+they acknowledge something, as ``ostinato serve`` runs).
 
 Run:  python bench/search.py [search] [--messages N] [--postgres URL] [--dir DIR]
       python bench/search.py steps [--rounds R] [--turns N] [--postgres URL]
+      valgrind --tool=callgrind python bench/search.py steps --case on|off --turns N
 The PostgreSQL database given is written to; use a scratch one.
 """
 
@@ -278,7 +284,10 @@ WORKLOADS = {
 async def steps_bench(args: argparse.Namespace, directory: Path) -> None:
     pool = sentences()
     indexing = ops.index_message
-    urls = {"SQLite": f"sqlite:///{directory}/steps-{{r}}-{{mode}}-{{w}}.db"}
+    urls = {
+        "SQLite": f"sqlite:///{directory}/steps-{{r}}-{{mode}}-{{w}}.db"
+        f"?durability={args.durability}"
+    }
     if args.postgres:
         urls["PostgreSQL"] = args.postgres
     results: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
@@ -307,6 +316,18 @@ async def steps_bench(args: argparse.Namespace, directory: Path) -> None:
                 print(f"  {label} {what}: on {a:.1f}, off {b:.1f}: x{a / b:.3f} ({ratios})")
 
 
+async def steps_case(args: argparse.Namespace, directory: Path) -> None:
+    """One mode alone (``--case``): under callgrind, two runs of N1 and N2 turns differ by
+    the instructions of (N2 - N1) x 11 steps, whatever the machine's load."""
+    if args.case == "off":
+        ops.index_message = lambda *a: None  # type: ignore[assignment]
+    url = f"sqlite:///{directory}/case.db?durability={args.durability}"
+    store = await open_store(url)
+    await per_step(store, 10, args.turns, sentences(), texts=True)
+    await store.close()
+    print(f"case {args.case}: {args.turns} turns of 11 steps")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("what", nargs="?", choices=("search", "steps"), default="search")
@@ -315,10 +336,23 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=6, help="rounds of steps")
     parser.add_argument("--turns", type=int, default=60, help="measured turns per round")
     parser.add_argument("--postgres", help="also on this scratch PostgreSQL database")
+    parser.add_argument(
+        "--durability",
+        choices=("acknowledged", "relaxed"),
+        default="acknowledged",
+        help="the SQLite stores' commits (steps): fsynced when they acknowledge, or not",
+    )
+    parser.add_argument(
+        "--case",
+        choices=("on", "off"),
+        help="steps: only this mode, once, on SQLite, every reply with text (for callgrind)",
+    )
     parser.add_argument("--dir", default=None, help="where the SQLite files go")
     args = parser.parse_args()
     directory = Path(args.dir or tempfile.mkdtemp(prefix="ostinato-search-"))
-    if args.what == "steps":
+    if args.what == "steps" and args.case:
+        await steps_case(args, directory)
+    elif args.what == "steps":
         await steps_bench(args, directory)
     else:
         await search_bench(args, directory)

@@ -184,15 +184,35 @@ def hit(row: Row, decode: TimeDecoder) -> SearchHit:
     )
 
 
+# On SQLite FTS5 takes new ``message_search`` rows in batches (migration 0021): the rows
+# after ``message_fts_mark`` are not in it yet. A search first indexes them.
+_FTS_MARK = "(SELECT num FROM message_fts_mark WHERE one = 1)"
+SQLITE_UNINDEXED = sa.text(f"SELECT 1 FROM message_search WHERE num > {_FTS_MARK} LIMIT 1")
+SQLITE_INDEX_REST = (
+    sa.text(
+        "INSERT INTO message_fts(rowid, text, owner)"
+        f" SELECT num, text, owner FROM message_search WHERE num > {_FTS_MARK}"
+    ),
+    sa.text(
+        "UPDATE message_fts_mark SET num = max(num, coalesce("
+        "(SELECT max(num) FROM message_search), 0)) WHERE one = 1"
+    ),
+)
+
+
 class SQLSearch:
     """``search_messages`` of ``SQLReads``: an engine supplies ``_fetch_planned`` (a
-    select planned for its parameters' values), ``_decode_time`` and ``_dialect``."""
+    select planned for its parameters' values), ``_decode_time`` and ``_dialect``, and
+    ``_search_ready`` when its index can lag its rows."""
 
     _decode_time: TimeDecoder
     _dialect: str
 
     async def _fetch_planned(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         raise NotImplementedError
+
+    async def _search_ready(self) -> None:
+        """Bring the full-text index up to every committed row (nothing by default)."""
 
     async def search_messages(
         self, query: str, *, owner: str | None, limit: int = 20
@@ -201,5 +221,6 @@ class SQLSearch:
         if parsed is None or limit <= 0:
             return []
         stmt, params = search_params(self._dialect, parsed, owner, limit)
+        await self._search_ready()
         found = await self._fetch_planned(stmt, params)
         return [hit(r, self._decode_time) for r in found]

@@ -32,6 +32,7 @@ from ostinato.store.sql.protocol_sql import SQLProtocolRecords
 from ostinato.store.sql.reads import SQLReads
 from ostinato.store.sql.rows import MessageCache, Row, sqlite_time, time_from_sqlite
 from ostinato.store.sql.schedule_sql import SQLSchedules
+from ostinato.store.sql.search_sql import SQLITE_INDEX_REST, SQLITE_UNINDEXED
 from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.sqlite_sql import CompiledCache
 from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
@@ -237,3 +238,14 @@ class SQLiteStore(
             raise StoreError(f"sqlite: {exc}") from exc
 
     _fetch_planned = _fetch  # SQLite plans each statement as it runs it
+
+    async def _search_ready(self) -> None:
+        """Index the ``message_search`` rows FTS5 does not hold yet (migration 0021), in
+        a transaction of its own, so the search that follows finds them."""
+        if await self._fetch(SQLITE_UNINDEXED, {}):
+            await self._lease_write(_index_rest)
+
+
+def _index_rest(tx: LeaseTx) -> None:
+    for stmt in SQLITE_INDEX_REST:
+        tx.execute(stmt, {})

@@ -323,7 +323,12 @@ async def steps_case(args: argparse.Namespace, directory: Path) -> None:
         ops.index_message = lambda *a: None  # type: ignore[assignment]
     url = f"sqlite:///{directory}/case.db?durability={args.durability}"
     store = await open_store(url)
-    await per_step(store, 10, args.turns, sentences(), texts=True)
+    await per_step(store, 10, args.turns, sentences(), texts=True)  # closes the store
+    # Every row the turns wrote indexed (a search indexes the rows still waiting for a
+    # batch first; no message holds this word): two runs differ by whole rows indexed,
+    # not by where the last batch fell.
+    store = await open_store(url)
+    await store.search_messages("xyzzyplugh", owner=None)
     await store.close()
     print(f"case {args.case}: {args.turns} turns of 11 steps")
 

@@ -13,7 +13,7 @@ from ostinato.messages import Message, TextBlock
 from ostinato.store.base import Conversation, CreateConversation, append, utcnow
 from ostinato.store.erasure import DeleteConversation
 from ostinato.store.migrations.versions import v0021_search_batches
-from ostinato.store.migrations.versions.v0021_search_batches import BATCH
+from ostinato.store.migrations.versions.v0021_search_batches import AUTOMERGE, BATCH
 from ostinato.store.sql.sqlite import SQLiteStore
 
 
@@ -51,6 +51,12 @@ def check_index(store: SQLiteStore) -> tuple[int, int]:
             check = "INSERT INTO message_fts(message_fts, rank) VALUES ('integrity-check', 1)"
             conn.execute(check)
         return int(mark), int(last)
+
+
+def automerge(store: SQLiteStore) -> int:
+    with sqlite3.connect(store.path) as conn:
+        found = conn.execute("SELECT v FROM message_fts_config WHERE k = 'automerge'").fetchone()
+        return 4 if found is None else int(found[0])
 
 
 async def found(store: SQLiteStore, word: str) -> int:
@@ -111,8 +117,10 @@ async def test_a_store_at_0020_is_marked_as_fully_indexed(tmp_path: Path) -> Non
             conn.execute(statement)
         conn.execute("UPDATE alembic_version SET version_num = '0020'")
     assert in_index(store, "before") == 1
+    assert automerge(store) == 4  # FTS5's default, as before 0021
     store = await SQLiteStore.open(tmp_path / "store.db")
     try:
+        assert automerge(store) == AUTOMERGE
         assert check_index(store)[0] == check_index(store)[1] == 1
         await say(store, cid, ["after"])
         assert await found(store, "before") == 1 and await found(store, "after") == 1

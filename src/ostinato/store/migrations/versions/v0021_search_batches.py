@@ -31,8 +31,13 @@ down_revision: str | None = "0020"
 branch_labels: str | None = None
 depends_on: str | None = None
 
-BATCH = 64
+BATCH = 256
 """How many rows after the mark make the inserting transaction index them all."""
+
+AUTOMERGE = 8
+"""FTS5's ``automerge``: how many segments of one level it lets pile up before it merges
+them (4 by default). With fewer, larger merges each entry is rewritten fewer times as the
+index grows; a search reads a few more segments."""
 
 _MARK = "(SELECT num FROM message_fts_mark WHERE one = 1)"
 
@@ -42,6 +47,7 @@ _UP = [
     """CREATE TABLE message_fts_mark (
         one INTEGER PRIMARY KEY CHECK (one = 1), num INTEGER NOT NULL)""",
     "INSERT INTO message_fts_mark (one, num) SELECT 1, coalesce(max(num), 0) FROM message_search",
+    f"INSERT INTO message_fts(message_fts, rank) VALUES ('automerge', {AUTOMERGE})",
     # One trigger for both cases (two AFTER INSERT triggers would run in an order SQLite
     # does not promise, and the one that moves the mark would change the other's WHEN).
     f"""CREATE TRIGGER message_fts_insert AFTER INSERT ON message_search
@@ -66,6 +72,7 @@ _DOWN = [
     "DROP TRIGGER message_fts_insert",
     "DROP TRIGGER message_fts_delete",
     "DROP TABLE message_fts_mark",
+    "INSERT INTO message_fts(message_fts, rank) VALUES ('automerge', 4)",
     """CREATE TRIGGER message_fts_insert AFTER INSERT ON message_search BEGIN
         INSERT INTO message_fts(rowid, text, owner) VALUES (new.num, new.text, new.owner);
     END""",

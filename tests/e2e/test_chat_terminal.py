@@ -8,7 +8,9 @@ twice leaving, and the tree's commands (``/edit``, ``/retry``, ``/branches``).""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -20,6 +22,14 @@ import pytest
 from tests.e2e.server import Server, server_env
 
 TIMEOUT = 30  # generous: a loaded machine; no assertion is about time but the sleep's
+LEAVING = 90  # for the chat's exit: once (in CI, 2,297 s of tests) it had not left in 30 s
+# The chat as ``python -m ostinato chat`` runs it, with the stacks of all its threads
+# written to the terminal on SIGUSR1 (``stuck`` asks for them when an expectation fails).
+CHAT = (
+    "import faulthandler, runpy, signal, sys; "
+    "faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    "sys.argv[0] = 'ostinato'; runpy.run_module('ostinato', run_name='__main__')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +46,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def spawn(url: str, *args: str, ready: str | None = "type a message") -> pexpect.spawn:
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "ostinato", "chat", "--url", url, *args],
+        ["-c", CHAT, "chat", "--url", url, *args],
         env=server_env({"TERM": "xterm-256color", "COLUMNS": "160", "LINES": "50"}),
         dimensions=(50, 160),
         encoding="utf-8",
@@ -45,6 +55,20 @@ def spawn(url: str, *args: str, ready: str | None = "type a message") -> pexpect
     if ready is not None:
         child.expect(ready)
     return child
+
+
+def leaves(child: pexpect.spawn) -> None:
+    """The chat exits; if it does not, the test fails with where each thread was."""
+    try:
+        child.expect(pexpect.EOF, timeout=LEAVING)
+    except pexpect.TIMEOUT:
+        child.kill(signal.SIGUSR1)
+        time.sleep(2)
+        stacks = str(child.buffer)
+        with contextlib.suppress(pexpect.TIMEOUT, pexpect.EOF):
+            stacks += child.read_nonblocking(100_000, timeout=1)
+        child.kill(signal.SIGKILL)
+        pytest.fail(f"the chat did not leave in {LEAVING} s; its threads:\n{stacks}")
 
 
 def conversation_of(child: pexpect.spawn) -> str:
@@ -70,7 +94,7 @@ def test_approve_with_y_then_choose_an_option(served: str) -> None:
     child.sendintr()
     child.expect("Ctrl-C again to leave")
     child.sendintr()
-    child.expect(pexpect.EOF)
+    leaves(child)
     rows = httpx.get(f"{served}/v1/conversations/{cid}/approvals").json()["approvals"]
     assert [(a["tool"], a["ending"]) for a in rows] == [("shell", "APPROVED")]
 
@@ -83,7 +107,7 @@ def test_a_waiting_card_is_asked_again_after_a_restart(served: str) -> None:
     child.sendline("")  # not now: it waits
     child.expect("the question waits")
     child.sendline("/quit")
-    child.expect(pexpect.EOF)
+    leaves(child)
     child = pexpect.spawn(
         sys.executable,
         ["-m", "ostinato", "chat", "--url", served, "--conversation", cid],
@@ -98,7 +122,7 @@ def test_a_waiting_card_is_asked_again_after_a_restart(served: str) -> None:
     child.sendline("tea")
     child.expect("The tool returned: tea")
     child.sendline("/quit")
-    child.expect(pexpect.EOF)
+    leaves(child)
 
 
 def _approvals(url: str, cid: str) -> list[tuple[str, str | None]]:
@@ -140,7 +164,7 @@ def test_a_tools_code_is_shown_whole_and_any_call_on_v(served: str) -> None:
     child.expect("declined")
     child.expect("you> ")
     child.sendline("/quit")
-    child.expect(pexpect.EOF)
+    leaves(child)
     assert _approvals(served, cid) == [("create_tool", "APPROVED"), ("shell", "DECLINED")]
     forged_tools = httpx.get(f"{served}/v1/tools/forged").json()["tools"]
     assert [t["code"] for t in forged_tools if t["name"] == "my_twice"] == [code]
@@ -169,7 +193,7 @@ def test_ctrl_c_cancels_a_sleeping_shell_call(served: str) -> None:
     assert took < 10  # generous: the sleep did not run on (the figure is printed above)
     child.expect("you> ")
     child.sendline("/quit")
-    child.expect(pexpect.EOF)
+    leaves(child)
     calls = httpx.get(f"{served}/v1/conversations/{cid}/tool-calls").json()["tool_calls"]
     assert [(c["name"], c["status"]) for c in calls][-1] == ("shell", "interrupted")
     turns = httpx.get(f"{served}/v1/conversations/{cid}/turns").json()["turns"]
@@ -201,7 +225,7 @@ def test_a_pending_approval_is_asked_again_after_the_server_restarts(
         child.expect("The tool returned: .*ran-after-the-restart")
         child.expect("you> ")
         child.sendline("/quit")
-        child.expect(pexpect.EOF)
+        leaves(child)
         assert _approvals(url, cid) == [("shell", "APPROVED")]
         turns = httpx.get(f"{url}/v1/conversations/{cid}/turns").json()["turns"]
         assert [t["stop_reason"] for t in turns] == ["paused", "end_turn"]
@@ -233,7 +257,7 @@ def test_edit_retry_and_switch_branches(served: str) -> None:
     child.sendline("/branches 9")
     child.expect_exact("N is a number from 1 to 3")
     child.sendline("/quit")
-    child.expect(pexpect.EOF)
+    leaves(child)
     rows = httpx.get(f"{served}/v1/conversations/{cid}/messages").json()["messages"]
     users = [r["blocks"][0]["text"] for r in rows if r["role"] == "user"]
     assert users == ['/tool calculator {"expression": "2+3"}']

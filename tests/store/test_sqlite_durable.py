@@ -22,6 +22,7 @@ from ostinato.store.base import (
     Turn,
     utcnow,
 )
+from ostinato.store.spend import Charge, SettleSpend
 from ostinato.store.sql import wal_sync
 from ostinato.store.sql.sqlite import SQLiteStore
 from ostinato.store.sql.wal_sync import acknowledges
@@ -61,6 +62,10 @@ async def test_an_accepted_message_is_on_disk_before_write_returns(
         reply = Message("assistant", (TextBlock("hello"),))
         await store.write(AppendMessage(cid, reply, turn.id), SetTurnMetrics(turn.id, {}, None))
         assert synced.count(wal) == 2  # a turn's own bookkeeping waits for none
+        charge = Charge("", "2026-12-04", "offline:ostinato", "", (("deployment", ""),), None)
+        reply = Message("assistant", (TextBlock("again"),))
+        await store.write(AppendMessage(cid, reply, turn.id), SettleSpend(None, charge))
+        assert synced.count(wal) == 2  # nor does a reply with its call's cost
         writes = [store.write(AppendMessage(cid, user_text(f"m{n}"))) for n in range(20)]
         await asyncio.gather(*writes)
         assert synced.count(wal) == 3  # twenty committed together: one fsync
@@ -85,3 +90,8 @@ def test_which_writes_acknowledge_something() -> None:
     assert acknowledges((AppendMessage(cid, user_text("hi")),))
     assert not acknowledges((AppendMessage(cid, Message("assistant", (TextBlock("a"),))),))
     assert not acknowledges((SetTurnMetrics(tid, {}, None),))
+    # a step's reply with its call's cost settled: bookkeeping (a hold a power loss
+    # leaves is charged by recovery; a counted call is lost with its reply, as before)
+    reply = AppendMessage(cid, Message("assistant", (TextBlock("a"),)))
+    settled = SettleSpend(None, Charge("ann", "2026-12-04", "offline:ostinato", "", (), None))
+    assert not acknowledges((reply, settled))

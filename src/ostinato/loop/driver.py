@@ -372,7 +372,9 @@ class TurnDriver:
     async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
         spend, held = self.spend, None
         if spend is not None:  # the context keeper has the request's size already
-            tokens = self.context.raw(self, request) if self.context is not None else None
+            tokens = None
+            if self.context is not None and spend.gate.checks:  # only a checked call estimates
+                tokens = self.context.raw(self, request)
             held = await spend.clear(self.model.name, request, self.seq, tokens)
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)

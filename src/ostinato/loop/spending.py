@@ -82,6 +82,8 @@ class TurnSpend:
         """The call's reservation once it may go; ``Stopped`` when it may not.
         ``tokens_in``: the request's input tokens, when the turn has estimated them."""
         who = self.who = self.who or payer()
+        if not self.gate.checks:  # only counted: nothing to reserve or ask
+            return self.gate.counted(who, model)
         for _ in range(MAX_ASKS + 1):
             clearance = await self.gate.clear(
                 model, request, ask=True, consented=self.consented, who=who, tokens_in=tokens_in

@@ -96,7 +96,7 @@ def tokens_cost(
     price = _table.get(model_id)
     if price is None:
         return None
-    anthropic = model_id.split(":", 1)[0] == "anthropic"
+    anthropic = model_id.startswith("anthropic:") or model_id == "anthropic"
     plain = input_tokens if anthropic else uncached
     read = price.cache_read if price.cache_read is not None else price.input
     write = price.cache_write if price.cache_write is not None else price.input

@@ -42,6 +42,8 @@ from ostinato.store.spend import AccountKey, Charge, Hold, SettleSpend, SpendSto
 
 log = logging.getLogger("ostinato.spend")
 NO_USAGE = Usage()
+ALLOW = Allow()
+MANY_COUNTED = 10_000  # ``counted``'s payers kept at most (then made again)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,7 @@ def payer() -> Payer:
     return Payer(holder.owner, agent or "")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made once a checked call (``store.spend``)
 class Held:
     """A call cleared to go: what it is charged to, and its reservation (None when no
     limit applies: it is only counted)."""
@@ -77,7 +79,7 @@ class Held:
     hold: Hold | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made once a checked call (``store.spend``)
 class Clearance:
     verdict: Verdict
     held: Held | None  # set when the verdict is ``Allow``
@@ -95,13 +97,23 @@ class SpendGate:
         holder: Callable[[], str | None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.store, self.budgets = store, budgets
-        self.holder, self.clock = holder, clock
-        self._made_for: Budgets | None = None
-        self._made: dict[str | None, tuple[tuple[Account, ...], tuple[AccountKey, ...]]] = {}
-        self._limited = budgets.any  # any limit set (else calls are only counted)
+        self.store, self.holder, self.clock = store, holder, clock
         self._date: date | None = None
         self._day_key = ""
+        self.budgets = budgets  # sets what follows from them (the setter)
+
+    @property
+    def budgets(self) -> Budgets:
+        return self._budgets
+
+    @budgets.setter
+    def budgets(self, budgets: Budgets) -> None:
+        """The budgets in force (a reload replaces them): the next call is checked
+        against these."""
+        self._budgets = budgets
+        self.checks = budgets.any  # any limit set (else calls are only counted)
+        self._made: dict[str | None, tuple[tuple[Account, ...], tuple[AccountKey, ...]]] = {}
+        self._counts: dict[tuple[str | None, str, str], Held] = {}  # ``counted``'s
 
     def estimate(
         self, model: str, request: ModelRequest, tokens_in: int | None = None
@@ -130,8 +142,8 @@ class SpendGate:
         who = who or payer()
         accounts, keys = self._accounts(who.owner)
         day = self._day(now)
-        if not self._limited:  # nothing to check: only counted
-            return Clearance(Allow(), Held(who, model, day, keys, None))
+        if not self.checks:  # nothing to check: only counted
+            return Clearance(ALLOW, self.counted(who, model))
         estimate = self.estimate(model, request, tokens_in)
         hold = Hold(
             new_id(), who.owner or "", day, estimate or 0.0, keys, model, now, who.agent,
@@ -147,6 +159,19 @@ class SpendGate:
         held = Held(who, model, day, keys, hold) if isinstance(verdict, Allow) else None
         return Clearance(verdict, held)
 
+    def counted(self, who: Payer, model: str) -> Held:
+        """What a call that is only counted (``checks`` is False) is charged to: the same
+        for every call of one payer and model in a day, so made once (a step makes one)."""
+        day = self._day(self.clock())
+        key = (who.owner, who.agent, model)
+        found = self._counts.get(key)
+        if found is None or found.day != day:
+            if len(self._counts) >= MANY_COUNTED:
+                self._counts.clear()
+            keys = self._accounts(who.owner)[1]
+            found = self._counts[key] = Held(who, model, day, keys, None)
+        return found
+
     def _day(self, now: datetime) -> str:
         """``day_of(now)``, worked out once a day."""
         if now.tzinfo is not UTC:
@@ -159,12 +184,9 @@ class SpendGate:
     def _accounts(self, owner: str | None) -> tuple[tuple[Account, ...], tuple[AccountKey, ...]]:
         """``budgets.accounts(owner)`` and their keys, made once per owner for the budgets
         in force."""
-        budgets = self.budgets
-        if self._made_for is not budgets:
-            self._made_for, self._made, self._limited = budgets, {}, budgets.any
         found = self._made.get(owner)
         if found is None:
-            accounts = budgets.accounts(owner)
+            accounts = self.budgets.accounts(owner)
             found = self._made[owner] = accounts, tuple((a.pool, a.owner) for a in accounts)
         return found
 

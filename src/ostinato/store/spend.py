@@ -35,7 +35,13 @@ AccountKey = tuple[Pool, str]  # (pool, owner)
 Decide = Callable[[Sequence[Standing]], Verdict]
 
 
-@dataclass(frozen=True, slots=True)
+# ``Hold``, ``Charge``, ``UsageRow`` and ``SettleSpend`` are made once a model call, so
+# they are not frozen: a frozen dataclass sets each field through ``object.__setattr__``,
+# several times the cost of a plain one's ``__init__`` (issue 29's per-step figures).
+# None of them is changed once made.
+
+
+@dataclass(slots=True)
 class Hold:
     """A call under way: its estimate, reserved on ``accounts`` on ``day``."""
 
@@ -50,7 +56,7 @@ class Hold:
     holder: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Charge:
     """One call's cost as it ended, charged to ``accounts`` and to ``owner``'s usage.
     ``cost`` is ``None`` when its model has no price."""
@@ -67,7 +73,7 @@ class Charge:
     cache_write_tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UsageRow:
     owner: str
     day: str
@@ -97,7 +103,7 @@ class UsageRow:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SettleSpend:
     """A write op: ``settle_spend`` inside a ``Store.write`` (with the reply's row)."""
 

@@ -124,8 +124,21 @@ def settle_op(ex: Any, op: SettleSpend) -> None:
 
 
 def _usage_params(charge: Charge) -> dict[str, Any]:
-    row = UsageRow(charge.owner, charge.day, charge.model, charge.agent).plus(charge)
-    return {c.name: getattr(row, c.name) for c in usage_days.columns}
+    """One call's ``usage_days`` row (added to the row of its day, model and agent);
+    made directly: this runs once a model call."""
+    return {
+        "owner": charge.owner,
+        "day": charge.day,
+        "model": charge.model,
+        "agent": charge.agent,
+        "calls": 1,
+        "tokens_in": charge.tokens_in,
+        "tokens_out": charge.tokens_out,
+        "cache_read_tokens": charge.cache_read_tokens,
+        "cache_write_tokens": charge.cache_write_tokens,
+        "cost_usd": charge.cost or 0.0,
+        "unpriced_calls": int(charge.cost is None),
+    }
 
 
 _HOLDS = sa.select(spend_holds).order_by(spend_holds.c.created_at, spend_holds.c.id)

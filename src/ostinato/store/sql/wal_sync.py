@@ -9,9 +9,9 @@ begun, a tool's result, an approval decided, a grant, an erasure, keys and setti
 waits, after its commit, for an fsync of the WAL file; every such write committed before
 the fsync began rides on it (group commit: writes that arrive while one fsync runs wait
 for the next one, which takes them all). The fsync runs on a thread of its own, never on
-the event loop. Everything else (a step's reply, tool calls' records, metrics, a turn's
-end) is answered at once and made durable by the next fsync or checkpoint; what a power
-loss can take from it, recovery redoes.
+the event loop. Everything else (a step's reply and the settlement of its call's cost,
+tool calls' records, metrics, a turn's end) is answered at once and made durable by the
+next fsync or checkpoint; what a power loss can take from it, recovery redoes.
 
 ``durability=relaxed`` in the database URL answers every write at once (what
 ``synchronous = NORMAL`` alone gives). Idea: PostgreSQL's group commit of its WAL
@@ -52,6 +52,7 @@ _BOOKKEEPING_NAMES = frozenset(
     | {"StartToolCall", "CreateApproval", "TakeQueued", "RememberFact", "ForgetFact"}
     | {"ClaimJob", "FinishJob", "NoteFactsUsed", "RelateFacts", "ResolveConflict"}
     | {"AcquireSlot", "ReleaseSlots", "RenewSlots", "RecordEvent"}  # limits' counting
+    | {"SettleSpend"}  # a call's cost, with its reply: a lost hold is charged by recovery
 )
 
 

@@ -72,7 +72,7 @@ WRAP_UP_FALLBACK: dict[TurnStopReason, str] = {
 ONE_CARD = "not run: only one question can wait for the user at a time; ask it after this one"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class LoopState:
     max_model_calls: int
     model_calls: int = 0
@@ -87,7 +87,7 @@ class LoopState:
     stopping: TurnStopReason | None = None  # decided; the wrap-up call comes first
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class ToolOutcome:
     """What the decision needs to know about one finished tool call."""
 
@@ -98,13 +98,13 @@ class ToolOutcome:
 # --- next steps ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class CallModel:
     tools_off: bool = False
     note: str | None = None  # appended to the tool results before the call
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class RunTools:
     calls: tuple[ToolUseBlock, ...]
     broken: dict[str, str]  # tool_use id -> why it is not run

@@ -353,11 +353,8 @@ class TurnDriver:
     async def _fixed_wrap_up(self, reason: TurnStopReason, exc: ModelError) -> Finish:
         log.warning("turn %s: the wrap-up call failed (%s)", self.turn.id, exc.code)
         self._discard_shown("failed")
-        metadata = {
-            "metrics": self.metrics(),
-            "stop_reason": reason,
-            "wrap_up_error": redact(f"{exc.code}: {exc.message}"),
-        }
+        error = redact(f"{exc.code}: {exc.message}")
+        metadata = {"metrics": self.metrics(), "stop_reason": reason, "wrap_up_error": error}
         text = WRAP_UP_FALLBACK[reason]
         await self.record.commit([Message("assistant", (TextBlock(text),), metadata=metadata)])
         return Finish(reason, {})
@@ -371,10 +368,9 @@ class TurnDriver:
 
     async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
         spend, held = self.spend, None
-        if spend is not None:  # the context keeper has the request's size already
-            tokens = None
-            if self.context is not None and spend.gate.checks:  # only a checked call estimates
-                tokens = self.context.raw(self, request)
+        if spend is not None:  # a checked call's estimate: the context keeper has its size
+            keeper = self.context if spend.gate.checks else None
+            tokens = keeper.raw(self, request) if keeper is not None else None
             held = await spend.clear(self.model.name, request, self.seq, tokens)
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)

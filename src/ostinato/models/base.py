@@ -33,7 +33,7 @@ class ToolDefinition:
     parameters: JSON
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class ModelRequest:
     """Everything one model call needs; built by the loop from the store."""
 
@@ -61,7 +61,7 @@ class ThinkingDelta:
     provider_data: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class ToolCallStart:
     index: int
     id: str
@@ -69,13 +69,13 @@ class ToolCallStart:
     provider_data: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class ToolCallDelta:
     index: int
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class ToolCallEnd:
     """The call's arguments are complete. ``input`` may be given instead of deltas."""
 
@@ -83,7 +83,7 @@ class ToolCallEnd:
     input: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -95,7 +95,7 @@ class Usage:
 UNKNOWN_USAGE = Usage(source="unknown")  # no counts from the provider (yet)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class Stop:
     reason: StopReason
 

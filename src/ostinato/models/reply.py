@@ -10,7 +10,7 @@ from ostinato.messages import Message, ToolUseBlock
 from ostinato.models.base import StopReason, Usage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class ModelReply:
     """One finished model call: the assistant message and what the stream said about it."""
 

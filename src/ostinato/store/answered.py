@@ -89,7 +89,7 @@ def without(ops: Sequence[WriteOp | None], calls: frozenset[str]) -> list[WriteO
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class Answered:
     """What ``write_answers`` wrote, for each op it was given: the op as written (less
     the results left out; ``None`` if nothing of it was) and its result (``None`` too

@@ -205,7 +205,7 @@ class SetTurnMetrics:
     timeline: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class AppendMessage:
     """Insert one message; the store allocates its ``seq``, ``id`` and ``created_at``.
 
@@ -246,12 +246,12 @@ class SetMessageMetadata:
     metadata: JSON
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class StartToolCall:
     record: ToolCallRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
 class FinishToolCall:
     """Records how a tool call ended. A tool call is identified by its turn and its
     tool_use id: models reuse ids across conversations (some local servers number them

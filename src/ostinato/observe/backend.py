@@ -18,10 +18,14 @@ metrics block needs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any, TypeAlias
 
-if TYPE_CHECKING:
-    from ostinato.observe.scopes import CallScope, Scope, ToolScope
+# The hooks take the scopes of ``observe.scopes`` (``Scope``; ``CallScope``, ``ToolScope``),
+# typed ``Any`` here because that module reads what this one installs: an implementation
+# names the precise types (``otel``, ``prometheus``).
+Scope: TypeAlias = Any
+CallScope: TypeAlias = Any
+ToolScope: TypeAlias = Any
 
 KINDS = ("turn", "model_call", "tool_call", "operation", "background", "job")
 

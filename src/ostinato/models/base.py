@@ -61,7 +61,7 @@ class ThinkingDelta:
     provider_data: JSON | None = None
 
 
-@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
+@dataclass(frozen=True, slots=True)
 class ToolCallStart:
     index: int
     id: str
@@ -69,13 +69,13 @@ class ToolCallStart:
     provider_data: JSON | None = None
 
 
-@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
+@dataclass(frozen=True, slots=True)
 class ToolCallDelta:
     index: int
     arguments: str
 
 
-@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
+@dataclass(frozen=True, slots=True)
 class ToolCallEnd:
     """The call's arguments are complete. ``input`` may be given instead of deltas."""
 
@@ -83,7 +83,7 @@ class ToolCallEnd:
     input: JSON | None = None
 
 
-@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
+@dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -95,7 +95,7 @@ class Usage:
 UNKNOWN_USAGE = Usage(source="unknown")  # no counts from the provider (yet)
 
 
-@dataclass(slots=True)  # not frozen: made every step (docs/performance.md)
+@dataclass(frozen=True, slots=True)
 class Stop:
     reason: StopReason
 

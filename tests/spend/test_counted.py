@@ -1,6 +1,7 @@
 """A call that is only counted (no limit set anywhere): what it is charged to is made
 once per payer, model and day (``SpendGate.counted``), and made again on a new day or
-after a reload; a call that is checked still reserves its own estimate every time."""
+after a reload; a call that is checked still reserves its own estimate every time. The
+SQL stores' usage row of a call is made field by field: it names every column."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from ostinato.spend.gate import Payer, SpendGate
 from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Allow, Limit
 from ostinato.store.memory import MemoryStore
+from ostinato.store.spend import Charge
+from ostinato.store.sql.spend_sql import _usage_params
+from ostinato.store.sql.tables import usage_days
 
 REQUEST = ModelRequest(system="s", messages=(Message("user", (TextBlock("hi"),)),))
 ANN = Payer("ann", "lead")
@@ -57,3 +61,10 @@ async def test_a_reload_that_sets_a_limit_makes_every_call_checked() -> None:
     gate.budgets = Budgets()  # the limit taken away again: counted, made anew
     assert not gate.checks
     assert gate.counted(ANN, "test:m") is not counted
+
+
+def test_a_calls_usage_row_names_every_column_of_usage_days() -> None:
+    charge = Charge("ann", "2026-12-04", "test:m", "lead", (("owner", "ann"),), None, 7, 3)
+    params = _usage_params(charge)
+    assert set(params) == {c.name for c in usage_days.columns}
+    assert (params["calls"], params["cost_usd"], params["unpriced_calls"]) == (1, 0.0, 1)

@@ -138,12 +138,12 @@ class SpendGate:
         """Whether the call may go: ``Allow`` with its reservation, ``Ask`` (past a soft
         limit, only when ``ask``) or ``Refuse``. ``consented``: the soft limits the owner
         agreed to pass (``rule.consent_key``)."""
-        budgets, now = self.budgets, self.clock()
         who = who or payer()
-        accounts, keys = self._accounts(who.owner)
-        day = self._day(now)
         if not self.checks:  # nothing to check: only counted
             return Clearance(ALLOW, self.counted(who, model))
+        budgets, now = self.budgets, self.clock()
+        accounts, keys = self._accounts(who.owner)
+        day = self._day(now)
         estimate = self.estimate(model, request, tokens_in)
         hold = Hold(
             new_id(), who.owner or "", day, estimate or 0.0, keys, model, now, who.agent,

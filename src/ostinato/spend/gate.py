@@ -201,21 +201,21 @@ class SpendGate:
     def settlement(self, held: Held, usage: Usage | None) -> SettleSpend:
         """The write op that settles a call at what it cost: ``settle`` runs it alone, a
         turn's step commits it with the reply's row (``loop.spending``)."""
-        cost = prices.cost(held.model, usage or NO_USAGE)
         usage = usage or NO_USAGE
-        charge = Charge(
-            owner=held.payer.owner or "",
-            day=held.hold.day if held.hold is not None else held.day,
-            model=held.model,
-            agent=held.payer.agent,
-            accounts=held.accounts,  # type: ignore[arg-type]
-            cost=cost,
-            tokens_in=usage.input_tokens,
-            tokens_out=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
+        hold, who = held.hold, held.payer
+        charge = Charge(  # positional: this runs once a model call
+            who.owner or "",
+            hold.day if hold is not None else held.day,
+            held.model,
+            who.agent,
+            held.accounts,  # type: ignore[arg-type]
+            prices.cost(held.model, usage),
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
         )
-        return SettleSpend(held.hold.id if held.hold is not None else None, charge)
+        return SettleSpend(hold.id if hold is not None else None, charge)
 
     async def side_call(self, model: str, request: ModelRequest) -> Settle | None:
         """``seam.SideCalls``: clear a call that never asks (``SpendLimitReached`` when a

@@ -184,7 +184,7 @@ class MemorySpend:
         return verdict
 
     async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
-        _settle(self, hold_id, charge)
+        _settle(self, hold_id, charge, None)
 
     async def spend_standings(self, accounts: Sequence[Account], now: datetime) -> list[Standing]:
         return [self._standing(account, now) for account in accounts]
@@ -224,22 +224,26 @@ def _add(t: SpendTables, key: AccountKey, day: str, spent: float, held: float) -
     row[1] += held
 
 
-def _count(t: SpendTables, charge: Charge) -> None:
-    key = (charge.owner, charge.day, charge.model, charge.agent)
+def _count(t: SpendTables, charge: Charge, key: tuple[str, str, str, str] | None = None) -> None:
+    """``charge`` added to its usage row (``key``, when the caller has it made)."""
+    key = key or (charge.owner, charge.day, charge.model, charge.agent)
     row = t._usage_days.get(key) or UsageRow(*key)
     t._usage_days[key] = row.plus(charge)
 
 
-def _settle(t: SpendTables, hold_id: str | None, charge: Charge) -> None:
+def _settle(
+    t: SpendTables, hold_id: str | None, charge: Charge, usage: tuple[str, str, str, str] | None
+) -> None:
     if hold_id is not None:
         hold = t._spend_holds.pop(hold_id, None)
         if hold is None:
             return  # recovery charged it at its estimate
         for key in hold.accounts:
             _add(t, key, hold.day, 0.0, -hold.amount)
+    cost = charge.cost or 0.0
     for key in charge.accounts:
-        _add(t, key, charge.day, charge.cost or 0.0, 0.0)
-    _count(t, charge)
+        _add(t, key, charge.day, cost, 0.0)
+    _count(t, charge, usage)
 
 
 def settle_write(t: SpendTables, op: SettleSpend, undo: list[Callable[[], None]]) -> None:
@@ -264,4 +268,4 @@ def settle_write(t: SpendTables, op: SettleSpend, undo: list[Callable[[], None]]
             t._usage_days[usage] = row
 
     undo.append(unsettle)
-    _settle(t, op.hold_id, charge)
+    _settle(t, op.hold_id, charge, usage)

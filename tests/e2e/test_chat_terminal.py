@@ -24,7 +24,7 @@ from tests.e2e.server import Server, server_env
 TIMEOUT = 30  # generous: a loaded machine; no assertion is about time but the sleep's
 LEAVING = 90  # for the chat's exit: once (in CI, 2,297 s of tests) it had not left in 30 s
 # The chat as ``python -m ostinato chat`` runs it, with the stacks of all its threads
-# written to the terminal on SIGUSR1 (``stuck`` asks for them when an expectation fails).
+# written to the terminal on SIGUSR1 (``leaves`` asks for them when the chat does not exit).
 CHAT = (
     "import faulthandler, runpy, signal, sys; "
     "faulthandler.register(signal.SIGUSR1, all_threads=True); "
@@ -108,15 +108,7 @@ def test_a_waiting_card_is_asked_again_after_a_restart(served: str) -> None:
     child.expect("the question waits")
     child.sendline("/quit")
     leaves(child)
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "ostinato", "chat", "--url", served, "--conversation", cid],
-        env=server_env({"TERM": "xterm-256color"}),
-        dimensions=(50, 160),
-        encoding="utf-8",
-        timeout=TIMEOUT,
-    )
-    child.expect("resumed")
+    child = spawn(served, "--conversation", cid, ready="resumed")
     child.expect("Tea or coffee\\?")
     child.expect("answer> ")
     child.sendline("tea")

@@ -1,7 +1,8 @@
 """A call that is only counted (no limit set anywhere): what it is charged to is made
 once per payer, model and day (``SpendGate.counted``), and made again on a new day or
 after a reload; a call that is checked still reserves its own estimate every time. The
-SQL stores' usage row of a call is made field by field: it names every column."""
+SQL stores' usage row of a call, made field by field for speed, names every column and
+counts as ``UsageRow.plus`` does (the memory store's rule)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ostinato.spend.gate import Payer, SpendGate
 from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Allow, Limit
 from ostinato.store.memory import MemoryStore
-from ostinato.store.spend import Charge
+from ostinato.store.spend import Charge, UsageRow
 from ostinato.store.sql.spend_sql import _usage_params
 from ostinato.store.sql.tables import usage_days
 
@@ -63,8 +64,11 @@ async def test_a_reload_that_sets_a_limit_makes_every_call_checked() -> None:
     assert gate.counted(ANN, "test:m") is not counted
 
 
-def test_a_calls_usage_row_names_every_column_of_usage_days() -> None:
-    charge = Charge("ann", "2026-12-04", "test:m", "lead", (("owner", "ann"),), None, 7, 3)
-    params = _usage_params(charge)
-    assert set(params) == {c.name for c in usage_days.columns}
-    assert (params["calls"], params["cost_usd"], params["unpriced_calls"]) == (1, 0.0, 1)
+def test_a_calls_usage_row_names_every_column_and_counts_as_usage_row_plus() -> None:
+    for cost in (None, 0.25):
+        charge = Charge("ann", "2026-12-04", "test:m", "lead", (("owner", "ann"),), cost, 7, 3)
+        params = _usage_params(charge)
+        assert set(params) == {c.name for c in usage_days.columns}
+        row = UsageRow(charge.owner, charge.day, charge.model, charge.agent).plus(charge)
+        assert params == {name: getattr(row, name) for name in params}
+    assert (params["calls"], params["cost_usd"], params["unpriced_calls"]) == (1, 0.25, 0)

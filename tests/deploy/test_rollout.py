@@ -34,7 +34,7 @@ from tests.store.conftest import _admin
 ROOT = Path(__file__).resolve().parents[2]
 # The previous release: the final commit of the last stop (its closing note). Move it to
 # the new one at each stop, so a migration is always checked against the release before.
-PREVIOUS_RELEASE = "79b34d5"
+PREVIOUS_RELEASE = "73d0aa4"
 LATER = "9999_later"  # a revision only a later release would know
 
 

@@ -23,8 +23,15 @@ from ostinato.recovery import recover
 from ostinato.spend.gate import SpendGate
 from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Account, Limit
-from ostinato.store.base import AppendMessage, CreateApproval, StartTurn, WriteOp, utcnow
-from ostinato.store.spend import Charge, SettleSpend
+from ostinato.store.base import (
+    AppendMessage,
+    CreateApproval,
+    FinishTurn,
+    StartTurn,
+    WriteOp,
+    utcnow,
+)
+from ostinato.store.spend import Charge, CloseTab, TabSpend
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
 from tests.loop.harness import Harness
@@ -219,36 +226,51 @@ def writes_of(h: Harness, fail: type | None = None) -> list[tuple[type, ...]]:
 
 
 @pytest.mark.parametrize("limit", [Limit(hard=5.0), None], ids=["limited", "counted"])
-async def test_a_steps_charge_is_committed_with_its_reply_row(limit: Limit | None) -> None:
-    """No transaction of its own: the hold is released and the cost counted in the write
-    that commits the reply (``SettleSpend``), for a limited owner and a counted one."""
+async def test_a_turns_calls_are_counted_with_their_replies_and_charged_with_its_end(
+    limit: Limit | None,
+) -> None:
+    """No transaction of its own a step: each call is counted on the turn's tab in the
+    write that commits its reply (``TabSpend``), and the tab is charged in the write that
+    finishes the turn (``CloseTab``); a limited turn reserves once, for several calls."""
     h = harness(Budgets(default=limit), tool_step(("nothing", {})), text_step("done"))
     cid = await h.conversation()
     writes = writes_of(h)
-    settled_alone: list[object] = []
-    settle = h.store.settle_spend
+    alone: list[str] = []
+    settle, reserve = h.store.settle_spend, h.store.reserve_spend
 
-    async def alone(*args: Any) -> None:
-        settled_alone.append(args)
+    async def settled(*args: Any) -> None:
+        alone.append("settle")
         await settle(*args)
 
-    h.store.settle_spend = alone  # type: ignore[method-assign]
+    async def reserved(*args: Any) -> Any:
+        alone.append("reserve")
+        return await reserve(*args)
+
+    h.store.settle_spend = settled  # type: ignore[method-assign]
+    h.store.reserve_spend = reserved  # type: ignore[method-assign]
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
-    replies = [kinds for kinds in writes if SettleSpend in kinds]
+    replies = [kinds for kinds in writes if TabSpend in kinds]
     assert len(replies) == 2 and all(AppendMessage in kinds for kinds in replies)
-    assert settled_alone == [] and await h.store.spend_holds() == []
+    (closing,) = [kinds for kinds in writes if CloseTab in kinds]
+    assert FinishTurn in closing
+    assert alone == (["reserve"] if limit is not None else [])
+    assert await h.store.spend_holds() == []
     day = utcnow().date().isoformat()
     (row,) = await h.store.usage_rows("", day, day)
     assert row.calls == 2 and row.cost_usd > 0
+    own = Account("owner", "", Limit(hard=5.0))
+    (standing,) = await h.store.spend_standings((own,), utcnow())
+    assert standing.reserved == 0.0 and standing.spent == pytest.approx(row.cost_usd)
 
 
 async def test_a_reply_whose_write_fails_has_its_call_charged_alone() -> None:
-    """The call was made: when its reply's row cannot be committed, its charge is settled
-    in a transaction of its own, and its hold does not stay reserved."""
+    """The call was made: when its reply's row cannot be committed, it is counted on the
+    tab in a write of its own, and the tab is charged and its reservation released."""
     h = harness(Budgets(default=Limit(hard=5.0)), text_step("done"))
     cid = await h.conversation()
-    writes_of(h, fail=SettleSpend)
+    writes = writes_of(h, fail=TabSpend)
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "failed"
+    assert (TabSpend,) in writes
     assert await h.store.spend_holds() == []
     day = utcnow().date().isoformat()
     (row,) = await h.store.usage_rows("", day, day)

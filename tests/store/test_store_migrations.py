@@ -37,7 +37,7 @@ from ostinato.store.base import (
 from ostinato.store.sql.migrate import HEAD_REVISION, SCRIPT_LOCATION, switch_to_wal, upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0021"
+HEAD = "0022"
 PEOPLE_TABLES = {
     "approvals",
     "grants",

@@ -23,7 +23,7 @@ from ostinato.store.base import Conversation, CreateConversation, append, utcnow
 from ostinato.store.sql.migrate import upgrade
 from ostinato.store.sql.tables import include_object, metadata
 
-HEAD = "0021"
+HEAD = "0022"
 
 
 async def test_memory_url() -> None:

@@ -252,6 +252,8 @@ class TurnDriver:
         already: it stops as that says."""
         self.tools.stop()
         self.watch.finish("interrupted")
+        if self.spend is not None:  # the turn's calls here are charged here
+            await self.spend.close()
         if await claim_turn(self.store, self.turn.id, self.turn.holder, mark(self.turn.holder)):
             log.info("turn %s handed over at a step boundary", self.turn.id)
         else:  # recovery judged this server gone: the turn is another's already
@@ -369,8 +371,7 @@ class TurnDriver:
     async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
         spend, held = self.spend, None
         if spend is not None:  # a checked call's estimate: the context keeper has its size
-            keeper = self.context if spend.gate.checks else None
-            tokens = keeper.raw(self, request) if keeper is not None else None
+            tokens = self.context.raw(self, request) if self.context and spend.gate.checks else None
             held = await spend.clear(self.model.name, request, self.seq, tokens)
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
@@ -491,7 +492,8 @@ class TurnDriver:
         metrics = self.metrics()
         try:
             timeline = self.watch.ledger.timeline()
-            await self.record.finish(reason, metrics, error, self.awaiting, timeline)
+            tab = self.spend.closing() if self.spend is not None else ()  # charged with it
+            await self.record.finish(reason, metrics, error, self.awaiting, timeline, tab)
         finally:
             self.watch.finish(reason)
         turn = self.turn

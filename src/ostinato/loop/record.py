@@ -242,9 +242,10 @@ class TurnRecord:
         error: str | None = None,
         awaiting: ToolUseBlock | None = None,
         timeline: dict[str, Any] | None = None,
+        extra: Sequence[WriteOp] = (),
     ) -> None:
-        """Record the stop reason, the metrics and the timeline (a paused turn first asks
-        for its card's answer)."""
+        """Record the stop reason, the metrics and the timeline, with ``extra`` (a paused
+        turn first asks for its card's answer)."""
         run_id, seq = self.turn.run_id, self.seq
         if reason == "paused" and awaiting is not None:
             self.emit(
@@ -258,7 +259,8 @@ class TurnRecord:
             )
         turn = self.turn
         await self.store.write(
-            FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, error, timeline)
+            FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, error, timeline),
+            *extra,
         )
         self.emit(
             TurnFinished(

@@ -7,9 +7,22 @@ call goes on, and the grant the agreement leaves covers the rest of the period. 
 hard limit (or when the person does not agree) the call is not made: ``Stopped``
 carries the sentence the turn ends with, ``spend_limit``.
 
-A call that was made is charged with its reply: ``owe`` keeps its settlement, the
-driver commits it with the reply's row (``owed``, then ``paid``), and a reply that is
-not committed (a failed write, a cancel before it) has it settled alone (``unpaid``).
+A call that was made is counted with its reply: ``owe`` keeps the op, the driver
+commits it with the reply's row (``owed``, then ``paid``), and a reply that is not
+committed (a failed write, a cancel before it) has it written alone (``unpaid``).
+
+**The tab.** A turn's calls are counted on one row while it runs (``store.spend``'s
+tab: ``TabSpend`` adds each call's tokens and cost to it, one statement with the reply's
+row), and charged to the accounts and the usage when the turn ends (``closing`` rides
+with the turn's last write; ``close`` writes it alone). Checked against a budget, the
+tab reserves for ``BLOCK`` calls at the call's estimate when that much is allowed, and
+each next call draws its estimate from what is left without a transaction of its own.
+When it does not fit, the call reserves again, and that reservation first charges what
+the tab counted and releases what it had reserved, so the standing it is decided on
+holds the turn's calls at their cost; it is a block again, or the call alone, asking
+or refused as the rule says. A reload's new budgets are met the same way: the next call
+reserves under them. A sub-agent's calls, whose rows go to a store of their own, are
+settled one by one instead.
 """
 
 from __future__ import annotations
@@ -17,21 +30,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from ostinato import observe
 from ostinato.approvals import SPEND, Ending
+from ostinato.ids import new_id
 from ostinato.messages import JSON
 from ostinato.models.base import ModelRequest, Usage
 from ostinato.spend import words
 from ostinato.spend.gate import Held, Payer, SpendGate, payer
+from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Allow, Ask, Refuse, consent_key, resets_at
-from ostinato.store.base import Turn
+from ostinato.store.base import Store, Turn, utcnow
 from ostinato.store.inflight import written
-from ostinato.store.spend import SettleSpend
+from ostinato.store.spend import CloseTab, Hold, SettleSpend, TabSpend
 
 log = logging.getLogger("ostinato.spend")
 MAX_ASKS = 3  # one account after another may ask; each only once in a turn
+BLOCK = 8  # a checked turn's tab reserves for this many calls at a time, when it can
 
 
 class Stopped(Exception):
@@ -62,12 +78,16 @@ class TurnSpend:
         store: object = None,
     ) -> None:
         self.gate, self.asker, self.turn, self.owner = gate, asker, turn, owner
-        # the charge goes with the reply's row only where the turn's rows are the gate's
+        # the calls go on the turn's tab only where the turn's rows are the gate's
         # store's (a sub-agent writes to a scratch store: its calls are charged alone)
         self.folds = store is gate.store
+        self.store = cast("Store | None", store if self.folds else None)  # the driver's
         self.consented: frozenset[str] = frozenset()  # soft limits agreed to in this turn
-        self.owing: SettleSpend | None = None  # the last call's charge, until its reply commits
+        self.owing: TabSpend | SettleSpend | None = None  # the last call's, until its reply
         self.who: Payer | None = None  # the turn's: found at its first call, kept for the rest
+        self.tab: Hold | None = None  # the turn's tab, once a call is on it
+        self.left = 0.0  # what the tab reserved that its calls have not drawn
+        self.under: Budgets | None = None  # the budgets it reserved under (None: none)
 
     @classmethod
     def of(
@@ -82,21 +102,58 @@ class TurnSpend:
         """The call's reservation once it may go; ``Stopped`` when it may not.
         ``tokens_in``: the request's input tokens, when the turn has estimated them."""
         who = self.who = self.who or payer()
-        if not self.gate.checks:  # only counted: nothing to reserve or ask
-            return self.gate.counted(who, model)
+        gate = self.gate
+        if not gate.checks:  # only counted: nothing to reserve or ask
+            return gate.counted(who, model)
+        if self.folds:
+            drawn = await self._draw(who, model, request, tokens_in)
+            if drawn is not None:
+                return drawn
+        tab = self._tab_id() if self.folds else None
         for _ in range(MAX_ASKS + 1):
-            clearance = await self.gate.clear(
-                model, request, ask=True, consented=self.consented, who=who, tokens_in=tokens_in
-            )
+            clearance = await gate.clear(
+                model, request, ask=True, consented=self.consented, who=who,
+                tokens_in=tokens_in, tab=tab, block=BLOCK if tab else 1,
+            )  # fmt: skip
             verdict = clearance.verdict
             if isinstance(verdict, Allow):
-                return clearance.held
+                return self._reserved(clearance.held)
             if isinstance(verdict, Refuse):
-                raise Stopped(
-                    words.stopped(verdict, self.gate.clock(), self.currency), _of(verdict)
-                )
+                raise Stopped(words.stopped(verdict, gate.clock(), self.currency), _of(verdict))
             await self._ask(verdict, seq)
         raise AssertionError("a soft limit asked twice in one turn")
+
+    async def _draw(
+        self, who: Payer, model: str, request: ModelRequest, tokens_in: int | None
+    ) -> Held | None:
+        """The call cleared by drawing its estimate from what the tab reserved, with no
+        transaction of its own; None when it must reserve (nothing reserved under the
+        budgets in force, too little left, or a tab of another model or day, closed)."""
+        tab, gate = self.tab, self.gate
+        if tab is None:
+            return None
+        if tab.model != model or tab.day != gate.today():
+            await self.close()
+            return None
+        if self.under is not gate.budgets:  # the tab only counted, or a reload: reserve
+            return None
+        estimate = gate.estimate(model, request, tokens_in)
+        if estimate is None or estimate > self.left:
+            return None
+        self.left -= estimate
+        return Held(who, model, tab.day, tab.accounts, tab, estimate)
+
+    def _tab_id(self) -> str:
+        return self.tab.id if self.tab is not None else new_id()
+
+    def _reserved(self, held: Held | None) -> Held | None:
+        """A reservation made for the tab: what is left of it to draw from."""
+        if held is None or held.hold is None or not self.folds:
+            return held
+        self.tab = held.hold  # the store charged what the tab had counted: it goes on
+        self.left = held.hold.amount - held.drawn
+        self.under = self.gate.budgets
+        return held
 
     @property
     def currency(self) -> str:
@@ -119,38 +176,81 @@ class TurnSpend:
         self.consented |= {key}
 
     async def charge(self, held: Held | None, usage: Usage | None) -> None:
-        if held is not None:
-            await self.gate.charge(held, usage)
-
-    async def owe(self, held: Held | None, usage: Usage | None) -> None:
-        """The call was made and replied: its charge goes with the reply's row (``owed``),
-        or is settled now where the turn writes elsewhere (``folds``)."""
+        """A call that was made but has no reply to go with: counted now."""
         if held is None:
             return
-        op = self.gate.settlement(held, usage)
-        if self.folds:
-            self.owing = op
-        else:
-            await self.gate.settle(op)
+        if not self.folds:
+            await self.gate.charge(held, usage)
+        elif self.store is not None:
+            await self.store.write(await self._on_tab(held, usage))
 
-    def owed(self) -> tuple[SettleSpend, ...]:
-        """The ops to commit with the reply's row (its charge, if owed)."""
+    async def owe(self, held: Held | None, usage: Usage | None) -> None:
+        """The call was made and replied: it is counted with the reply's row (``owed``),
+        or settled now where the turn writes elsewhere (``folds``)."""
+        if held is None:
+            return
+        if self.folds:
+            self.owing = await self._on_tab(held, usage)
+        else:
+            await self.gate.settle(self.gate.settlement(held, usage))
+
+    async def _on_tab(self, held: Held, usage: Usage | None) -> TabSpend:
+        """The op counting a call on the tab; a call only counted opens one (after
+        closing a tab of another model, payer or day)."""
+        tab = held.hold
+        if tab is None:
+            tab = self.tab
+            if tab is not None and (tab.model != held.model or tab.day != held.day):
+                await self.close()
+                tab = None
+            if tab is None:
+                who, gate = held.payer, self.gate
+                tab = self.tab = Hold(
+                    new_id(), who.owner or "", held.day, 0.0, held.accounts, held.model,  # type: ignore[arg-type]
+                    utcnow(), who.agent, gate.holder(), 0.0,
+                )  # fmt: skip
+        return TabSpend(tab, self.gate.bill(held, usage), held.drawn)
+
+    def owed(self) -> tuple[TabSpend | SettleSpend, ...]:
+        """The ops to commit with the reply's row (its call's, if owed)."""
         return () if self.owing is None else (self.owing,)
 
     def paid(self) -> None:
-        """The reply's row, and its charge with it, committed."""
+        """The reply's row, and its call's count with it, committed."""
         self.owing = None
 
     async def unpaid(self, error: BaseException) -> None:
-        """The reply's row was not committed (``error``): the charge is settled alone,
+        """The reply's row was not committed (``error``): the call is counted alone,
         unless a cancel came after the write had committed it (``written``)."""
         op, self.owing = self.owing, None
         if op is None or written(error) is not None:
             return
         try:
-            await asyncio.shield(self.gate.settle(op))
+            if isinstance(op, TabSpend) and self.store is not None:
+                await asyncio.shield(self.store.write(op))
+            elif isinstance(op, SettleSpend):
+                await asyncio.shield(self.gate.settle(op))
         except Exception:  # the call was made: failing to count it must not hide ``error``
             log.exception("could not charge a model call of turn %s", self.turn.id)
+
+    def closing(self) -> tuple[CloseTab, ...]:
+        """The op that charges the tab, to go with the turn's last write; the next call
+        starts another. A write that fails leaves the tab to recovery, which charges it
+        once this server is gone."""
+        ops = () if self.tab is None else (CloseTab(self.tab.id),)
+        self.tab, self.left, self.under = None, 0.0, None
+        return ops
+
+    async def close(self) -> None:
+        """Charge the tab in a write of its own (a turn handed over, or a tab of another
+        model or day). A failure is logged: the tab stays for recovery."""
+        ops = self.closing()
+        if not ops or self.store is None:
+            return
+        try:
+            await asyncio.shield(self.store.write(*ops))
+        except Exception:
+            log.exception("could not charge the tab of turn %s", self.turn.id)
 
 
 def _card(verdict: Ask, now: datetime, currency: str) -> JSON:

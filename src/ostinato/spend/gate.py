@@ -15,8 +15,9 @@ call is neither checked nor counted.
 ``max_tokens``, or ``Budgets.output_tokens``) and, when any limit is set, reserves it in
 the store (one transaction that reads the standing and decides); with no limit at all
 nothing is reserved and the call is only counted. ``charge`` settles the reservation at
-the call's actual cost and counts it in its owner's usage; a turn's own step takes the
-same work as a write op (``settlement``) and commits it with its reply's row instead.
+the call's actual cost and counts it in its owner's usage. A turn's own calls go on the
+turn's tab instead (``loop.spending``): ``clear`` with ``tab`` reserves for the tab,
+for several calls at a time (``block``), and ``bill`` is what a call adds to it.
 A side call never asks a person: only a turn's own step can wait for the soft-limit card.
 """
 
@@ -77,6 +78,7 @@ class Held:
     day: str
     accounts: tuple[tuple[str, str], ...]
     hold: Hold | None
+    drawn: float = 0.0  # on a turn's tab: the call's estimate, drawn from what it reserved
 
 
 @dataclass(slots=True)  # not frozen: made once a checked call (``store.spend``)
@@ -134,10 +136,14 @@ class SpendGate:
         consented: frozenset[str] = frozenset(),
         who: Payer | None = None,
         tokens_in: int | None = None,
+        tab: str | None = None,
+        block: int = 1,
     ) -> Clearance:
         """Whether the call may go: ``Allow`` with its reservation, ``Ask`` (past a soft
         limit, only when ``ask``) or ``Refuse``. ``consented``: the soft limits the owner
-        agreed to pass (``rule.consent_key``)."""
+        agreed to pass (``rule.consent_key``). ``tab``: the id of the turn's tab the
+        reservation is added to (``loop.spending``), which then reserves for ``block``
+        calls at this one's estimate when that much is allowed, else for this one."""
         who = who or payer()
         if not self.checks:  # nothing to check: only counted
             return Clearance(ALLOW, self.counted(who, model))
@@ -146,18 +152,31 @@ class SpendGate:
         day = self._day(now)
         estimate = self.estimate(model, request, tokens_in)
         hold = Hold(
-            new_id(), who.owner or "", day, estimate or 0.0, keys, model, now, who.agent,
-            self.holder(),
+            tab or new_id(), who.owner or "", day, estimate or 0.0, keys, model, now, who.agent,
+            self.holder(), None if tab is None else estimate or 0.0,
         )  # fmt: skip
 
         def rule(standings: list[Standing]) -> Verdict:
+            hold.amount = estimate or 0.0
+            if block > 1 and estimate:  # several calls' worth, when they fit as they are
+                verdict = decide(
+                    standings, estimate * block, consented=consented, unpriced=budgets.unpriced
+                )
+                if isinstance(verdict, Allow):
+                    hold.amount = estimate * block
+                    return verdict
             return decide(
                 standings, estimate, consented=consented, unpriced=budgets.unpriced, ask=ask
             )
 
         verdict = await self.store.reserve_spend(hold, accounts, now, rule)  # type: ignore[arg-type]
-        held = Held(who, model, day, keys, hold) if isinstance(verdict, Allow) else None
-        return Clearance(verdict, held)
+        if not isinstance(verdict, Allow):
+            return Clearance(verdict, None)
+        return Clearance(verdict, Held(who, model, day, keys, hold, estimate or 0.0))
+
+    def today(self) -> str:
+        """The day a call made now is charged to (an ISO date)."""
+        return self._day(self.clock())
 
     def counted(self, who: Payer, model: str) -> Held:
         """What a call that is only counted (``checks`` is False) is charged to: the same
@@ -199,11 +218,16 @@ class SpendGate:
         await self.store.settle_spend(op.hold_id, op.charge)
 
     def settlement(self, held: Held, usage: Usage | None) -> SettleSpend:
-        """The write op that settles a call at what it cost: ``settle`` runs it alone, a
-        turn's step commits it with the reply's row (``loop.spending``)."""
+        """The write op that settles a call at what it cost: ``settle`` runs it alone."""
+        hold = held.hold
+        return SettleSpend(hold.id if hold is not None else None, self.bill(held, usage))
+
+    def bill(self, held: Held, usage: Usage | None) -> Charge:
+        """What a call cost (``usage``: what it used), charged to what it was cleared
+        for; a turn's step counts it on the turn's tab (``loop.spending``)."""
         usage = usage or NO_USAGE
         hold, who = held.hold, held.payer
-        charge = Charge(  # positional: this runs once a model call
+        return Charge(  # positional: this runs once a model call
             who.owner or "",
             hold.day if hold is not None else held.day,
             held.model,
@@ -215,7 +239,6 @@ class SpendGate:
             usage.cache_read_tokens,
             usage.cache_write_tokens,
         )
-        return SettleSpend(hold.id if hold is not None else None, charge)
 
     async def side_call(self, model: str, request: ModelRequest) -> Settle | None:
         """``seam.SideCalls``: clear a call that never asks (``SpendLimitReached`` when a

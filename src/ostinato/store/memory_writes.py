@@ -62,7 +62,14 @@ from ostinato.store.memory_mcp import MCP_SERVER_WRITES
 from ostinato.store.memory_relations import RELATION_WRITES
 from ostinato.store.memory_tables import MemoryTables as MemoryTables
 from ostinato.store.memory_tree import TREE_WRITES, parent_for
-from ostinato.store.spend import SettleSpend, settle_write
+from ostinato.store.spend import (
+    CloseTab,
+    SettleSpend,
+    TabSpend,
+    close_write,
+    settle_write,
+    tab_write,
+)
 
 Undo = list[Callable[[], None]]
 
@@ -433,5 +440,7 @@ WRITES: dict[type, Write] = {
     **JOB_WRITES,
     **TREE_WRITES,
     SettleSpend: settle_write,
+    TabSpend: tab_write,
+    CloseTab: close_write,
 }
 """One write function per op type; ``tests/store`` checks every ``WriteOp`` has one."""

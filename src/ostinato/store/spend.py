@@ -6,20 +6,25 @@ calls of no owner), so an owner's rows are found, and erased, by it:
 
 - ``spend_days``: per account (``pool``, ``owner``) and day, the cost settled
   (``spent_usd``) and the estimates of calls under way (``reserved_usd``);
-- ``spend_holds``: one row per call under way: what it reserved, on which accounts,
-  for which model and agent, and the lease of the server making it (``holder``);
+- ``spend_holds``: one row per call or turn under way: what it reserved, on which
+  accounts, for which model and agent, and the lease of the server making it
+  (``holder``); a turn's row is its **tab** (0022), which also counts its calls;
 - ``usage_days``: per owner, day, model and agent: calls, tokens and cost (the priced
   calls' sum, and how many calls had no price).
 
 ``reserve_spend`` is one transaction: it locks the accounts' rows for the day (so
 reservations of one account on every server take turns), reads each account's
 standing over its period, asks ``decide`` (``spend.rule``), and writes the hold only
-when the verdict is ``Allow``. ``settle_spend`` replaces a hold by the call's actual
-cost. A hold whose server died is charged at its estimate by ``charge_holds`` (recovery),
-never forgotten: the call may have been made. Like leases, these are written apart
-from ``Store.write``, each method one small transaction, except one: a turn's own call
-is settled by a write op (``SettleSpend``) in the transaction that commits its reply's
-row, so a step pays for no transaction of its own to count what it cost.
+when the verdict is ``Allow``. ``settle_spend`` replaces a call's hold by its actual
+cost. A hold with a ``unit`` is a turn's tab: its calls are counted on its row as they
+reply (``TabSpend``, a write op in the transaction that commits the reply's row, so a
+step pays for no transaction of its own to count what it cost) and charged when it
+closes (``CloseTab``, with the turn's end); a reservation for a tab first charges what
+it has counted and releases what it reserved, in the same transaction, so the standing
+it decides on holds the turn's calls at their cost. A hold whose server died is charged
+by ``charge_hold`` (recovery), never forgotten: a call may have been under way
+(``owed``). Like leases, these are written apart from ``Store.write``, each method one
+small transaction, apart from the write ops.
 """
 
 from __future__ import annotations
@@ -54,6 +59,18 @@ class Hold:
     created_at: datetime
     agent: str = ""
     holder: str | None = None
+    # A turn's tab (``TabSpend``): ``unit`` is None for one call's hold; for a tab, the
+    # largest estimate its calls had. ``drawn``: the estimates of its calls counted so
+    # far; the rest is what those calls used, charged when the tab closes.
+    unit: float | None = None
+    drawn: float = 0.0
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
 
 
 @dataclass(slots=True)
@@ -111,12 +128,56 @@ class SettleSpend:
     charge: Charge
 
 
-SpendOp = SettleSpend
+@dataclass(slots=True)
+class TabSpend:
+    """A write op: one call of a turn added to the turn's tab (``hold``; the first
+    call's op makes its row), with the reply's row. ``drawn``: the call's estimate,
+    taken from what the tab reserved (0 when it reserved nothing)."""
+
+    hold: Hold
+    charge: Charge
+    drawn: float
 
 
-def charge_of(hold: Hold) -> Charge:
-    """A hold charged at its estimate (its server died: the call may have been made)."""
-    return Charge(hold.owner, hold.day, hold.model, hold.agent, hold.accounts, hold.amount)
+@dataclass(slots=True)
+class CloseTab:
+    """A write op: a turn's tab charged to its accounts and its owner's usage, and what
+    it reserved released (the turn has ended: no call of it is under way)."""
+
+    hold_id: str
+
+
+SpendOp = SettleSpend | TabSpend | CloseTab
+
+
+def owed(hold: Hold, in_flight: bool) -> UsageRow:
+    """What a hold is charged when it is dropped: the calls its tab counted and, when a
+    call may have been under way (``in_flight``: its server died), one more at its
+    estimate: a call's hold at its amount; a tab at its largest estimate, at most what
+    is left of its reservation (nothing when none is left: no call could be under way)."""
+    row = UsageRow(hold.owner, hold.day, hold.model, hold.agent, hold.calls, hold.tokens_in)
+    row.tokens_out, row.cost_usd = hold.tokens_out, hold.cost
+    row.cache_read_tokens, row.cache_write_tokens = hold.cache_read_tokens, hold.cache_write_tokens
+    row.unpriced_calls = hold.unpriced_calls
+    if in_flight:
+        left = hold.amount - hold.drawn
+        extra = hold.amount if hold.unit is None else min(hold.unit, max(0.0, left))
+        if hold.unit is None or extra > 0:
+            row.calls, row.cost_usd = row.calls + 1, row.cost_usd + extra
+    return row
+
+
+def tab_charge(hold: Hold, charge: Charge, drawn: float) -> None:
+    """``charge`` (one call) added to the tab ``hold`` as ``TabSpend`` adds it."""
+    hold.calls += 1
+    hold.tokens_in += charge.tokens_in
+    hold.tokens_out += charge.tokens_out
+    hold.cache_read_tokens += charge.cache_read_tokens
+    hold.cache_write_tokens += charge.cache_write_tokens
+    hold.cost += charge.cost or 0.0
+    hold.unpriced_calls += charge.cost is None
+    hold.drawn += drawn
+    hold.unit = max(hold.unit or 0.0, drawn)
 
 
 @runtime_checkable
@@ -128,7 +189,9 @@ class SpendStore(Protocol):
     ) -> Verdict:
         """In one transaction: the standing of each of ``accounts`` at ``now`` (over
         its period), ``decide`` on them, and ``hold`` reserved on every one of them when
-        the verdict is ``Allow``. Returns the verdict."""
+        the verdict is ``Allow``. Returns the verdict. A tab's reservation (``hold.unit``
+        set) first charges the tab of that id, if there is one, and releases what it
+        reserved: the tab goes on from what this one reserves."""
         ...
 
     async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
@@ -176,11 +239,14 @@ class MemorySpend:
     async def reserve_spend(
         self, hold: Hold, accounts: Sequence[Account], now: datetime, decide: Decide
     ) -> Verdict:
+        tab = self._spend_holds.pop(hold.id, None) if hold.unit is not None else None
+        if tab is not None:  # a tab's calls so far charged, its reservation released
+            _drop(self, tab, in_flight=False)
         verdict = decide([self._standing(account, now) for account in accounts])
         if isinstance(verdict, Allow):
             for key in hold.accounts:
                 _add(self, key, hold.day, 0.0, hold.amount)
-            self._spend_holds[hold.id] = hold
+            self._spend_holds[hold.id] = _fresh(hold, hold.amount)  # the store's own copy
         return verdict
 
     async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
@@ -196,9 +262,7 @@ class MemorySpend:
         hold = self._spend_holds.pop(hold_id, None)
         if hold is None:
             return False
-        for key in hold.accounts:
-            _add(self, key, hold.day, hold.amount, -hold.amount)
-        _count(self, charge_of(hold))
+        _drop(self, hold, in_flight=True)
         return True
 
     async def usage_rows(self, owner: str | None, since: str, until: str) -> list[UsageRow]:
@@ -269,3 +333,82 @@ def settle_write(t: SpendTables, op: SettleSpend, undo: list[Callable[[], None]]
 
     undo.append(unsettle)
     _settle(t, op.hold_id, charge, usage)
+
+
+def _fresh(hold: Hold, amount: float) -> Hold:
+    """A new row for ``hold``: what it reserved (``amount``), nothing counted yet."""
+    return Hold(
+        hold.id, hold.owner, hold.day, amount, hold.accounts, hold.model, hold.created_at,
+        hold.agent, hold.holder, hold.unit,
+    )  # fmt: skip
+
+
+def _drop(t: SpendTables, hold: Hold, *, in_flight: bool) -> None:
+    """A hold taken out: what it owes (``owed``) charged, what it reserved released."""
+    row = owed(hold, in_flight)
+    for account in hold.accounts:
+        _add(t, account, hold.day, row.cost_usd, -hold.amount)
+    if row.calls:
+        key = (row.owner, row.day, row.model, row.agent)
+        before = t._usage_days.get(key)
+        t._usage_days[key] = row if before is None else _summed(before, row)
+
+
+def _summed(a: UsageRow, b: UsageRow) -> UsageRow:
+    return UsageRow(
+        a.owner, a.day, a.model, a.agent, a.calls + b.calls, a.tokens_in + b.tokens_in,
+        a.tokens_out + b.tokens_out, a.cache_read_tokens + b.cache_read_tokens,
+        a.cache_write_tokens + b.cache_write_tokens, a.cost_usd + b.cost_usd,
+        a.unpriced_calls + b.unpriced_calls,
+    )  # fmt: skip
+
+
+def tab_write(t: SpendTables, op: TabSpend, undo: list[Callable[[], None]]) -> None:
+    """``TabSpend`` in a memory ``write``: the call counted on its turn's tab."""
+    tab_id = op.hold.id
+    hold = t._spend_holds.get(tab_id)
+    if hold is None:  # the turn's first counted call (or recovery took the tab: anew)
+        hold = t._spend_holds[tab_id] = _fresh(op.hold, 0.0)
+        undo.append(lambda: _forget(t, tab_id))
+    else:
+
+        def untab(hold: Hold = hold, unit: float | None = hold.unit) -> None:
+            charge = op.charge
+            hold.calls -= 1
+            hold.tokens_in -= charge.tokens_in
+            hold.tokens_out -= charge.tokens_out
+            hold.cache_read_tokens -= charge.cache_read_tokens
+            hold.cache_write_tokens -= charge.cache_write_tokens
+            hold.cost -= charge.cost or 0.0
+            hold.unpriced_calls -= charge.cost is None
+            hold.drawn -= op.drawn
+            hold.unit = unit
+
+        undo.append(untab)
+    tab_charge(hold, op.charge, op.drawn)
+
+
+def _forget(t: SpendTables, hold_id: str) -> None:
+    t._spend_holds.pop(hold_id, None)
+
+
+def close_write(t: SpendTables, op: CloseTab, undo: list[Callable[[], None]]) -> None:
+    """``CloseTab`` in a memory ``write``: the tab charged and dropped."""
+    hold = t._spend_holds.pop(op.hold_id, None)
+    if hold is None:
+        return  # recovery charged it already
+    key = (hold.owner, hold.day, hold.model, hold.agent)
+    before = t._usage_days.get(key)
+    owes = owed(hold, False).cost_usd
+
+    def reopen() -> None:
+        t._spend_holds[hold.id] = hold
+        for account in hold.accounts:
+            _add(t, account, hold.day, -owes, hold.amount)
+        if before is None:
+            t._usage_days.pop(key, None)
+        else:
+            t._usage_days[key] = before
+
+    undo.append(reopen)
+    _drop(t, hold, in_flight=False)

@@ -25,7 +25,7 @@ SCRIPT_LOCATION = "ostinato.store:migrations"
 # The newest revision in ostinato/store/migrations (a test checks that it is Alembic's
 # head): a SQLite file already there opens without loading Alembic and the revisions,
 # some 0.3 s of every restart.
-HEAD_REVISION = "0021"
+HEAD_REVISION = "0022"
 # pg_advisory_xact_lock key held while migrating ("ostinato" as a number).
 _PG_LOCK_KEY = 0x6F7374696E61746F
 

@@ -61,7 +61,7 @@ from ostinato.store.forged import FORGED_OPS
 from ostinato.store.jobs import JOB_OPS
 from ostinato.store.mcp_servers import MCP_SERVER_OPS
 from ostinato.store.relations import RelateFacts, ResolveConflict
-from ostinato.store.spend import SettleSpend
+from ostinato.store.spend import CloseTab, SettleSpend, TabSpend
 from ostinato.store.sql import rows
 from ostinato.store.sql.account_sql import apply_account_op
 from ostinato.store.sql.erasure_sql import delete_conversation, erase_owner
@@ -71,7 +71,7 @@ from ostinato.store.sql.forged_sql import apply_forged_op
 from ostinato.store.sql.job_sql import apply_job_op
 from ostinato.store.sql.mcp_sql import apply_mcp_op
 from ostinato.store.sql.search_sql import index_message, index_title
-from ostinato.store.sql.spend_sql import settle_op
+from ostinato.store.sql.spend_sql import close_op, settle_op, tab_op
 from ostinato.store.sql.tree_sql import move_branch
 
 # How many times an append retries after losing a race for its ``seq``.
@@ -484,5 +484,7 @@ OPS: dict[type, WriteFunction] = {
     **dict.fromkeys(JOB_OPS, lambda ex, op, now: apply_job_op(ex, op)),
     MoveBranch: move_branch,
     SettleSpend: lambda ex, op, now: settle_op(ex, op),
+    TabSpend: lambda ex, op, now: tab_op(ex, op),
+    CloseTab: lambda ex, op, now: close_op(ex, op),
 }
 """One function per write op; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -36,7 +36,7 @@ from ostinato.store.base import (
     TakeQueued,
     WriteOp,
 )
-from ostinato.store.spend import SettleSpend
+from ostinato.store.spend import SettleSpend, TabSpend
 from ostinato.store.sql.executor import Pending
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.rows import Row, time_from_postgres, utc_time
@@ -56,6 +56,7 @@ PLANNED: frozenset[type] = frozenset(
         Enqueue,
         CreateApproval,
         SettleSpend,  # a counted call's charge (one with a hold reads it: not planned)
+        TabSpend,  # a call on its turn's tab (closing one reads it: not planned)
     }
 )
 

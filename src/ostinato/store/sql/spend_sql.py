@@ -10,9 +10,11 @@ left (READ COMMITTED reads anew at each statement). Rows are locked in one order
 reservations never wait on each other crosswise. SQLite has one writer at a time (every
 process's ``BEGIN IMMEDIATE`` takes the database's write lock), so there it reads at once.
 
-A turn's own call is settled inside the write that commits its reply's row
-(``SettleSpend``, run by ``settle_op`` through the write path's ``Executor`` with the
-statements named in ``SpendWriteName``), in the accounts' one order as here.
+A turn's own calls are counted on its tab inside the writes that commit their reply rows
+(``TabSpend``, one upsert, ``tab_op``), and the tab is charged with the turn's end
+(``CloseTab``, ``close_op``), both run through the write path's ``Executor`` with the
+statements named in ``SpendWriteName``, in the accounts' one order as here. A
+reservation for a tab charges what the tab counted first (``reserve_spend``).
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from ostinato.spend.rule import Account, Allow, Standing, Verdict, start
 from ostinato.store.spend import (
     AccountKey,
     Charge,
+    CloseTab,
     Decide,
     Hold,
     SettleSpend,
+    TabSpend,
     UsageRow,
-    charge_of,
+    owed,
 )
 from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.rows import Row, TimeDecoder
@@ -83,25 +87,37 @@ def statements(dialect: str) -> dict[str, sa.Executable]:
         d.c.day >= _p(d, "day", "since"),
     )
     hold_id = h.c.id == _p(h, "id", "b_id")
+    greatest = sa.func.greatest if dialect == "postgresql" else sa.func.max  # scalar
+    zero: sa.ColumnClause[float] = sa.literal_column(
+        "0.0"
+    )  # in the text: the writers bind nothing at build time
+    tab = insert(h).values({c.name: _p(h, c.name) for c in h.columns})
+    tab = tab.on_conflict_do_update(  # a turn's call on its tab (the first makes the row)
+        index_elements=["id"],
+        set_={name: h.c[name] + tab.excluded[name] for name in ("drawn_usd", *_USAGE_COUNTS)}
+        | {"unit_usd": greatest(sa.func.coalesce(h.c.unit_usd, zero), tab.excluded.unit_usd)},
+    )
     return {
         "add": add,
         "count": count,
         "standing": standing,
         "insert_hold": sa.insert(h).values({c.name: _p(h, c.name) for c in h.columns}),
+        "tab": tab,
         "take_hold": sa.delete(h).where(hold_id).returning(*h.columns),
     }
 
 
-SpendWriteName: TypeAlias = Literal["spend_add", "spend_count", "spend_take_hold"]
+SpendWriteName: TypeAlias = Literal["spend_add", "spend_count", "spend_take_hold", "spend_tab"]
 
 
 def spend_write_statements(dialect: str) -> dict[str, sa.Executable]:
-    """The statements ``settle_op`` runs in a write, by ``SpendWriteName``."""
+    """The statements the spend ops run in a write, by ``SpendWriteName``."""
     found = statements(dialect)
     return {
         "spend_add": found["add"],
         "spend_count": found["count"],
         "spend_take_hold": found["take_hold"],
+        "spend_tab": found["tab"],
     }
 
 
@@ -121,6 +137,65 @@ def settle_op(ex: Any, op: SettleSpend) -> None:
         params = {"pool": pool, "owner": owner, "day": day}
         ex.execute("spend_add", params | {"spent_usd": spent, "reserved_usd": held})
     ex.execute("spend_count", _usage_params(charge))
+
+
+def tab_op(ex: Any, op: TabSpend) -> None:
+    """``TabSpend`` on ``ex``: the call's counts added to its turn's tab (one upsert;
+    the first call's makes the row, reserving nothing)."""
+    hold, charge = op.hold, op.charge
+    cost = charge.cost
+    ex.execute(
+        "spend_tab",
+        {
+            "id": hold.id,
+            "owner": hold.owner,
+            "day": hold.day,
+            "amount_usd": 0.0,
+            "accounts": _accounts_json(hold.accounts),
+            "model": hold.model,
+            "agent": hold.agent,
+            "holder": hold.holder,
+            "created_at": ex.time(hold.created_at),
+            "unit_usd": op.drawn,
+            "drawn_usd": op.drawn,
+            "calls": 1,
+            "tokens_in": charge.tokens_in,
+            "tokens_out": charge.tokens_out,
+            "cache_read_tokens": charge.cache_read_tokens,
+            "cache_write_tokens": charge.cache_write_tokens,
+            "cost_usd": cost or 0.0,
+            "unpriced_calls": int(cost is None),
+        },
+    )
+
+
+def close_op(ex: Any, op: CloseTab) -> None:
+    """``CloseTab`` on ``ex``: the tab taken out, charged and its reservation released."""
+    found = ex.rows("spend_take_hold", {"b_id": op.hold_id})
+    if found:  # else recovery charged it
+        dropped(ex.execute, ("spend_add", "spend_count"), _hold(found[0], ex.read_time), False)
+
+
+def dropped(
+    execute: Callable[[Any, dict[str, Any]], Any],
+    names: tuple[Any, Any],
+    hold: Hold,
+    in_flight: bool,
+) -> None:
+    """A hold taken out: what it owes (``store.spend.owed``) charged to its accounts (in
+    their one order) and its owner's usage, what it reserved released. ``names``: the
+    accounts' and the usage's statements, as ``execute`` takes them."""
+    row = owed(hold, in_flight)
+    for pool, owner in sorted(hold.accounts):
+        params = {"pool": pool, "owner": owner, "day": hold.day}
+        execute(names[0], params | {"spent_usd": row.cost_usd, "reserved_usd": -hold.amount})
+    if row.calls:
+        execute(names[1], {c.name: getattr(row, c.name) for c in usage_days.columns})
+
+
+@cache
+def _accounts_json(accounts: tuple[AccountKey, ...]) -> str:
+    return json.dumps([list(key) for key in accounts])
 
 
 def _usage_params(charge: Charge) -> dict[str, Any]:
@@ -168,6 +243,15 @@ def _hold(row: Row, decode: TimeDecoder) -> Hold:
         created_at=decode(values["created_at"]),
         agent=values["agent"],
         holder=values["holder"],
+        unit=values["unit_usd"],
+        drawn=values["drawn_usd"],
+        calls=values["calls"],
+        tokens_in=values["tokens_in"],
+        tokens_out=values["tokens_out"],
+        cache_read_tokens=values["cache_read_tokens"],
+        cache_write_tokens=values["cache_write_tokens"],
+        cost=values["cost_usd"],
+        unpriced_calls=values["unpriced_calls"],
     )
 
 
@@ -217,6 +301,9 @@ class SQLSpend:
         def work(tx: LeaseTx) -> Verdict:
             for key in sorted(hold.accounts) if locks else ():  # the day's rows, in one order
                 self._add(tx, key, hold.day, 0.0, 0.0)
+            tab = self._take(tx, hold.id) if hold.unit is not None else None
+            if tab is not None:  # a tab's calls so far charged, its reservation released
+                dropped(tx.execute, (self._spend["add"], self._spend["count"]), tab, False)
             verdict = decide([self._standing(tx, account, now) for account in accounts])
             if isinstance(verdict, Allow):
                 for key in sorted(hold.accounts):
@@ -232,12 +319,13 @@ class SQLSpend:
             "owner": hold.owner,
             "day": hold.day,
             "amount_usd": hold.amount,
-            "accounts": json.dumps([list(key) for key in hold.accounts]),
+            "accounts": _accounts_json(hold.accounts),
             "model": hold.model,
             "agent": hold.agent,
             "holder": hold.holder,
             "created_at": self._bind_time(hold.created_at),
-        }
+            "unit_usd": hold.unit,
+        } | dict.fromkeys(("drawn_usd", *_USAGE_COUNTS), 0)
 
     def _take(self, tx: LeaseTx, hold_id: str) -> Hold | None:
         found = tx.rows(self._spend["take_hold"], {"b_id": hold_id})
@@ -260,9 +348,7 @@ class SQLSpend:
             hold = self._take(tx, hold_id)
             if hold is None:
                 return False
-            for key in sorted(hold.accounts):
-                self._add(tx, key, hold.day, 0.0, -hold.amount)
-            self._charge(tx, charge_of(hold))
+            dropped(tx.execute, (self._spend["add"], self._spend["count"]), hold, True)
             return True
 
         return await self._lease_write(work)

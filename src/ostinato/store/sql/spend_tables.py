@@ -34,6 +34,17 @@ spend_holds = sa.Table(
     sa.Column("agent", sa.String(), nullable=False),
     sa.Column("holder", sa.String(), nullable=True),  # a lease id (``servers.id``)
     sa.Column("created_at", TIME, nullable=False),
+    # A turn's tab (0022): its calls counted while it runs, charged at its end. NULL
+    # ``unit_usd``: no tab (one call's hold), charged at ``amount_usd`` if left.
+    sa.Column("unit_usd", sa.Float, nullable=True),
+    sa.Column("drawn_usd", sa.Float, nullable=False, server_default="0"),
+    sa.Column("calls", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tokens_in", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("tokens_out", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cache_read_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Float, nullable=False, server_default="0"),
+    sa.Column("unpriced_calls", sa.Integer, nullable=False, server_default="0"),
     sa.Index(None, "owner"),
 )
 usage_days = sa.Table(

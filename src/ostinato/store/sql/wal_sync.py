@@ -52,7 +52,7 @@ _BOOKKEEPING_NAMES = frozenset(
     | {"StartToolCall", "CreateApproval", "TakeQueued", "RememberFact", "ForgetFact"}
     | {"ClaimJob", "FinishJob", "NoteFactsUsed", "RelateFacts", "ResolveConflict"}
     | {"AcquireSlot", "ReleaseSlots", "RenewSlots", "RecordEvent"}  # limits' counting
-    | {"SettleSpend"}  # a call's cost, with its reply: a lost hold is charged by recovery
+    | {"SettleSpend", "TabSpend", "CloseTab"}  # a call's cost: a lost hold is recovery's
 )
 
 

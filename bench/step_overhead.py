@@ -84,6 +84,7 @@ def script(k: int) -> list[Step]:
 
 
 SPEND = {"mode": "none"}  # --spend: none, counted (usage only) or limited (checked too)
+PRICED = {"none": False}  # --priced-none: price the model with no gate too
 
 
 def runtime(store: Store, k: int) -> Runtime:
@@ -97,6 +98,7 @@ def runtime(store: Store, k: int) -> Runtime:
         limit = Limit(soft=1e8, hard=1e9) if SPEND["mode"] == "limited" else None
         assert isinstance(store, SpendStore)
         rt.spend = SpendGate(store, Budgets(default=limit))
+    if SPEND["mode"] != "none" or PRICED["none"]:  # the turn's metrics price each call too
         prices.configure({"scripted:model": prices.Price(input=1.0, output=2.0)})
     return rt
 
@@ -312,7 +314,14 @@ async def main() -> None:
         help="with --case: no spend gate, a gate that counts every call (no limit), or one "
         "that also checks each call against a budget (reserve before, settle after)",
     )
+    parser.add_argument(
+        "--priced-none",
+        action="store_true",
+        help="with --spend none: the model priced as with a gate (every provider's model "
+        "in the price table is), so the difference against it is the gate's work alone",
+    )
     args = parser.parse_args()
+    PRICED["none"] = args.priced_none
     directory = Path(args.sqlite_dir or tempfile.mkdtemp(prefix="ostinato-bench-"))
     if args.case:
         SPEND["mode"] = args.spend

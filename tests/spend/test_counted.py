@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from ostinato.messages import Message, TextBlock
 from ostinato.models.base import ModelRequest, Usage
+from ostinato.spend import gate as gate_module
 from ostinato.spend.gate import Payer, SpendGate
 from ostinato.spend.limits import Budgets
 from ostinato.spend.rule import Allow, Limit
+from ostinato.store.base import utcnow
 from ostinato.store.memory import MemoryStore
 from ostinato.store.spend import Charge, UsageRow
 from ostinato.store.sql.spend_sql import _usage_params
@@ -72,3 +76,18 @@ def test_a_calls_usage_row_names_every_column_and_counts_as_usage_row_plus() -> 
         row = UsageRow(charge.owner, charge.day, charge.model, charge.agent).plus(charge)
         assert params == {name: getattr(row, name) for name in params}
     assert (params["calls"], params["cost_usd"], params["unpriced_calls"]) == (1, 0.25, 0)
+
+
+def test_with_the_real_clock_the_day_is_read_again_once_it_has_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``today`` reads the clock once a day (a monotonic deadline, midnight UTC): the day
+    it gives is the clock's, until the deadline passes; then the clock is read again."""
+    read: list[object] = []
+    monkeypatch.setattr(gate_module, "utcnow", lambda: read.append(1) or utcnow())
+    gate = SpendGate(MemoryStore(), Budgets(), clock=gate_module.utcnow)  # the real one
+    assert gate.today() == utcnow().date().isoformat() and len(read) == 1
+    assert gate.today() == gate.today() and len(read) == 1  # remembered until midnight
+    ticks = gate_module.monotonic() + 2 * 86_400  # two days on
+    monkeypatch.setattr(gate_module, "monotonic", lambda: ticks)
+    assert gate.today() == utcnow().date().isoformat() and len(read) == 2

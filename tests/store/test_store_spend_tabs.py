@@ -42,7 +42,7 @@ async def test_a_tab_counts_its_calls_on_one_row_and_is_charged_when_it_closes(
     cid = (await new_conversation(store, owner="ann")).id
     counted = tab()
     reply = Message("assistant", (TextBlock("done"),))
-    await store.write(AppendMessage(cid, reply), TabSpend(counted, charge(0.1), 0.0))
+    await store.write(AppendMessage(cid, reply), TabSpend(counted, charge(0.1), 0.0, opens=True))
     await store.write(AppendMessage(cid, reply), TabSpend(counted, charge(None), 0.0))
     await store.write(AppendMessage(cid, reply), TabSpend(counted, charge(0.2), 0.0))
     (row,) = await s.spend_holds()
@@ -158,3 +158,17 @@ async def test_a_call_counted_with_a_write_that_fails_is_not_counted(store: Stor
         await store.write(AppendMessage("nowhere", reply), CloseTab(counted.id))
     assert [h.id for h in await s.spend_holds()] == [counted.id]
     assert await standing(store) == (0.0, 0.0)
+
+
+async def test_a_call_on_a_tab_recovery_took_makes_the_tab_again(store: Store) -> None:
+    """A server judged gone that goes on (its lease lapsed): recovery charged its tab;
+    the turn's next call makes the row again, reserving nothing, and is charged once."""
+    s = spend(store)
+    counted = tab()
+    await store.write(TabSpend(counted, charge(0.1), 0.0, opens=True))
+    assert await s.charge_hold(counted.id)
+    await store.write(TabSpend(counted, charge(0.2), 0.0))  # on PostgreSQL: redone, found
+    (row,) = await s.spend_holds()
+    assert (row.id, row.amount, row.calls, round(row.cost, 9)) == (counted.id, 0.0, 1, 0.2)
+    await store.write(CloseTab(counted.id))
+    assert await standing(store) == (0.3, 0.0)

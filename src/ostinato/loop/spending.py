@@ -197,19 +197,19 @@ class TurnSpend:
     async def _on_tab(self, held: Held, usage: Usage | None) -> TabSpend:
         """The op counting a call on the tab; a call only counted opens one (after
         closing a tab of another model, payer or day)."""
-        tab = held.hold
+        tab, opens = held.hold, False
         if tab is None:
             tab = self.tab
             if tab is not None and (tab.model != held.model or tab.day != held.day):
                 await self.close()
                 tab = None
             if tab is None:
-                who, gate = held.payer, self.gate
+                who, gate, opens = held.payer, self.gate, True
                 tab = self.tab = Hold(
                     new_id(), who.owner or "", held.day, 0.0, held.accounts, held.model,  # type: ignore[arg-type]
                     utcnow(), who.agent, gate.holder(), 0.0,
                 )  # fmt: skip
-        return TabSpend(tab, self.gate.bill(held, usage), held.drawn)
+        return TabSpend(tab, self.gate.bill(held, usage), held.drawn, opens)
 
     def owed(self) -> tuple[TabSpend | SettleSpend, ...]:
         """The ops to commit with the reply's row (its call's, if owed)."""

@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from time import monotonic
 
 from ostinato import observe
 from ostinato.context.tokens import estimate_input
@@ -36,7 +37,16 @@ from ostinato.models.base import ModelRequest, Usage
 from ostinato.observe import prices
 from ostinato.spend import words
 from ostinato.spend.limits import Budgets
-from ostinato.spend.rule import Account, Allow, Refuse, Standing, Verdict, day_of, decide
+from ostinato.spend.rule import (
+    Account,
+    Allow,
+    Refuse,
+    Standing,
+    Verdict,
+    day_of,
+    decide,
+    resets_at,
+)
 from ostinato.spend.seam import Settle
 from ostinato.store.base import utcnow
 from ostinato.store.spend import AccountKey, Charge, Hold, SettleSpend, SpendStore
@@ -102,6 +112,7 @@ class SpendGate:
         self.store, self.holder, self.clock = store, holder, clock
         self._date: date | None = None
         self._day_key = ""
+        self._day_ends = 0.0  # ``today``'s: when the day of ``_day_key`` ends (monotonic)
         self.budgets = budgets  # sets what follows from them (the setter)
 
     @property
@@ -175,13 +186,21 @@ class SpendGate:
         return Clearance(verdict, Held(who, model, day, keys, hold, estimate or 0.0))
 
     def today(self) -> str:
-        """The day a call made now is charged to (an ISO date)."""
-        return self._day(self.clock())
+        """The day a call made now is charged to (an ISO date). With the real clock it is
+        read against a monotonic deadline, midnight UTC, instead of the clock (a step
+        asks every time): a wall clock set back or forth moves the day's end by as much."""
+        if self.clock is utcnow and monotonic() < self._day_ends:
+            return self._day_key
+        now = self.clock()
+        day = self._day(now)
+        if self.clock is utcnow and now.tzinfo is UTC:
+            self._day_ends = monotonic() + (resets_at("day", now) - now).total_seconds()
+        return day
 
     def counted(self, who: Payer, model: str) -> Held:
         """What a call that is only counted (``checks`` is False) is charged to: the same
         for every call of one payer and model in a day, so made once (a step makes one)."""
-        day = self._day(self.clock())
+        day = self.today()
         key = (who.owner, who.agent, model)
         found = self._counts.get(key)
         if found is None or found.day != day:

@@ -137,6 +137,7 @@ class TabSpend:
     hold: Hold
     charge: Charge
     drawn: float
+    opens: bool = False  # the tab's first call: its row is made (else it is there)
 
 
 @dataclass(slots=True)

@@ -91,11 +91,15 @@ def statements(dialect: str) -> dict[str, sa.Executable]:
     zero: sa.ColumnClause[float] = sa.literal_column(
         "0.0"
     )  # in the text: the writers bind nothing at build time
-    tab = insert(h).values({c.name: _p(h, c.name) for c in h.columns})
-    tab = tab.on_conflict_do_update(  # a turn's call on its tab (the first makes the row)
-        index_elements=["id"],
-        set_={name: h.c[name] + tab.excluded[name] for name in ("drawn_usd", *_USAGE_COUNTS)}
-        | {"unit_usd": greatest(sa.func.coalesce(h.c.unit_usd, zero), tab.excluded.unit_usd)},
+    one: sa.ColumnClause[int] = sa.literal_column("1")
+    tab = (  # a turn's next call on its tab (``tab_op``)
+        sa.update(h)
+        .where(hold_id)
+        .values(
+            {name: h.c[name] + _p(h, name) for name in ("drawn_usd", *_USAGE_COUNTS)}
+            | {"calls": h.c.calls + one}
+            | {"unit_usd": greatest(sa.func.coalesce(h.c.unit_usd, zero), _p(h, "drawn_usd"))}
+        )
     )
     return {
         "add": add,
@@ -103,11 +107,14 @@ def statements(dialect: str) -> dict[str, sa.Executable]:
         "standing": standing,
         "insert_hold": sa.insert(h).values({c.name: _p(h, c.name) for c in h.columns}),
         "tab": tab,
+        "open_tab": sa.insert(h).values({c.name: _p(h, c.name) for c in h.columns}),
         "take_hold": sa.delete(h).where(hold_id).returning(*h.columns),
     }
 
 
-SpendWriteName: TypeAlias = Literal["spend_add", "spend_count", "spend_take_hold", "spend_tab"]
+SpendWriteName: TypeAlias = Literal[
+    "spend_add", "spend_count", "spend_take_hold", "spend_tab", "spend_open_tab"
+]
 
 
 def spend_write_statements(dialect: str) -> dict[str, sa.Executable]:
@@ -118,6 +125,7 @@ def spend_write_statements(dialect: str) -> dict[str, sa.Executable]:
         "spend_count": found["count"],
         "spend_take_hold": found["take_hold"],
         "spend_tab": found["tab"],
+        "spend_open_tab": found["open_tab"],
     }
 
 
@@ -140,33 +148,41 @@ def settle_op(ex: Any, op: SettleSpend) -> None:
 
 
 def tab_op(ex: Any, op: TabSpend) -> None:
-    """``TabSpend`` on ``ex``: the call's counts added to its turn's tab (one upsert;
-    the first call's makes the row, reserving nothing)."""
+    """``TabSpend`` on ``ex``: the call's counts added to its turn's tab, one statement;
+    the tab's first call (``opens``), or one whose tab recovery took, makes the row,
+    reserving nothing."""
     hold, charge = op.hold, op.charge
     cost = charge.cost
-    ex.execute(
-        "spend_tab",
-        {
-            "id": hold.id,
-            "owner": hold.owner,
-            "day": hold.day,
-            "amount_usd": 0.0,
-            "accounts": _accounts_json(hold.accounts),
-            "model": hold.model,
-            "agent": hold.agent,
-            "holder": hold.holder,
-            "created_at": ex.time(hold.created_at),
-            "unit_usd": op.drawn,
-            "drawn_usd": op.drawn,
-            "calls": 1,
-            "tokens_in": charge.tokens_in,
-            "tokens_out": charge.tokens_out,
-            "cache_read_tokens": charge.cache_read_tokens,
-            "cache_write_tokens": charge.cache_write_tokens,
-            "cost_usd": cost or 0.0,
-            "unpriced_calls": int(cost is None),
-        },
-    )
+    counts = {  # made directly: this runs once a model call
+        "b_id": hold.id,
+        "drawn_usd": op.drawn,
+        "tokens_in": charge.tokens_in,
+        "tokens_out": charge.tokens_out,
+        "cache_read_tokens": charge.cache_read_tokens,
+        "cache_write_tokens": charge.cache_write_tokens,
+        "cost_usd": cost or 0.0,
+        "unpriced_calls": int(cost is None),
+    }
+    if op.opens or not ex.execute("spend_tab", counts):
+        del counts["b_id"]
+        ex.execute("spend_open_tab", counts | _opened(ex, hold, op.drawn))
+
+
+def _opened(ex: Any, hold: Hold, unit: float) -> dict[str, Any]:
+    """A tab's row as its first call makes it, apart from the call's counts."""
+    return {
+        "id": hold.id,
+        "owner": hold.owner,
+        "day": hold.day,
+        "amount_usd": 0.0,
+        "accounts": _accounts_json(hold.accounts),
+        "model": hold.model,
+        "agent": hold.agent,
+        "holder": hold.holder,
+        "created_at": ex.time(hold.created_at),
+        "unit_usd": unit,
+        "calls": 1,
+    }
 
 
 def close_op(ex: Any, op: CloseTab) -> None:
@@ -190,7 +206,7 @@ def dropped(
         params = {"pool": pool, "owner": owner, "day": hold.day}
         execute(names[0], params | {"spent_usd": row.cost_usd, "reserved_usd": -hold.amount})
     if row.calls:
-        execute(names[1], {c.name: getattr(row, c.name) for c in usage_days.columns})
+        execute(names[1], {name: getattr(row, name) for name in _USAGE_COLUMNS})
 
 
 @cache
@@ -230,8 +246,12 @@ def _usage_of(by_owner: bool) -> sa.Select[Any]:
     return stmt.where(u.c.owner == _p(u, "owner")) if by_owner else stmt
 
 
+_HOLD_COLUMNS = tuple(c.name for c in spend_holds.columns)
+_USAGE_COLUMNS = tuple(c.name for c in usage_days.columns)
+
+
 def _hold(row: Row, decode: TimeDecoder) -> Hold:
-    values = dict(zip((c.name for c in spend_holds.columns), row, strict=True))
+    values = dict(zip(_HOLD_COLUMNS, row, strict=True))
     accounts = tuple((pool, owner) for pool, owner in json.loads(values["accounts"]))
     return Hold(
         id=values["id"],
@@ -370,5 +390,5 @@ class SQLSpend:
             return []
         params = {"owner": owner, "since": since, "until": until}
         found = await self._fetch(_usage_of(owner is not None), params)
-        names = [c.name for c in usage_days.columns]
+        names = _USAGE_COLUMNS
         return [UsageRow(**dict(zip(names, row, strict=True))) for row in found]

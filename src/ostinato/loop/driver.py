@@ -370,8 +370,10 @@ class TurnDriver:
 
     async def _stream(self, request: ModelRequest, purpose: str) -> ModelReply:
         spend, held = self.spend, None
-        if spend is not None:  # a checked call's estimate: the context keeper has its size
-            tokens = self.context.raw(self, request) if self.context and spend.gate.checks else None
+        if spend is not None and not spend.gate.checks:  # only counted: no coroutine
+            held = spend.counted(self.model.name)
+        elif spend is not None:  # a checked call's estimate: the context keeper has its size
+            tokens = self.context.raw(self, request) if self.context else None
             held = await spend.clear(self.model.name, request, self.seq, tokens)
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
@@ -451,10 +453,9 @@ class TurnDriver:
         )
 
     async def _commit_results(self, runs: list[ToolRun], note: str | None) -> None:
-        if self._lookups([r.call for r in runs]):  # results of lookups only: hidden too
-            await self.record.commit_results(runs, note, hidden=True, metadata={"lookup": True})
-        else:
-            await self.record.commit_results(runs, note)
+        lookups = self._lookups([r.call for r in runs])  # results of lookups only: hidden too
+        metadata = {"lookup": True} if lookups else None
+        await self.record.commit_results(runs, note, hidden=lookups, metadata=metadata)
 
     async def _commit_reply(self, reply: ModelReply, step: NextStep) -> None:
         message = self._reply_row(reply, step)
@@ -496,5 +497,4 @@ class TurnDriver:
             await self.record.finish(reason, metrics, error, self.awaiting, timeline, tab)
         finally:
             self.watch.finish(reason)
-        turn = self.turn
-        return TurnResult(turn.id, turn.run_id, reason, metrics, self.written, error)
+        return TurnResult(self.turn.id, self.turn.run_id, reason, metrics, self.written, error)

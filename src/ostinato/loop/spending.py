@@ -105,6 +105,18 @@ class TurnSpend:
         gate = self.gate
         if not gate.checks:  # only counted: nothing to reserve or ask
             return gate.counted(who, model)
+        return await self._checked(who, model, request, seq, tokens_in)
+
+    def counted(self, model: str) -> Held | None:
+        """``clear`` of a call when no limit is set (``gate.checks`` is False): only
+        counted, so nothing to wait for (a step calls this without a coroutine)."""
+        who = self.who = self.who or payer()
+        return self.gate.counted(who, model)
+
+    async def _checked(
+        self, who: Payer, model: str, request: ModelRequest, seq: int, tokens_in: int | None
+    ) -> Held | None:
+        gate = self.gate
         if self.folds:
             drawn = await self._draw(who, model, request, tokens_in)
             if drawn is not None:
@@ -182,7 +194,7 @@ class TurnSpend:
         if not self.folds:
             await self.gate.charge(held, usage)
         elif self.store is not None:
-            await self.store.write(await self._on_tab(held, usage))
+            await self.store.write(await self._tab_op(held, usage))
 
     async def owe(self, held: Held | None, usage: Usage | None) -> None:
         """The call was made and replied: it is counted with the reply's row (``owed``),
@@ -190,19 +202,28 @@ class TurnSpend:
         if held is None:
             return
         if self.folds:
-            self.owing = await self._on_tab(held, usage)
+            self.owing = self._on_tab(held, usage) or await self._tab_op(held, usage)
         else:
             await self.gate.settle(self.gate.settlement(held, usage))
 
-    async def _on_tab(self, held: Held, usage: Usage | None) -> TabSpend:
-        """The op counting a call on the tab; a call only counted opens one (after
-        closing a tab of another model, payer or day)."""
+    async def _tab_op(self, held: Held, usage: Usage | None) -> TabSpend:
+        """The op counting a call on the tab, after closing a tab of another model or
+        day if there is one."""
+        found = self._on_tab(held, usage)
+        if found is None:
+            await self.close()
+            found = self._on_tab(held, usage)
+        assert found is not None
+        return found
+
+    def _on_tab(self, held: Held, usage: Usage | None) -> TabSpend | None:
+        """The op counting a call on the tab; a call only counted opens one. None when a
+        tab of another model or day must be closed first (``_tab_op``)."""
         tab, opens = held.hold, False
         if tab is None:
             tab = self.tab
             if tab is not None and (tab.model != held.model or tab.day != held.day):
-                await self.close()
-                tab = None
+                return None
             if tab is None:
                 who, gate, opens = held.payer, self.gate, True
                 tab = self.tab = Hold(

@@ -196,13 +196,9 @@ class TurnDriver:
                         assert_never(step)
         except ModelError as exc:
             self._discard_shown("failed")
+            run_id, message = self.turn.run_id, redact(exc.message)
             self.record.emit(
-                ErrorFrame(
-                    run_id=self.turn.run_id,
-                    seq=self.seq,
-                    code=exc.code,
-                    message=redact(exc.message),
-                )
+                ErrorFrame(run_id=run_id, seq=self.seq, code=exc.code, message=message)
             )
             await self.record.answer_all(FAILED)
             return await self._finish("failed", error=f"{exc.code}: {exc.message}")
@@ -374,7 +370,8 @@ class TurnDriver:
             held = spend.counted(self.model.name)
         elif spend is not None:  # a checked call's estimate: the context keeper has its size
             tokens = self.context.raw(self, request) if self.context else None
-            held = await spend.clear(self.model.name, request, self.seq, tokens)
+            held = spend.drawn(self.model.name, request, tokens)  # from what the turn reserved
+            held = held or await spend.clear(self.model.name, request, self.seq, tokens)
         builder = MessageBuilder(request)
         self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
         self.shown = Shown()

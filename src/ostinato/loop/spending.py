@@ -118,14 +118,17 @@ class TurnSpend:
     ) -> Held | None:
         gate = self.gate
         if self.folds:
-            drawn = await self._draw(who, model, request, tokens_in)
+            tab = self.tab
+            if tab is not None and (tab.model != model or tab.day != gate.today()):
+                await self.close()  # a tab of another model or day: charged first
+            drawn = self.drawn(model, request, tokens_in)
             if drawn is not None:
                 return drawn
-        tab = self._tab_id() if self.folds else None
+        tab_id = self._tab_id() if self.folds else None
         for _ in range(MAX_ASKS + 1):
             clearance = await gate.clear(
                 model, request, ask=True, consented=self.consented, who=who,
-                tokens_in=tokens_in, tab=tab, block=BLOCK if tab else 1,
+                tokens_in=tokens_in, tab=tab_id, block=BLOCK if tab_id else 1,
             )  # fmt: skip
             verdict = clearance.verdict
             if isinstance(verdict, Allow):
@@ -135,25 +138,21 @@ class TurnSpend:
             await self._ask(verdict, seq)
         raise AssertionError("a soft limit asked twice in one turn")
 
-    async def _draw(
-        self, who: Payer, model: str, request: ModelRequest, tokens_in: int | None
-    ) -> Held | None:
+    def drawn(self, model: str, request: ModelRequest, tokens_in: int | None) -> Held | None:
         """The call cleared by drawing its estimate from what the tab reserved, with no
-        transaction of its own; None when it must reserve (nothing reserved under the
-        budgets in force, too little left, or a tab of another model or day, closed)."""
+        transaction (and no coroutine) of its own; None when it must reserve (``clear``):
+        nothing reserved under the budgets in force, too little left, or a tab of another
+        model or day."""
         tab, gate = self.tab, self.gate
-        if tab is None:
-            return None
-        if tab.model != model or tab.day != gate.today():
-            await self.close()
-            return None
-        if self.under is not gate.budgets:  # the tab only counted, or a reload: reserve
+        if tab is None or self.under is not gate.budgets or tab.model != model:
+            return None  # none, one that only counted, a reload, another model: reserve
+        if tab.day != gate.today():
             return None
         estimate = gate.estimate(model, request, tokens_in)
         if estimate is None or estimate > self.left:
             return None
         self.left -= estimate
-        return Held(who, model, tab.day, tab.accounts, tab, estimate)
+        return Held(self.who or payer(), model, tab.day, tab.accounts, tab, estimate)
 
     def _tab_id(self) -> str:
         return self.tab.id if self.tab is not None else new_id()

@@ -484,7 +484,7 @@ OPS: dict[type, WriteFunction] = {
     **dict.fromkeys(JOB_OPS, lambda ex, op, now: apply_job_op(ex, op)),
     MoveBranch: move_branch,
     SettleSpend: lambda ex, op, now: settle_op(ex, op),
-    TabSpend: lambda ex, op, now: tab_op(ex, op),
+    TabSpend: tab_op,  # once a model call: called directly
     CloseTab: lambda ex, op, now: close_op(ex, op),
 }
 """One function per write op; ``tests/store`` checks every ``WriteOp`` has one."""

@@ -147,10 +147,10 @@ def settle_op(ex: Any, op: SettleSpend) -> None:
     ex.execute("spend_count", _usage_params(charge))
 
 
-def tab_op(ex: Any, op: TabSpend) -> None:
+def tab_op(ex: Any, op: TabSpend, now: Any = None) -> None:
     """``TabSpend`` on ``ex``: the call's counts added to its turn's tab, one statement;
     the tab's first call (``opens``), or one whose tab recovery took, makes the row,
-    reserving nothing."""
+    reserving nothing. (``now``: unused; the op table calls this directly.)"""
     hold, charge = op.hold, op.charge
     cost = charge.cost
     counts = {  # made directly: this runs once a model call

@@ -42,7 +42,7 @@ from ostinato.store.base import WriteOp
 from ostinato.store.inflight import InFlight
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.rows import Row, sqlite_time, time_from_sqlite
-from ostinato.store.sql.sqlite_sql import compile_sqlite
+from ostinato.store.sql.sqlite_sql import compile_positional
 from ostinato.store.sql.statements import WriteName, write_statements
 from ostinato.store.sql.wal_sync import WalSync, acknowledges
 
@@ -78,31 +78,33 @@ class _Call:
 
 
 class _Executor:
-    """``ops.Executor`` over the writer's cursor, running pre-compiled SQL text."""
+    """``ops.Executor`` over the writer's cursor, running pre-compiled SQL text with
+    positional parameters (``sqlite_sql.PositionalSQL``)."""
 
     serialise_appends = False  # the one writer: nothing else appends meanwhile
 
     def __init__(self, cursor: sqlite3.Cursor) -> None:
         self._cursor = cursor
-        self._sql: dict[WriteName, str] = {}
-        for name, stmt in write_statements("sqlite").items():
-            compiled = compile_sqlite(stmt)
-            assert not compiled.defaults, f"{name} binds values at build time"
-            self._sql[name] = compiled.text
+        self._sql = {name: compile_positional(s) for name, s in write_statements("sqlite").items()}
 
+    # Each runs the statement itself (no helper between): a step runs a dozen of these.
     def execute(self, name: WriteName, params: dict[str, Any]) -> int:
-        return self._cursor.execute(self._sql[name], params).rowcount
+        text, values = self._sql[name]
+        return self._cursor.execute(text, values(params)).rowcount
 
     def returning(self, name: WriteName, params: dict[str, Any]) -> Any:
-        row = self._cursor.execute(self._sql[name], params).fetchone()
+        text, values = self._sql[name]
+        row = self._cursor.execute(text, values(params)).fetchone()
         return None if row is None else row[0]
 
     def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
-        found: Row | None = self._cursor.execute(self._sql[name], params).fetchone()
+        text, values = self._sql[name]
+        found: Row | None = self._cursor.execute(text, values(params)).fetchone()
         return found
 
     def rows(self, name: WriteName, params: dict[str, Any]) -> list[Row]:
-        return self._cursor.execute(self._sql[name], params).fetchall()
+        text, values = self._sql[name]
+        return self._cursor.execute(text, values(params)).fetchall()
 
     time = staticmethod(sqlite_time)
     read_time = staticmethod(time_from_sqlite)

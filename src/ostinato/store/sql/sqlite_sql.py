@@ -1,8 +1,10 @@
 """SQLAlchemy statements compiled once to SQLite text, for the raw ``sqlite3`` driver.
 
 SQLite statements run straight on ``sqlite3`` connections (no SQLAlchemy execution
-layer per call): the text is compiled once from the Core construct with named
-parameters, so a call is one ``cursor.execute(text, params)``.
+layer per call): the text is compiled once from the Core construct, so a call is one
+``cursor.execute``. Reads compile with named parameters (``compile_sqlite``); the
+writer's statements, run a dozen times a step, with positional ones
+(``compile_positional``), their values taken from the same named parameters.
 """
 
 from __future__ import annotations

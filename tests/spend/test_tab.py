@@ -5,6 +5,7 @@ charged before the first reservation; new limits are reserved against anew)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -150,3 +151,29 @@ async def test_a_turn_stopped_by_the_hard_limit_charges_what_it_made() -> None:
     assert 1 < made < STEPS + 1 and seen == ["reserve"] * (made + 1) + ["close"]
     spent, reserved, calls, cost = await settled(h, limit)
     assert (reserved, calls) == (0.0, made + 1) and spent == pytest.approx(cost) and spent < 0.02
+
+
+@pytest.mark.parametrize("limit", [Limit(hard=5.0), None], ids=["limited", "counted"])
+async def test_a_turn_across_midnight_charges_each_call_to_its_own_day(
+    limit: Limit | None,
+) -> None:
+    """The clock passes midnight between two calls: the tab of the first day is charged
+    before the next call is counted, and each day has its own call."""
+    now = [datetime(2026, 12, 4, 23, 59, 30, tzinfo=UTC)]
+
+    def midnight() -> None:
+        now[0] += timedelta(minutes=1)
+
+    h = harness(Budgets(default=limit), *steps(1), tools=tools_that(midnight))
+    h.runtime.spend = SpendGate(h.store, Budgets(default=limit), clock=lambda: now[0])
+    seen = spy(h)
+    cid = await h.conversation()
+    assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    assert seen.count("close") == 2 and await h.store.spend_holds() == []
+    rows = await h.store.usage_rows("", "2026-12-04", "2026-12-05")
+    assert [(r.day, r.calls) for r in rows] == [("2026-12-04", 1), ("2026-12-05", 1)]
+    own = Account("owner", "", limit or Limit())
+    (second,) = await h.store.spend_standings((own,), now[0])  # the new day's alone
+    assert second.spent == pytest.approx(rows[1].cost_usd) and second.reserved == 0.0
+    (both,) = await h.store.spend_standings((own,), datetime(2026, 12, 4, 12, tzinfo=UTC))
+    assert both.spent == pytest.approx(rows[0].cost_usd + rows[1].cost_usd)  # from the 4th

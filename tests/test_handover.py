@@ -2,12 +2,14 @@
 PostgreSQL database, each with its lease, bus and relay. A drains while its turn runs a
 tool: the tool finishes on A, the JSON request waiting on A gets 503 ``handed_over``, and
 B goes on with the same turn: one model call on A, one on B, the tool run once; the
-after-turn work (a title, facts) runs once, on B, for the person's message. Alone on its
-database, a draining server hands nothing over (the turn ends by itself)."""
+after-turn work (a title, facts) runs once, on B, for the person's message; the spend
+of A's part of the turn is charged by A as it hands over. Alone on its database, a
+draining server hands nothing over (the turn ends by itself)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +21,11 @@ from ostinato.handover import handed
 from ostinato.leases import Lease
 from ostinato.messages import Message
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
+from ostinato.observe import prices
 from ostinato.server import create_app
+from ostinato.spend.gate import SpendGate
+from ostinato.spend.limits import Budgets
+from ostinato.store.base import utcnow
 from ostinato.store.sql.postgres import PostgresStore
 from ostinato.tools.base import Tool
 from ostinato.tools.functions import function_tool
@@ -118,6 +124,39 @@ async def test_a_draining_server_hands_its_turn_to_the_other_at_the_next_step(
     assert [r.role for r in rows if not r.hidden] == ["user", "assistant", "tool", "assistant"]
     await b.runtime.settle(10)  # the after-turn work: once, where the turn ended
     assert after_a.calls == [] and after_b.calls == [(turn.id, "go", "finished")]
+
+
+async def test_a_server_handing_a_turn_over_charges_its_calls_before_it_goes(
+    pair: tuple[Server, Server, ScriptedModel, Slow],
+) -> None:
+    """The turn's tab (``loop.spending``) is A's: A charges it as it hands the turn over,
+    before its lease is gone, and B's part of the turn goes on a tab of its own."""
+    a, b, model, slow = pair
+    prices.configure({model.name: prices.Price(input=1.0, output=1.0)})
+    try:
+        a.runtime.spend = SpendGate(a.store, Budgets())
+        b.runtime.spend = SpendGate(b.store, Budgets())
+        cid = (await a.runtime.create_conversation()).id
+        handle = await a.runtime.start_turn(cid, "go")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        draining = asyncio.ensure_future(a.runtime.drain(30))
+        await eventually(lambda: _true(a.runtime.handing.is_set()))
+        slow.go.set()
+        with contextlib.suppress(Exception):  # the turn goes on elsewhere
+            await asyncio.wait_for(handle.result(), 10)
+        await asyncio.wait_for(draining, 10)
+        day = utcnow().date().isoformat()
+        assert await a.store.spend_holds() == []  # charged by A, not left for recovery
+        [row] = await a.store.usage_rows(None, day, day)
+        assert row.calls == 1
+        await a.runtime.close()
+        await b.runtime._sweep()
+        await eventually(lambda: _finished(b, cid))
+        assert await b.store.spend_holds() == []
+        [row] = await b.store.usage_rows(None, day, day)
+        assert row.calls == 2 and len(model.requests) == 2
+    finally:
+        prices.configure({})
 
 
 async def test_alone_on_its_database_a_draining_server_hands_nothing_over(

@@ -11,7 +11,7 @@ reservations never wait on each other crosswise. SQLite has one writer at a time
 process's ``BEGIN IMMEDIATE`` takes the database's write lock), so there it reads at once.
 
 A turn's own calls are counted on its tab inside the writes that commit their reply rows
-(``TabSpend``, one upsert, ``tab_op``), and the tab is charged with the turn's end
+(``TabSpend``, one ``UPDATE``, ``tab_op``), and the tab is charged with the turn's end
 (``CloseTab``, ``close_op``), both run through the write path's ``Executor`` with the
 statements named in ``SpendWriteName``, in the accounts' one order as here. A
 reservation for a tab charges what the tab counted first (``reserve_spend``).
@@ -23,7 +23,7 @@ import json
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import sqlalchemy as sa
@@ -88,9 +88,8 @@ def statements(dialect: str) -> dict[str, sa.Executable]:
     )
     hold_id = h.c.id == _p(h, "id", "b_id")
     greatest = sa.func.greatest if dialect == "postgresql" else sa.func.max  # scalar
-    zero: sa.ColumnClause[float] = sa.literal_column(
-        "0.0"
-    )  # in the text: the writers bind nothing at build time
+    # constants in the text: the writers bind nothing at build time
+    zero: sa.ColumnClause[float] = sa.literal_column("0.0")
     one: sa.ColumnClause[int] = sa.literal_column("1")
     tab = (  # a turn's next call on its tab (``tab_op``)
         sa.update(h)
@@ -209,7 +208,7 @@ def dropped(
         execute(names[1], {name: getattr(row, name) for name in _USAGE_COLUMNS})
 
 
-@cache
+@lru_cache(maxsize=4096)  # an entry per owner (and pool) seen: bounded
 def _accounts_json(accounts: tuple[AccountKey, ...]) -> str:
     return json.dumps([list(key) for key in accounts])
 

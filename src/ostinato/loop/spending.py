@@ -101,10 +101,9 @@ class TurnSpend:
     ) -> Held | None:
         """The call's reservation once it may go; ``Stopped`` when it may not.
         ``tokens_in``: the request's input tokens, when the turn has estimated them."""
+        if not self.gate.checks:  # only counted: nothing to reserve or ask
+            return self.counted(model)
         who = self.who = self.who or payer()
-        gate = self.gate
-        if not gate.checks:  # only counted: nothing to reserve or ask
-            return gate.counted(who, model)
         return await self._checked(who, model, request, seq, tokens_in)
 
     def counted(self, model: str) -> Held | None:
@@ -118,8 +117,7 @@ class TurnSpend:
     ) -> Held | None:
         gate = self.gate
         if self.folds:
-            tab = self.tab
-            if tab is not None and (tab.model != model or tab.day != gate.today()):
+            if self._elsewhere(model, gate.today()):
                 await self.close()  # a tab of another model or day: charged first
             drawn = self.drawn(model, request, tokens_in)
             if drawn is not None:
@@ -153,6 +151,11 @@ class TurnSpend:
             return None
         self.left -= estimate
         return Held(self.who or payer(), model, tab.day, tab.accounts, tab, estimate)
+
+    def _elsewhere(self, model: str, day: str) -> bool:
+        """The turn has a tab, of another model or day than a call's (to close first)."""
+        tab = self.tab
+        return tab is not None and (tab.model != model or tab.day != day)
 
     def _tab_id(self) -> str:
         return self.tab.id if self.tab is not None else new_id()
@@ -220,9 +223,9 @@ class TurnSpend:
         tab of another model or day must be closed first (``_tab_op``)."""
         tab, opens = held.hold, False
         if tab is None:
-            tab = self.tab
-            if tab is not None and (tab.model != held.model or tab.day != held.day):
+            if self._elsewhere(held.model, held.day):
                 return None
+            tab = self.tab
             if tab is None:
                 who, gate, opens = held.payer, self.gate, True
                 tab = self.tab = Hold(

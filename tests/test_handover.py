@@ -152,6 +152,8 @@ async def test_a_server_handing_a_turn_over_charges_its_calls_before_it_goes(
         await a.runtime.close()
         await b.runtime._sweep()
         await eventually(lambda: _finished(b, cid))
+        assert len(await b.store.spend_holds()) == 1  # B's tab, kept for B's next turn
+        await b.runtime.spend.parking.close_all()
         assert await b.store.spend_holds() == []
         [row] = await b.store.usage_rows(None, day, day)
         assert row.calls == 2 and len(model.requests) == 2

@@ -478,12 +478,15 @@ class Runtime(TreeMoves, QueueEdits):
 
     async def close(self) -> None:
         """Cancel running turns (each records ``cancelled``; ``drain`` first to give them
-        a grace), release the lease, give after-turn work a few seconds to finish and
-        cancel what remains, and close the store. A second call does nothing."""
+        a grace), charge the tabs parked between turns, release the lease, give
+        after-turn work a few seconds to finish and cancel what remains, and close the
+        store. A second call does nothing."""
         if self._closed:
             return
         self._closed = True
         await self._workers.drain(0.0)
+        if self._spend is not None:  # the tabs kept between turns charged
+            await self._spend.parking.close_all()
         if self.lease is not None:
             await self.lease.release()
         await self.settle(within=5.0)

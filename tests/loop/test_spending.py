@@ -26,7 +26,6 @@ from ostinato.spend.rule import Account, Limit
 from ostinato.store.base import (
     AppendMessage,
     CreateApproval,
-    FinishTurn,
     StartTurn,
     WriteOp,
     utcnow,
@@ -97,7 +96,7 @@ async def test_every_call_is_counted_for_its_owner_by_model_and_agent() -> None:
     (row,) = await h.store.usage_rows("", day, day)  # the harness' conversations have no owner
     assert (row.model, row.agent, row.calls, row.unpriced_calls) == (MODEL, "default", 2, 0)
     assert row.cost_usd > 0 and row.tokens_in > 0
-    assert await h.store.spend_holds() == []  # no limit: nothing was reserved
+    assert [h.amount for h in await h.store.spend_holds()] == [0.0]  # a tab, none reserved
 
 
 async def test_a_model_with_no_price_is_counted_at_no_known_cost() -> None:
@@ -226,13 +225,17 @@ def writes_of(h: Harness, fail: type | None = None) -> list[tuple[type, ...]]:
 
 
 @pytest.mark.parametrize("limit", [Limit(hard=5.0), None], ids=["limited", "counted"])
-async def test_a_turns_calls_are_counted_with_their_replies_and_charged_with_its_end(
+async def test_a_turns_calls_are_counted_with_their_replies_and_its_tab_kept_for_the_next(
     limit: Limit | None,
 ) -> None:
     """No transaction of its own a step: each call is counted on the turn's tab in the
-    write that commits its reply (``TabSpend``), and the tab is charged in the write that
-    finishes the turn (``CloseTab``); a limited turn reserves once, for several calls."""
-    h = harness(Budgets(default=limit), tool_step(("nothing", {})), text_step("done"))
+    write that commits its reply (``TabSpend``); the turn's end parks the tab, the next
+    turn goes on with it (no reservation, no new row), and it is charged when the server
+    closes it (``CloseTab``). A limited turn reserves once, for several calls."""
+    steps = (tool_step(("nothing", {})), text_step("done"), text_step("again"))
+    h = harness(Budgets(default=limit), *steps)
+    gate = h.runtime.spend
+    assert isinstance(gate, SpendGate)
     cid = await h.conversation()
     writes = writes_of(h)
     alone: list[str] = []
@@ -249,15 +252,20 @@ async def test_a_turns_calls_are_counted_with_their_replies_and_charged_with_its
     h.store.settle_spend = settled  # type: ignore[method-assign]
     h.store.reserve_spend = reserved  # type: ignore[method-assign]
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    assert (await h.runtime.run_turn(cid, "and again")).stop_reason == "end_turn"
     replies = [kinds for kinds in writes if TabSpend in kinds]
-    assert len(replies) == 2 and all(AppendMessage in kinds for kinds in replies)
-    (closing,) = [kinds for kinds in writes if CloseTab in kinds]
-    assert FinishTurn in closing
+    assert len(replies) == 3 and all(AppendMessage in kinds for kinds in replies)
+    assert not [kinds for kinds in writes if CloseTab in kinds]  # parked, not closed
     assert alone == (["reserve"] if limit is not None else [])
-    assert await h.store.spend_holds() == []
+    (tab,) = await h.store.spend_holds()  # one tab for both turns
+    assert tab.calls == 3 and len(gate.parking) == 1
     day = utcnow().date().isoformat()
-    (row,) = await h.store.usage_rows("", day, day)
-    assert row.calls == 2 and row.cost_usd > 0
+    (row,) = await h.store.usage_rows("", day, day)  # read with the tab's calls in it
+    assert row.calls == 3 and row.cost_usd > 0
+    await gate.parking.close_all()  # the server stops
+    assert await h.store.spend_holds() == []
+    (charged,) = await h.store.usage_rows("", day, day)
+    assert charged.calls == 3 and charged.cost_usd == pytest.approx(row.cost_usd)
     own = Account("owner", "", Limit(hard=5.0))
     (standing,) = await h.store.spend_standings((own,), utcnow())
     assert standing.reserved == 0.0 and standing.spent == pytest.approx(row.cost_usd)
@@ -265,12 +273,15 @@ async def test_a_turns_calls_are_counted_with_their_replies_and_charged_with_its
 
 async def test_a_reply_whose_write_fails_has_its_call_charged_alone() -> None:
     """The call was made: when its reply's row cannot be committed, it is counted on the
-    tab in a write of its own, and the tab is charged and its reservation released."""
+    tab in a write of its own; the tab, parked, is charged when the server closes it."""
     h = harness(Budgets(default=Limit(hard=5.0)), text_step("done"))
     cid = await h.conversation()
     writes = writes_of(h, fail=TabSpend)
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "failed"
     assert (TabSpend,) in writes
+    gate = h.runtime.spend
+    assert isinstance(gate, SpendGate)
+    await gate.parking.close_all()
     assert await h.store.spend_holds() == []
     day = utcnow().date().isoformat()
     (row,) = await h.store.usage_rows("", day, day)

@@ -1,7 +1,9 @@
 """A turn's calls on its tab (``loop.spending``): a checked turn reserves for several calls
 at once and draws each call's estimate from it, reserves call by call where a block
 does not fit, and a reload mid-turn is met before the next call (a counted tab is
-charged before the first reservation; new limits are reserved against anew)."""
+charged before the first reservation; new limits are reserved against anew). Between
+turns the tab is parked (``spend.parking``): the tests stop the server (``stop``) to
+have it charged."""
 
 from __future__ import annotations
 
@@ -60,6 +62,13 @@ def spy(h: Harness) -> list[str]:
     return seen
 
 
+async def stop(h: Harness) -> None:
+    """The server stops: the tab its turns left parked is charged."""
+    gate = h.runtime.spend
+    assert isinstance(gate, SpendGate)
+    await gate.parking.close_all()
+
+
 async def settled(h: Harness, limit: Limit) -> tuple[float, float, int, float]:
     """The owner's standing today (spent, reserved) and their usage (calls, cost)."""
     (standing,) = await h.store.spend_standings((Account("owner", "", limit),), utcnow())
@@ -75,6 +84,7 @@ async def test_a_checked_turn_reserves_for_several_calls_at_once() -> None:
     seen = spy(h)
     cid = await h.conversation()
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    await stop(h)
     assert len(h.model.requests) == STEPS + 1
     reservations = seen.count("reserve")
     # each block is eight calls at the estimate of the call that reserved it; the later
@@ -93,6 +103,7 @@ async def test_where_a_block_does_not_fit_each_call_reserves_for_itself() -> Non
     seen = spy(h)
     cid = await h.conversation()
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    await stop(h)
     assert seen == ["reserve", "reserve", "reserve", "close"]
     spent, reserved, calls, cost = await settled(h, limit)  # with what was spent before
     assert (reserved, calls) == (0.0, 3 + 1) and spent == pytest.approx(cost) and cost > 0.046
@@ -113,6 +124,7 @@ async def test_a_reload_that_sets_a_limit_charges_the_counted_calls_as_it_reserv
     seen = spy(h)
     cid = await h.conversation()
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    await stop(h)
     assert seen == ["reserve", "close"]
     spent, reserved, calls, cost = await settled(h, limit)
     assert (reserved, calls) == (0.0, 2) and spent == pytest.approx(cost)
@@ -132,6 +144,7 @@ async def test_a_reload_that_changes_the_limits_makes_the_next_call_reserve_anew
     seen = spy(h)
     cid = await h.conversation()
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    await stop(h)
     assert seen == ["reserve", "reserve", "reserve", "close"]
     spent, reserved, calls, cost = await settled(h, limit)
     assert (reserved, calls) == (0.0, 3) and spent == pytest.approx(cost)
@@ -147,6 +160,7 @@ async def test_a_turn_stopped_by_the_hard_limit_charges_what_it_made() -> None:
     seen = spy(h)
     cid = await h.conversation()
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "spend_limit"
+    await stop(h)
     made = len(h.model.requests)
     assert 1 < made < STEPS + 1 and seen == ["reserve"] * (made + 1) + ["close"]
     spent, reserved, calls, cost = await settled(h, limit)
@@ -169,6 +183,7 @@ async def test_a_turn_across_midnight_charges_each_call_to_its_own_day(
     seen = spy(h)
     cid = await h.conversation()
     assert (await h.runtime.run_turn(cid, "hello")).stop_reason == "end_turn"
+    await stop(h)
     assert seen.count("close") == 2 and await h.store.spend_holds() == []
     rows = await h.store.usage_rows("", "2026-12-04", "2026-12-05")
     assert [(r.day, r.calls) for r in rows] == [("2026-12-04", 1), ("2026-12-05", 1)]

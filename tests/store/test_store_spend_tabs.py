@@ -1,7 +1,8 @@
 """A turn's tab on every engine (``store.spend``, migration 0022): its calls counted on one
-row with their replies (``TabSpend``), charged at once when it closes (``CloseTab``), a
-reservation for several calls added to it, and a tab left by a dead server charged what
-it counted and, for the call that may have been under way, one estimate."""
+row with their replies (``TabSpend``) and read with the usage and the standing at once,
+charged when it closes (``CloseTab``), a reservation for several calls added to it, and a
+tab left by a dead server charged what it counted and, for the call that may have been
+under way, one estimate."""
 
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ async def test_a_tab_counts_its_calls_on_one_row_and_is_charged_when_it_closes(
     (row,) = await s.spend_holds()
     assert (row.id, row.amount, row.calls, row.unpriced_calls) == (counted.id, 0.0, 3, 1)
     assert (row.tokens_in, row.tokens_out, round(row.cost, 9)) == (300, 30, 0.3)
-    assert await standing(store) == (0.0, 0.0)  # charged when the turn ends
-    assert await s.usage_rows("ann", DAY, DAY) == []
-    await store.write(CloseTab(counted.id))
+    # read while the tab is open: its calls show as spent and in the usage at once
+    assert await standing(store) == (0.3, 0.0)
+    (usage,) = await s.usage_rows("ann", DAY, DAY)
+    assert (usage.calls, usage.unpriced_calls, usage.tokens_in, usage.tokens_out) == (3, 1, 300, 30)
+    await store.write(CloseTab(counted.id))  # charged to the accounts and the usage
     assert await s.spend_holds() == []
     assert await standing(store) == (0.3, 0.0)
     (usage,) = await s.usage_rows("ann", DAY, DAY)
@@ -74,7 +77,8 @@ async def test_a_reservation_for_a_tab_charges_what_it_counted_and_reserves_anew
     await store.write(TabSpend(checked, charge(0.02), 0.08))
     (row,) = await s.spend_holds()
     assert (round(row.drawn, 9), row.calls, row.unit) == (0.13, 2, 0.08)
-    assert await standing(store) == (0.0, 0.4)  # reserved until the tab is charged
+    # read: the calls at their cost, the rest of the block still reserved
+    assert await standing(store) == (0.03, 0.27)
     more = reservation(checked, 0.3, 0.1)  # a call whose estimate did not fit: anew
     assert isinstance(await s.reserve_spend(more, (ANN, EVERYONE), NOW, by_rule(0.3)), Allow)
     assert await standing(store) == (0.03, 0.3)
@@ -157,7 +161,7 @@ async def test_a_call_counted_with_a_write_that_fails_is_not_counted(store: Stor
     with pytest.raises(NotFound):  # a close in a write that fails leaves the tab open
         await store.write(AppendMessage("nowhere", reply), CloseTab(counted.id))
     assert [h.id for h in await s.spend_holds()] == [counted.id]
-    assert await standing(store) == (0.0, 0.0)
+    assert await standing(store) == (0.1, 0.0)  # the one call the open tab counted
 
 
 async def test_a_call_on_a_tab_recovery_took_makes_the_tab_again(store: Store) -> None:

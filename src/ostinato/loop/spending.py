@@ -23,6 +23,14 @@ holds the turn's calls at their cost; it is a block again, or the call alone, as
 or refused as the rule says. A reload's new budgets are met the same way: the next call
 reserves under them. A sub-agent's calls, whose rows go to a store of their own, are
 settled one by one instead.
+
+**Between turns** the tab is parked (``spend.parking``): the next turn of the same
+payer, model and day on this server goes on with it, drawing from what is left, and each
+reservation a tab makes is for a larger block than its last (``BLOCK`` calls, doubled
+each time up to ``MOST``, when that much fits), so a person's turns reserve rarely and
+close their tab once, when it has been idle. A turn that agreed to pass a soft limit
+closes its tab as it ends: what it reserved under that agreement is not lent to a turn
+that did not agree.
 """
 
 from __future__ import annotations
@@ -38,8 +46,9 @@ from ostinato.ids import new_id
 from ostinato.messages import JSON
 from ostinato.models.base import ModelRequest, Usage
 from ostinato.spend import words
-from ostinato.spend.gate import Held, Payer, SpendGate, payer
+from ostinato.spend.gate import BLOCK, Held, Payer, SpendGate, payer
 from ostinato.spend.limits import Budgets
+from ostinato.spend.parking import Parked
 from ostinato.spend.rule import Allow, Ask, Refuse, consent_key, resets_at
 from ostinato.store.base import Store, Turn, utcnow
 from ostinato.store.inflight import written
@@ -47,7 +56,7 @@ from ostinato.store.spend import CloseTab, Hold, SettleSpend, TabSpend
 
 log = logging.getLogger("ostinato.spend")
 MAX_ASKS = 3  # one account after another may ask; each only once in a turn
-BLOCK = 8  # a checked turn's tab reserves for this many calls at a time, when it can
+MOST = 64  # the most calls one of a tab's reservations is for (``BLOCK`` doubled)
 
 
 class Stopped(Exception):
@@ -88,6 +97,7 @@ class TurnSpend:
         self.tab: Hold | None = None  # the turn's tab, once a call is on it
         self.left = 0.0  # what the tab reserved that its calls have not drawn
         self.under: Budgets | None = None  # the budgets it reserved under (None: none)
+        self.blocks = 0  # reservations the tab made (in this turn and those before)
 
     @classmethod
     def of(
@@ -103,14 +113,38 @@ class TurnSpend:
         ``tokens_in``: the request's input tokens, when the turn has estimated them."""
         if not self.gate.checks:  # only counted: nothing to reserve or ask
             return self.counted(model)
-        who = self.who = self.who or payer()
-        return await self._checked(who, model, request, seq, tokens_in)
+        return await self._checked(self._payer(model), model, request, seq, tokens_in)
 
     def counted(self, model: str) -> Held | None:
         """``clear`` of a call when no limit is set (``gate.checks`` is False): only
         counted, so nothing to wait for (a step calls this without a coroutine)."""
-        who = self.who = self.who or payer()
-        return self.gate.counted(who, model)
+        return self.gate.counted(self.who or self._payer(model), model)
+
+    def _payer(self, model: str) -> Payer:
+        """The turn's payer; found at its first call, which takes the tab a turn before
+        left parked for this payer, model and day, if it can go on with it."""
+        who = self.who
+        if who is not None:
+            return who
+        who = self.who = payer()
+        if self.folds and self.tab is None:
+            gate = self.gate
+            found = gate.parking.take((who.owner or "", who.agent, model, gate.today()))
+            if found is None:
+                return who
+            if (
+                found.budgets is gate.budgets
+                and found.tab.accounts == gate.counted(who, model).accounts
+            ):
+                self.tab, self.left, self.under, self.blocks = (
+                    found.tab,
+                    found.left,
+                    found.under,
+                    found.blocks,
+                )
+            else:  # parked under other budgets (a reload): closed, not taken
+                gate.parking.discard(found)
+        return who
 
     async def _checked(
         self, who: Payer, model: str, request: ModelRequest, seq: int, tokens_in: int | None
@@ -123,10 +157,13 @@ class TurnSpend:
             if drawn is not None:
                 return drawn
         tab_id = self._tab_id() if self.folds else None
+        # the reservation takes the tab first (charged, its reservation released), even
+        # when it refuses or asks: nothing is left to draw from until one is allowed
+        self.left, self.under = 0.0, None
         for _ in range(MAX_ASKS + 1):
             clearance = await gate.clear(
                 model, request, ask=True, consented=self.consented, who=who,
-                tokens_in=tokens_in, tab=tab_id, block=BLOCK if tab_id else 1,
+                tokens_in=tokens_in, tab=tab_id, block=self._block() if tab_id else 1,
             )  # fmt: skip
             verdict = clearance.verdict
             if isinstance(verdict, Allow):
@@ -141,6 +178,8 @@ class TurnSpend:
         transaction (and no coroutine) of its own; None when it must reserve (``clear``):
         nothing reserved under the budgets in force, too little left, or a tab of another
         model or day."""
+        if self.who is None:
+            self._payer(model)
         tab, gate = self.tab, self.gate
         if tab is None or self.under is not gate.budgets or tab.model != model:
             return None  # none, one that only counted, a reload, another model: reserve
@@ -150,12 +189,17 @@ class TurnSpend:
         if estimate is None or estimate > self.left:
             return None
         self.left -= estimate
-        return Held(self.who or payer(), model, tab.day, tab.accounts, tab, estimate)
+        return Held(self.who or self._payer(model), model, tab.day, tab.accounts, tab, estimate)
 
     def _elsewhere(self, model: str, day: str) -> bool:
         """The turn has a tab, of another model or day than a call's (to close first)."""
         tab = self.tab
         return tab is not None and (tab.model != model or tab.day != day)
+
+    def _block(self) -> int:
+        """How many calls the tab's next reservation is for: ``BLOCK``, doubled with
+        each reservation it made before, up to ``MOST``."""
+        return min(MOST, BLOCK << min(self.blocks, 6))
 
     def _tab_id(self) -> str:
         return self.tab.id if self.tab is not None else new_id()
@@ -167,6 +211,7 @@ class TurnSpend:
         self.tab = held.hold  # the store charged what the tab had counted: it goes on
         self.left = held.hold.amount - held.drawn
         self.under = self.gate.budgets
+        self.blocks += 1
         return held
 
     @property
@@ -256,18 +301,25 @@ class TurnSpend:
         except Exception:  # the call was made: failing to count it must not hide ``error``
             log.exception("could not charge a model call of turn %s", self.turn.id)
 
-    def closing(self) -> tuple[CloseTab, ...]:
-        """The op that charges the tab, to go with the turn's last write; the next call
-        starts another. A write that fails leaves the tab to recovery, which charges it
-        once this server is gone."""
-        ops = () if self.tab is None else (CloseTab(self.tab.id),)
-        self.tab, self.left, self.under = None, 0.0, None
-        return ops
+    def closing(self, park: bool = True) -> tuple[CloseTab, ...]:
+        """The turn has ended: its tab parked for the next turn (``park``, unless the
+        turn agreed to pass a soft limit), or the op that charges it, to go with the
+        turn's last write (as is a tab the parked one displaced). A write that fails
+        leaves the tab to recovery, which charges it once this server is gone."""
+        tab, gate = self.tab, self.gate
+        self.tab = None
+        if tab is None:
+            return ()
+        if park and not self.consented:
+            parked = Parked(tab, self.left, self.under, self.blocks, gate.budgets)
+            tab = gate.parking.park(parked)
+        self.left, self.under, self.blocks = 0.0, None, 0
+        return () if tab is None else (CloseTab(tab.id),)
 
     async def close(self) -> None:
         """Charge the tab in a write of its own (a turn handed over, or a tab of another
         model or day). A failure is logged: the tab stays for recovery."""
-        ops = self.closing()
+        ops = self.closing(park=False)
         if not ops or self.store is None:
             return
         try:

@@ -17,7 +17,8 @@ the store (one transaction that reads the standing and decides); with no limit a
 nothing is reserved and the call is only counted. ``charge`` settles the reservation at
 the call's actual cost and counts it in its owner's usage. A turn's own calls go on the
 turn's tab instead (``loop.spending``): ``clear`` with ``tab`` reserves for the tab,
-for several calls at a time (``block``), and ``bill`` is what a call adds to it.
+for several calls at a time (``block``), and ``bill`` is what a call adds to it;
+a turn that ends leaves its tab in ``parking`` for the next turn of its payer.
 A side call never asks a person: only a turn's own step can wait for the soft-limit card.
 """
 
@@ -37,6 +38,7 @@ from ostinato.models.base import ModelRequest, Usage
 from ostinato.observe import prices
 from ostinato.spend import words
 from ostinato.spend.limits import Budgets
+from ostinato.spend.parking import Parking
 from ostinato.spend.rule import (
     Account,
     Allow,
@@ -49,12 +51,13 @@ from ostinato.spend.rule import (
 )
 from ostinato.spend.seam import Settle
 from ostinato.store.base import utcnow
-from ostinato.store.spend import AccountKey, Charge, Hold, SettleSpend, SpendStore
+from ostinato.store.spend import AccountKey, Charge, CloseTab, Hold, SettleSpend, SpendStore
 
 log = logging.getLogger("ostinato.spend")
 NO_USAGE = Usage()
 ALLOW = Allow()
 MANY_COUNTED = 10_000  # ``counted``'s payers kept at most (then made again)
+BLOCK = 8  # a tab reserves for this many calls at a time when it can (``clear``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,7 @@ class SpendGate:
         self._date: date | None = None
         self._day_key = ""
         self._day_ends = 0.0  # ``today``'s: when the day of ``_day_key`` ends (monotonic)
+        self.parking = Parking(self._close_tabs)  # turns' tabs between turns
         self.budgets = budgets  # sets what follows from them (the setter)
 
     @property
@@ -122,7 +126,8 @@ class SpendGate:
     @budgets.setter
     def budgets(self, budgets: Budgets) -> None:
         """The budgets in force (a reload replaces them): the next call is checked
-        against these."""
+        against these; the tabs parked under the old ones are closed."""
+        self.parking.discard_all()
         self._budgets = budgets
         self.checks = budgets.any  # any limit set (else calls are only counted)
         self._made: dict[str | None, tuple[tuple[Account, ...], tuple[AccountKey, ...]]] = {}
@@ -154,7 +159,8 @@ class SpendGate:
         limit, only when ``ask``) or ``Refuse``. ``consented``: the soft limits the owner
         agreed to pass (``rule.consent_key``). ``tab``: the id of the turn's tab the
         reservation is added to (``loop.spending``), which then reserves for ``block``
-        calls at this one's estimate when that much is allowed, else for this one."""
+        calls at this one's estimate when that much is allowed, else for ``BLOCK``
+        calls, else for this one."""
         who = who or payer()
         if not self.checks:  # nothing to check: only counted
             return Clearance(ALLOW, self.counted(who, model))
@@ -168,14 +174,16 @@ class SpendGate:
         )  # fmt: skip
 
         def rule(standings: list[Standing]) -> Verdict:
-            hold.amount = estimate or 0.0
-            if block > 1 and estimate:  # several calls' worth, when they fit as they are
-                verdict = decide(
-                    standings, estimate * block, consented=consented, unpriced=budgets.unpriced
+            each = hold.amount = estimate or 0.0
+            for size in (block, BLOCK) if each and block > 1 else ():
+                verdict = decide(  # several calls' worth, when they fit as they are
+                    standings, each * size, consented=consented, unpriced=budgets.unpriced
                 )
                 if isinstance(verdict, Allow):
-                    hold.amount = estimate * block
+                    hold.amount = each * size
                     return verdict
+                if size <= BLOCK:
+                    break
             return decide(
                 standings, estimate, consented=consented, unpriced=budgets.unpriced, ask=ask
             )
@@ -258,6 +266,10 @@ class SpendGate:
             usage.cache_read_tokens,
             usage.cache_write_tokens,
         )
+
+    async def _close_tabs(self, ids: tuple[str, ...]) -> None:
+        """Charge the tabs ``ids`` in one write (``parking``'s)."""
+        await self.store.write(*(CloseTab(tab) for tab in ids))  # type: ignore[attr-defined]
 
     async def side_call(self, model: str, request: ModelRequest) -> Settle | None:
         """``seam.SideCalls``: clear a call that never asks (``SpendLimitReached`` when a

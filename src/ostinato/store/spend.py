@@ -168,6 +168,37 @@ def owed(hold: Hold, in_flight: bool) -> UsageRow:
     return row
 
 
+def with_tabs(
+    rows: Sequence[UsageRow], holds: Sequence[Hold], owner: str | None, since: str, until: str
+) -> list[UsageRow]:
+    """``rows`` (usage as charged) with what the open tabs among ``holds`` counted and
+    have not been charged yet: a running turn's calls, and those of a tab parked between
+    turns (``spend.parking``). By day, owner, model and agent, as ``usage_rows`` is."""
+    found = {(r.owner, r.day, r.model, r.agent): r for r in rows}
+    for hold in holds:
+        if hold.unit is None or not hold.calls or not since <= hold.day <= until:
+            continue
+        if owner is not None and hold.owner != owner:
+            continue
+        row = owed(hold, False)
+        key = (row.owner, row.day, row.model, row.agent)
+        before = found.get(key)
+        found[key] = row if before is None else _summed(before, row)
+    return sorted(found.values(), key=lambda r: (r.day, r.owner, r.model, r.agent))
+
+
+def standing_with_tabs(standing: Standing, holds: Sequence[Hold]) -> Standing:
+    """``standing`` as a person reads it: the calls the open tabs counted in what was
+    spent, and only what those tabs still hold for calls not made yet as reserved."""
+    account, spent, reserved = standing.account, standing.spent, standing.reserved
+    key = (account.pool, account.owner)
+    for hold in holds:
+        if hold.unit is not None and hold.day >= standing.since and key in hold.accounts:
+            spent += hold.cost
+            reserved -= min(hold.drawn, hold.amount)
+    return Standing(account, round(spent, 9), max(0.0, round(reserved, 9)), standing.since)
+
+
 def tab_charge(hold: Hold, charge: Charge, drawn: float) -> None:
     """``charge`` (one call) added to the tab ``hold`` as ``TabSpend`` adds it."""
     hold.calls += 1
@@ -201,9 +232,9 @@ class SpendStore(Protocol):
         recovery: nothing more is charged."""
         ...
 
-    async def spend_standings(
-        self, accounts: Sequence[Account], now: datetime
-    ) -> list[Standing]: ...
+    async def spend_standings(self, accounts: Sequence[Account], now: datetime) -> list[Standing]:
+        """Each account's standing as a person reads it (``standing_with_tabs``)."""
+        ...
 
     async def spend_holds(self) -> list[Hold]:
         """Every hold, oldest first."""
@@ -215,7 +246,8 @@ class SpendStore(Protocol):
 
     async def usage_rows(self, owner: str | None, since: str, until: str) -> list[UsageRow]:
         """Usage from day ``since`` to ``until`` (ISO dates, both included) of ``owner``,
-        or of every owner (None), by day, owner, model and agent."""
+        or of every owner (None), by day, owner, model and agent; the open tabs' calls
+        with it (``with_tabs``)."""
         ...
 
 
@@ -254,7 +286,8 @@ class MemorySpend:
         _settle(self, hold_id, charge, None)
 
     async def spend_standings(self, accounts: Sequence[Account], now: datetime) -> list[Standing]:
-        return [self._standing(account, now) for account in accounts]
+        holds = list(self._spend_holds.values())
+        return [standing_with_tabs(self._standing(account, now), holds) for account in accounts]
 
     async def spend_holds(self) -> list[Hold]:
         return sorted(self._spend_holds.values(), key=lambda h: (h.created_at, h.id))
@@ -272,7 +305,7 @@ class MemorySpend:
             for (who, day, _, _), row in self._usage_days.items()
             if (owner is None or who == owner) and since <= day <= until
         ]
-        return sorted(found, key=lambda r: (r.day, r.owner, r.model, r.agent))
+        return with_tabs(found, list(self._spend_holds.values()), owner, since, until)
 
 
 class SpendTables(Protocol):

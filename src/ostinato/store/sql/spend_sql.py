@@ -40,6 +40,8 @@ from ostinato.store.spend import (
     TabSpend,
     UsageRow,
     owed,
+    standing_with_tabs,
+    with_tabs,
 )
 from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.rows import Row, TimeDecoder
@@ -379,7 +381,8 @@ class SQLSpend:
             params = {"pool": account.pool, "owner": account.owner, "since": since}
             ((spent, reserved),) = await self._fetch(self._spend["standing"], params)
             found.append(Standing(account, round(spent, 9), max(0.0, round(reserved, 9)), since))
-        return found
+        holds = await self.spend_holds() if found else []
+        return [standing_with_tabs(standing, holds) for standing in found]
 
     async def spend_holds(self) -> list[Hold]:
         return [_hold(row, self._decode_time) for row in await self._fetch(_HOLDS, {})]
@@ -390,4 +393,5 @@ class SQLSpend:
         params = {"owner": owner, "since": since, "until": until}
         found = await self._fetch(_usage_of(owner is not None), params)
         names = _USAGE_COLUMNS
-        return [UsageRow(**dict(zip(names, row, strict=True))) for row in found]
+        rows = [UsageRow(**dict(zip(names, row, strict=True))) for row in found]
+        return with_tabs(rows, await self.spend_holds(), owner, since, until)

@@ -7,13 +7,14 @@ under way, one estimate."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import pytest
 
 from ostinato.errors import NotFound
 from ostinato.ids import new_id
 from ostinato.messages import Message, TextBlock
-from ostinato.spend.rule import Allow
+from ostinato.spend.rule import Allow, Refuse, Standing, Verdict
 from ostinato.store import Store
 from ostinato.store.base import AppendMessage
 from ostinato.store.spend import CloseTab, Hold, TabSpend
@@ -32,6 +33,21 @@ def reservation(of: Hold, amount: float, unit: float) -> Hold:
 
 
 async def standing(store: Store) -> tuple[float, float]:
+    """Ann's standing as a reservation is decided on: what was charged, and what is
+    reserved, every tab's block in it (read by a reservation that refuses)."""
+    seen: list[Standing] = []
+
+    def probe(standings: Sequence[Standing]) -> Verdict:
+        seen.extend(standings)
+        return Refuse(None, None)
+
+    probing = Hold(new_id(), "ann", DAY, 0.0, KEYS, "openai:gpt-4.1", NOW)
+    assert isinstance(await spend(store).reserve_spend(probing, (ANN,), NOW, probe), Refuse)
+    return round(seen[0].spent, 9), round(seen[0].reserved, 9)
+
+
+async def shown(store: Store) -> tuple[float, float]:
+    """Ann's standing as a person reads it (``spend_standings``)."""
     (ann,) = await spend(store).spend_standings((ANN,), NOW)
     return round(ann.spent, 9), round(ann.reserved, 9)
 
@@ -49,8 +65,9 @@ async def test_a_tab_counts_its_calls_on_one_row_and_is_charged_when_it_closes(
     (row,) = await s.spend_holds()
     assert (row.id, row.amount, row.calls, row.unpriced_calls) == (counted.id, 0.0, 3, 1)
     assert (row.tokens_in, row.tokens_out, round(row.cost, 9)) == (300, 30, 0.3)
+    assert await standing(store) == (0.0, 0.0)  # charged when the tab closes
     # read while the tab is open: its calls show as spent and in the usage at once
-    assert await standing(store) == (0.3, 0.0)
+    assert await shown(store) == (0.3, 0.0)
     (usage,) = await s.usage_rows("ann", DAY, DAY)
     assert (usage.calls, usage.unpriced_calls, usage.tokens_in, usage.tokens_out) == (3, 1, 300, 30)
     await store.write(CloseTab(counted.id))  # charged to the accounts and the usage
@@ -77,8 +94,9 @@ async def test_a_reservation_for_a_tab_charges_what_it_counted_and_reserves_anew
     await store.write(TabSpend(checked, charge(0.02), 0.08))
     (row,) = await s.spend_holds()
     assert (round(row.drawn, 9), row.calls, row.unit) == (0.13, 2, 0.08)
-    # read: the calls at their cost, the rest of the block still reserved
-    assert await standing(store) == (0.03, 0.27)
+    assert await standing(store) == (0.0, 0.4)  # reserved until the tab is charged
+    # read: the calls at their cost, the block the tab reserved ahead not shown
+    assert await shown(store) == (0.03, 0.0)
     more = reservation(checked, 0.3, 0.1)  # a call whose estimate did not fit: anew
     assert isinstance(await s.reserve_spend(more, (ANN, EVERYONE), NOW, by_rule(0.3)), Allow)
     assert await standing(store) == (0.03, 0.3)
@@ -161,7 +179,8 @@ async def test_a_call_counted_with_a_write_that_fails_is_not_counted(store: Stor
     with pytest.raises(NotFound):  # a close in a write that fails leaves the tab open
         await store.write(AppendMessage("nowhere", reply), CloseTab(counted.id))
     assert [h.id for h in await s.spend_holds()] == [counted.id]
-    assert await standing(store) == (0.1, 0.0)  # the one call the open tab counted
+    assert await standing(store) == (0.0, 0.0)
+    assert await shown(store) == (0.1, 0.0)  # the one call the open tab counted
 
 
 async def test_a_call_on_a_tab_recovery_took_makes_the_tab_again(store: Store) -> None:

@@ -189,13 +189,15 @@ def with_tabs(
 
 def standing_with_tabs(standing: Standing, holds: Sequence[Hold]) -> Standing:
     """``standing`` as a person reads it: the calls the open tabs counted in what was
-    spent, and only what those tabs still hold for calls not made yet as reserved."""
+    spent, and what the tabs reserved ahead of their calls not in what is reserved (it is
+    not spending: each of their calls is in what was spent once it has replied; the
+    calls under way that ``reserved`` shows are those reserved one by one)."""
     account, spent, reserved = standing.account, standing.spent, standing.reserved
     key = (account.pool, account.owner)
     for hold in holds:
         if hold.unit is not None and hold.day >= standing.since and key in hold.accounts:
             spent += hold.cost
-            reserved -= min(hold.drawn, hold.amount)
+            reserved -= hold.amount
     return Standing(account, round(spent, 9), max(0.0, round(reserved, 9)), standing.since)
 
 

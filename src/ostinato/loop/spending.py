@@ -13,8 +13,8 @@ committed (a failed write, a cancel before it) has it written alone (``unpaid``)
 
 **The tab.** A turn's calls are counted on one row while it runs (``store.spend``'s
 tab: ``TabSpend`` adds each call's tokens and cost to it, one statement with the reply's
-row), and charged to the accounts and the usage when the turn ends (``closing`` rides
-with the turn's last write; ``close`` writes it alone). Checked against a budget, the
+row), and charged to the accounts and the usage when it closes (``closing`` parks it
+or rides with the turn's last write; ``close`` writes it alone). Checked against a budget, the
 tab reserves for ``BLOCK`` calls at the call's estimate when that much is allowed, and
 each next call draws its estimate from what is left without a transaction of its own.
 When it does not fit, the call reserves again, and that reservation first charges what
@@ -178,8 +178,7 @@ class TurnSpend:
         transaction (and no coroutine) of its own; None when it must reserve (``clear``):
         nothing reserved under the budgets in force, too little left, or a tab of another
         model or day."""
-        if self.who is None:
-            self._payer(model)
+        who = self.who or self._payer(model)  # a turn's first call may take a parked tab
         tab, gate = self.tab, self.gate
         if tab is None or self.under is not gate.budgets or tab.model != model:
             return None  # none, one that only counted, a reload, another model: reserve
@@ -189,7 +188,7 @@ class TurnSpend:
         if estimate is None or estimate > self.left:
             return None
         self.left -= estimate
-        return Held(self.who or self._payer(model), model, tab.day, tab.accounts, tab, estimate)
+        return Held(who, model, tab.day, tab.accounts, tab, estimate)
 
     def _elsewhere(self, model: str, day: str) -> bool:
         """The turn has a tab, of another model or day than a call's (to close first)."""

@@ -11,7 +11,7 @@ reservations never wait on each other crosswise. SQLite has one writer at a time
 process's ``BEGIN IMMEDIATE`` takes the database's write lock), so there it reads at once.
 
 A turn's own calls are counted on its tab inside the writes that commit their reply rows
-(``TabSpend``, one ``UPDATE``, ``tab_op``), and the tab is charged with the turn's end
+(``TabSpend``, one ``UPDATE``, ``tab_op``), and the tab is charged when it closes
 (``CloseTab``, ``close_op``), both run through the write path's ``Executor`` with the
 statements named in ``SpendWriteName``, in the accounts' one order as here. A
 reservation for a tab charges what the tab counted first (``reserve_spend``).

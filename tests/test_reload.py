@@ -70,6 +70,24 @@ async def test_a_good_change_applies_to_the_next_turn(tmp_path: Path) -> None:
     await deployment.runtime.close()
 
 
+async def test_a_reload_keeps_the_tabs_parked_unless_the_budgets_change(tmp_path: Path) -> None:
+    """A turn's tab waits for the owner's next turn (``spend.parking``): a reload that
+    changes other settings leaves it; one that changes the budgets closes it."""
+    path = tmp_path / "ostinato.toml"
+    write(path)
+    deployment, reloader, model = await deployed(path)
+    await turn(deployment, model)
+    gate = deployment.runtime.spend
+    assert gate is not None and len(gate.parking) == 1
+    write(path, prompt="You are cheerful.")
+    assert (await reloader.reload()).changed == ["agents"]
+    assert len(gate.parking) == 1
+    write(path, prompt="You are cheerful.", hard=7.5)
+    assert (await reloader.reload()).changed == ["budgets.default"]
+    assert len(gate.parking) == 0
+    await deployment.runtime.close()
+
+
 async def test_a_broken_file_changes_nothing_and_says_where(tmp_path: Path) -> None:
     path = tmp_path / "ostinato.toml"
     write(path)

@@ -140,8 +140,9 @@ class Reloader:
         runtime.history_limit = max(s.agent.history_messages for s in runtime.router.skills)
         runtime.consent.policy = policy
         runtime.compactor.model = summarizer
-        if runtime.spend is not None:
-            runtime.spend.budgets = config.budgets.budgets()
+        budgets = config.budgets.budgets()
+        if runtime.spend is not None and budgets != runtime.spend.budgets:
+            runtime.spend.budgets = budgets  # the same ones: the tabs kept go on under them
 
     async def reload_logged(self) -> Outcome:
         """``reload``, said in the server's log (SIGHUP has no one to answer)."""

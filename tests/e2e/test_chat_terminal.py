@@ -43,6 +43,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.kill()
 
 
+def _interruptible() -> None:
+    """In the chat's process before it starts: Ctrl-C delivered as from a terminal. A suite
+    run as a background job of a script (``.ci/run &``) has SIGINT ignored, which a child
+    inherits, and Python leaves a signal ignored at start ignored: the chat then never
+    sees Ctrl-C (this failed the Ctrl-C tests in such a run)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def spawn(url: str, *args: str, ready: str | None = "type a message") -> pexpect.spawn:
     child = pexpect.spawn(
         sys.executable,
@@ -51,6 +60,7 @@ def spawn(url: str, *args: str, ready: str | None = "type a message") -> pexpect
         dimensions=(50, 160),
         encoding="utf-8",
         timeout=TIMEOUT,
+        preexec_fn=_interruptible,
     )
     if ready is not None:
         child.expect(ready)

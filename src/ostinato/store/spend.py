@@ -21,11 +21,10 @@ reply (``TabSpend``, a write op in the transaction that commits the reply's row,
 step pays for no transaction of its own to count what it cost) and charged when it
 closes (``CloseTab``: once no turn has taken it for a while, ``spend.parking``); a
 reservation for a tab first charges what it has counted and releases what it reserved,
-in the same transaction, so the standing
-it decides on holds the turn's calls at their cost. A hold whose server died is charged
-by ``charge_hold`` (recovery), never forgotten: a call may have been under way
-(``owed``). Like leases, these are written apart from ``Store.write``, each method one
-small transaction, apart from the write ops.
+in the same transaction, so the standing it decides on holds the turn's calls at their
+cost. A hold whose server died is charged by ``charge_hold`` (recovery), never
+forgotten: a call may have been under way (``owed``). Like leases, these are written
+apart from ``Store.write``, each method one small transaction, apart from the write ops.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ seconds is closed (charged and its reservation released), as is every tab a relo
 leaves under the old budgets and every tab here when the server stops.
 
 The tab's row is in the store the whole time, held by this server's lease, so what it
-counted is read with the usage (``spend.report.running``) and recovery charges it when
+counted is read with the usage (``store.spend.with_tabs``) and recovery charges it when
 this server is gone, as it charges a running turn's tab.
 
 The idea is the one a connection pool has: what costs a round trip to make (here a

@@ -175,15 +175,14 @@ class SpendGate:
 
         def rule(standings: list[Standing]) -> Verdict:
             each = hold.amount = estimate or 0.0
-            for size in (block, BLOCK) if each and block > 1 else ():
+            sizes = (block, BLOCK) if block > BLOCK else (block,)
+            for size in sizes if each and block > 1 else ():
                 verdict = decide(  # several calls' worth, when they fit as they are
                     standings, each * size, consented=consented, unpriced=budgets.unpriced
                 )
                 if isinstance(verdict, Allow):
                     hold.amount = each * size
                     return verdict
-                if size <= BLOCK:
-                    break
             return decide(
                 standings, estimate, consented=consented, unpriced=budgets.unpriced, ask=ask
             )

@@ -68,3 +68,18 @@ def test_schema_validation_names_each_problem() -> None:
 def test_an_invalid_schema_is_a_source_error() -> None:
     with pytest.raises(ToolSourceError, match="not a valid JSON schema"):
         schema_validator({"type": "object", "properties": {"n": {"type": "integer-ish"}}})
+
+
+def test_a_shipped_schema_is_compiled_whatever_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A budget already spent: a schema from outside is refused as too slow to check against
+    # its metaschema, one of ostinato's own tools compiles (a loaded server still starts).
+    import ostinato.bounded.work
+
+    monkeypatch.setattr(ostinato.bounded.work, "CHECK_SECONDS", -1.0)
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    with pytest.raises(ToolSourceError, match="took too long"):
+        schema_validator(schema, where="outside")
+    validate = schema_validator(schema, where="ours", shipped=True)
+    assert validate({"n": 1}) == {"n": 1}
+    with pytest.raises(ToolArgumentsInvalid):
+        validate({"n": "one"})

@@ -96,8 +96,13 @@ class OutsideSchema:
         return sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
 
 
-def compile_schema(schema: Any, *, where: str = "the schema") -> OutsideSchema:
-    """``schema`` compiled for checking values (rules 1-5 above); ``SchemaRefused``."""
+def compile_schema(
+    schema: Any, *, where: str = "the schema", seconds: float = CHECK_SECONDS
+) -> OutsideSchema:
+    """``schema`` compiled for checking values (rules 1-5 above); ``SchemaRefused``.
+
+    ``seconds`` bounds the check against the metaschema (rule 5); a schema the server
+    itself ships passes ``math.inf``, so a busy machine cannot fail its start."""
     if not isinstance(schema, dict):
         raise SchemaRefused(f"{where} must be a JSON object")
     try:
@@ -114,7 +119,7 @@ def compile_schema(schema: Any, *, where: str = "the schema") -> OutsideSchema:
     cls = _bounded(base)
     meta = _bounded(jsonschema.validators.validator_for(base.META_SCHEMA, default=base))
     checker = OutsideSchema(base.META_SCHEMA, meta(base.META_SCHEMA, registry=_registry()))
-    problems = checker.errors(schema)
+    problems = checker.errors(schema, seconds=seconds)
     if problems:
         best = jsonschema.exceptions.best_match(problems)
         raise SchemaRefused(f"{where}: not a valid JSON schema: {best.message[:300]}")

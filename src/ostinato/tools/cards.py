@@ -23,7 +23,7 @@ from typing import Any
 
 from ostinato.errors import ToolError
 from ostinato.messages import JSON
-from ostinato.tools.base import Tool, ToolContext
+from ostinato.tools.base import Tool, ToolContext, Validator
 from ostinato.tools.schema import schema_validator
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 100}
@@ -171,13 +171,24 @@ async def _shown(arguments: JSON, context: ToolContext) -> str:
     return f"the {what} is shown to the user"
 
 
+_compiled: dict[str, Validator] = {}
+
+
+def _validator(name: str, schema: JSON) -> Validator:
+    """The card's argument check, compiled once a process (every runtime has the cards)."""
+    found = _compiled.get(name)
+    if found is None:
+        found = _compiled[name] = schema_validator(schema, where=name, shipped=True)
+    return found
+
+
 def _tool(name: str, description: str, schema: JSON, run: Any, category: Any) -> Tool:
     return Tool(
         name=name,
         description=description,
         parameters=schema,
         run=run,
-        validate=schema_validator(schema, where=name),
+        validate=_validator(name, schema),
         bounded_check=True,
         category=category,
         risk="safe",

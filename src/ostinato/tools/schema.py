@@ -10,6 +10,7 @@ runs.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -75,7 +76,7 @@ def object_schema(schema: JSON | None) -> JSON:
     return schema
 
 
-def schema_validator(schema: JSON, *, where: str = "tool") -> Validator:
+def schema_validator(schema: JSON, *, where: str = "tool", shipped: bool = False) -> Validator:
     """A ``Tool.validate`` that checks arguments against ``schema`` (its ``$schema``
     dialect, else draft 2020-12) and raises ``ToolArgumentsInvalid`` naming each problem.
 
@@ -83,11 +84,15 @@ def schema_validator(schema: JSON, *, where: str = "tool") -> Validator:
     reference leaves it, patterns run in RE2, each check has a time and size budget);
     give the tool ``bounded_check=True`` so the loop runs the check off the event loop.
     A schema that is invalid or refused is a ``ToolSourceError`` now, not at call time.
+    A ``shipped`` schema (one of ostinato's own tools) is compiled without the budget
+    meant for schemas from outside: a server too busy to meet it must still start.
     """
     from ostinato.bounded.schemas import compile_schema
+    from ostinato.bounded.work import CHECK_SECONDS
 
+    budget = math.inf if shipped else CHECK_SECONDS
     try:
-        compiled = compile_schema(schema, where=where)
+        compiled = compile_schema(schema, where=where, seconds=budget)
     except InvalidRequest as exc:
         raise ToolSourceError(exc.message) from None
 

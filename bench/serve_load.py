@@ -12,7 +12,9 @@ costs little next to the server). Each run prints its figures:
   server's CPU per turn start p50 / p95 (its CPU time, every thread's, read by the client
   just before the POST and by the fake model once it has read the model request whole:
   the server's CPU from the POST to the model called, none of the streaming after); and
-  the server's CPU per whole turn (its CPU time over the run / the turns).
+  the server's CPU per whole turn (its CPU time over the run / the turns). Each run
+  starts after three turns of warm-up and once the server's CPU is at rest (what it
+  loads once it listens, the MCP SDK among it, is not counted as turns).
 - ``N concurrent``: N turns posted at once, each on its own conversation, each read as
   SSE to ``turn.finished``: wall time (first POST to last ``turn.finished``), failed turns
   (not 200, an ``error`` frame, a turn finished with an error, a missing token, or no end
@@ -265,10 +267,24 @@ def profiled(server: psutil.Process, name: str) -> Iterator[None]:
         spy.wait(timeout=60)
 
 
+def idle(server: psutil.Process, *, most_s: float = 20.0) -> None:
+    """Wait until the server's CPU is at rest (what it loads once it listens, e.g. the
+    MCP SDK, is not a turn's cost): under 5 ms of CPU in a quarter of a second."""
+    until = time.monotonic() + most_s
+    last = cpu(server)
+    while time.monotonic() < until:
+        time.sleep(0.25)
+        now = cpu(server)
+        if now - last < 0.005:
+            return
+        last = now
+
+
 def report_sequential(model_port: int, n: int, extra: list[str], target: Target) -> Figures:
     with serving(model_port, extra, target) as (port, server):
         pids = [each.pid for each in tree(server)]
         run_client("sequential", port, model_port, 3, pids)  # warm: imports, first requests
+        idle(server)
         before = cpu(server)
         with profiled(server, f"sequential-{target.label}"):
             result = run_client("sequential", port, model_port, n, pids)
@@ -287,6 +303,7 @@ def report_sequential(model_port: int, n: int, extra: list[str], target: Target)
 def report_concurrent(model_port: int, n: int, extra: list[str], target: Target) -> Figures:
     with serving(model_port, extra, target) as (port, server):
         run_client("sequential", port, model_port, 3)
+        idle(server)
         before = cpu(server)
         with profiled(server, f"concurrent-{n}-{target.label}"):
             result = run_client("concurrent", port, model_port, n)

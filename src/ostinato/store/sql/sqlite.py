@@ -35,7 +35,7 @@ from ostinato.store.sql.schedule_sql import SQLSchedules
 from ostinato.store.sql.search_sql import SQLITE_INDEX_REST, SQLITE_UNINDEXED
 from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.sqlite_sql import CompiledCache
-from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterStats
+from ostinato.store.sql.sqlite_writer import SQLiteWriter, WriterBusy, WriterStats
 from ostinato.store.sql.version_sql import SQLVersions
 from ostinato.store.sql.wal_sync import Durability
 
@@ -171,8 +171,17 @@ class SQLiteStore(
     # --- leases -----------------------------------------------------------------------
 
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
+        """``work`` in a transaction of its own: on the writer's connection at once when
+        it is free and nothing holds the write lock (``SQLiteWriter.alone_now``), else on
+        a thread that waits for the lock."""
         if self._closed:
             raise StoreError("the store is closed")
+        try:
+            return self._writer.alone_now(lambda conn: work(_LeaseTx(conn, self._compiled)))
+        except WriterBusy:
+            pass
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite: {exc}") from exc
         return await asyncio.to_thread(self._lease_write_now, work)
 
     def _lease_write_now(self, work: Callable[[LeaseTx], T]) -> T:
@@ -242,8 +251,8 @@ class SQLiteStore(
     async def _search_ready(self) -> None:
         """Index the ``message_search`` rows FTS5 does not hold yet (migration 0021), in
         a transaction of its own, so the search that follows finds them."""
-        if await self._fetch(SQLITE_UNINDEXED, {}):
-            await self._lease_write(_index_rest)
+        if await self._fetch(SQLITE_UNINDEXED, {}):  # may be many rows: on a thread
+            await asyncio.to_thread(self._lease_write_now, _index_rest)
 
 
 def _index_rest(tx: LeaseTx) -> None:

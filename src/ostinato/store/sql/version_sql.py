@@ -5,6 +5,7 @@ the leases' are."""
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,23 @@ def _insert(dialect: str) -> Any:
     return postgresql.insert if dialect == "postgresql" else sqlite.insert
 
 
+@functools.cache
+def _add_version(dialect: str) -> Any:
+    return _insert(dialect)(_V).on_conflict_do_nothing()
+
+
+@functools.cache
+def _pin(dialect: str, move: bool) -> Any:
+    """Built once each: a statement object is compiled once (``sqlite_sql.CompiledCache``
+    keys on the object), where one built a call was compiled every call."""
+    insert = _insert(dialect)(_C)
+    if not move:
+        return insert.on_conflict_do_nothing()
+    return insert.on_conflict_do_update(
+        index_elements=["conversation_id", "agent"], set_={"version": insert.excluded.version}
+    )
+
+
 def _version(agent: str, row: Row) -> AgentVersion:
     return AgentVersion(agent, int(row[0]), str(row[1]), json.loads(row[2]))
 
@@ -63,7 +81,7 @@ class SQLVersions:
     async def record_agent_version(
         self, agent: str, hash: str, content: JSON, now: datetime
     ) -> AgentVersion:
-        insert = _insert(self._dialect)(_V).on_conflict_do_nothing()
+        insert = _add_version(self._dialect)
         text = json.dumps(content, sort_keys=True, ensure_ascii=False)
 
         def work(tx: LeaseTx) -> AgentVersion | None:
@@ -103,15 +121,7 @@ class SQLVersions:
     async def pin_versions(
         self, conversation_id: str, pins: Mapping[str, int | None], *, move: bool = False
     ) -> None:
-        insert = _insert(self._dialect)(_C)
-        stmt = (
-            insert.on_conflict_do_update(
-                index_elements=["conversation_id", "agent"],
-                set_={"version": insert.excluded.version},
-            )
-            if move
-            else insert.on_conflict_do_nothing()
-        )
+        stmt = _pin(self._dialect, move)
 
         def work(tx: LeaseTx) -> None:
             for agent, number in pins.items():

@@ -66,3 +66,23 @@ def test_the_flag_sets_the_setting() -> None:
     config = load_config(None, overrides=serve_overrides(args), env={})[0]
     assert config.observability.log_format == "json"
     assert load_config(None, env={})[0].observability.log_format == "plain"
+
+
+def test_the_http_clients_request_lines_are_not_logged() -> None:
+    out = io.StringIO()
+    root = logging.getLogger()
+    level = root.level
+    before = {name: logging.getLogger(name).level for name in logs.QUIET}
+    handler = logs.configure("plain", stream=out)
+    try:
+        logging.getLogger("httpx2").info('HTTP Request: POST http://model/v1 "200 OK"')
+        logging.getLogger("httpx2").warning("a warning still shows")
+        logging.getLogger("ostinato.test").info("ostinato's own info shows")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        for name, was in before.items():
+            logging.getLogger(name).setLevel(was)
+    text = out.getvalue()
+    assert "HTTP Request" not in text
+    assert "a warning still shows" in text and "ostinato's own info shows" in text

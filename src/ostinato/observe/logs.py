@@ -50,14 +50,21 @@ def formatter(kind: Literal["plain", "json"]) -> logging.Formatter:
     return JsonFormatter() if kind == "json" else logging.Formatter(PLAIN)
 
 
+QUIET = ("httpx", "httpx2")  # the SDKs' HTTP client (``configure``)
+
+
 def configure(
     kind: Literal["plain", "json"], *, level: int = logging.INFO, stream: TextIO | None = None
 ) -> logging.Handler:
     """Log from the root logger in format ``kind``: the root's plain stream handler (as
     ``logging.basicConfig`` made it) gets the format, else one writing to ``stream``
-    (stderr) is added. Other handlers (a test's capture) are left as they are."""
+    (stderr) is added. Other handlers (a test's capture) are left as they are. The SDKs'
+    HTTP client logs each request it sends at INFO (a line per model call, its URL and
+    status): it logs from WARNING, as the model calls' own records say more."""
     root = logging.getLogger()
     root.setLevel(level)
+    for client in QUIET:
+        logging.getLogger(client).setLevel(max(level, logging.WARNING))
     for handler in root.handlers:
         if type(handler) is logging.StreamHandler and stream is None:
             handler.setFormatter(formatter(kind))

@@ -22,6 +22,7 @@ from ostinato.store.base import (
     append,
     utcnow,
 )
+from ostinato.store.branches import MoveBranch
 from ostinato.store.sql.pg_writer import PostgresWriter
 from ostinato.store.sql.postgres import engine_options_of
 from ostinato.store.sql.speculate import plan
@@ -54,6 +55,51 @@ async def test_a_steps_write_is_one_round_trip(postgres_store: PostgresStore) ->
     assert stored.seq == 1 and stored.id and stored.blocks == reply.blocks
     assert await store.list_messages(conv.id) == [stored]
     assert [c.id for c in await store.list_tool_calls(conv.id)] == [record.id]
+
+
+async def test_a_write_of_two_appends_is_one_round_trip(postgres_store: PostgresStore) -> None:
+    """A turn's start with a seed call appends two rows to one conversation in one write:
+    one statement, whose later append cannot see the earlier one's row (one snapshot),
+    so it takes the seq after it (``insert_next_message``). It was refused and redone
+    statement by statement on every such turn."""
+    store = postgres_store
+    conv = await new_conversation(store)
+    t = turn(conv.id)
+    record = tool_call(conv.id, t.id, "recall")
+    seed = Message("assistant", (ToolUseBlock(record.id, "recall", {}),))
+    before = store.stats.round_trips
+    question, _, reply, _ = await store.write(
+        AppendMessage(conv.id, user_text("hi"), t.id),
+        StartTurn(t),
+        AppendMessage(conv.id, seed, t.id),
+        StartToolCall(record),
+    )
+    assert store.stats.round_trips == before + 1 and store.stats.redone == 0
+    assert (question.seq, question.parent_seq, reply.seq, reply.parent_seq) == (1, 0, 2, 1)
+    assert await store.list_messages(conv.id) == [question, reply]
+
+
+async def test_two_appends_after_an_edit_follow_the_new_branch(
+    postgres_store: PostgresStore,
+) -> None:
+    store = postgres_store
+    conv = await new_conversation(store)
+    for text in ("q1", "a1", "q2", "a2"):
+        await append(store, conv.id, user_text(text))
+    await store.write(MoveBranch(conv.id, 2))  # edit q2: the next row's parent is a1
+    redone = store.stats.redone
+    q2b, a2b, a2c = await store.write(
+        *(AppendMessage(conv.id, user_text(t)) for t in ("q2 edited", "a2 again", "more"))
+    )
+    assert store.stats.redone == redone
+    assert [(m.seq, m.parent_seq) for m in (q2b, a2b, a2c)] == [(5, 2), (6, 5), (7, 6)]
+    assert [m.text for m in await store.list_messages(conv.id)] == [
+        "q1",
+        "a1",
+        "q2 edited",
+        "a2 again",
+        "more",
+    ]
 
 
 async def test_concurrent_writes_share_round_trips(postgres_store: PostgresStore) -> None:

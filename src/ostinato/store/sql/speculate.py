@@ -9,6 +9,11 @@ assumption does not hold there is redone the ordinary way, statement by statemen
 which finds what is wrong (an unknown row, a ``seq`` taken meanwhile) and says so as
 it always does.
 
+A write's parts run in one snapshot, so a later append to a conversation the write
+appended to already cannot see that row: the ``Recorder`` records it as
+``insert_next_message``, which takes the seq that many past the newest it sees and the
+row before it as its parent (a turn's start with a seed call appends two rows).
+
 Only ops whose success is decided by their statements' row counts are planned
 (``PLANNED``): the ops of a step (with its call's charge, when it has no hold to read)
 and of a turn's start and end. An op that needs a
@@ -116,13 +121,20 @@ class Recorder:
 
     def __init__(self) -> None:
         self.statements: list[Planned] = []
+        self._appended: dict[Any, int] = {}  # conversation -> its appends so far
+
+    def returning(self, name: WriteName, params: dict[str, Any]) -> Any:
+        if name == "insert_message":  # a later one of the write: ``insert_next_message``
+            cid = params["conversation_id"]
+            before = self._appended.get(cid, 0)
+            self._appended[cid] = before + 1
+            if before:
+                name, params = "insert_next_message", {**params, "b_after": before}
+        return Pending(self._record(name, params, returning=True))
 
     def execute(self, name: WriteName, params: dict[str, Any]) -> int:
         self._record(name, params, returning=False)
         return 1
-
-    def returning(self, name: WriteName, params: dict[str, Any]) -> Any:
-        return Pending(self._record(name, params, returning=True))
 
     def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
         raise NotPlanned(name)

@@ -68,6 +68,7 @@ WriteName: TypeAlias = (
         "lock_conversation",
         "insert_turn",
         "insert_message",
+        "insert_next_message",
         "insert_tool_call",
         "finish_tool_call",
         "insert_approval",
@@ -202,6 +203,17 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         {"seq": next_seq, "parent_seq": _parent()},
         conflict=["conversation_id", "seq"],
     ).returning(_position())
+    # A later append of one planned write (``speculate``): the statement's parts share
+    # one snapshot, so it cannot see the rows appended before it in that write; it takes
+    # ``b_after`` seqs past the newest it sees, and the row before it as its parent.
+    after = sa.bindparam("b_after", type_=sa.Integer())
+    insert_next = _insert_for_conversation(
+        dialect,
+        messages,
+        msg_cols,
+        {"seq": next_seq + after, "parent_seq": sa.null()},
+        conflict=["conversation_id", "seq"],
+    ).returning(_position())
     lock = sa.select(conversations.c.id).where(_where_id(conversations))
     return {
         "insert_conversation": _insert(dialect, conversations)
@@ -215,6 +227,7 @@ def _history_statements(dialect: str) -> dict[WriteName, sa.Executable]:
         "insert_turn": _insert_for_conversation(dialect, turns, turn_cols),
         **turn_statements(),
         "insert_message": insert_message,
+        "insert_next_message": insert_next,
         "insert_tool_call": _insert(dialect, tool_calls)
         .values(_bind(tool_calls, *call_cols))
         .on_conflict_do_nothing(index_elements=["turn_id", "id"]),

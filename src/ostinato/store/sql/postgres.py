@@ -40,6 +40,7 @@ from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.meta import metadata
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
+from ostinato.store.sql.pg_reads import RawStatements
 from ostinato.store.sql.pg_writer import PostgresWriter, WriterStats
 from ostinato.store.sql.protocol_sql import SQLProtocolRecords
 from ostinato.store.sql.reads import SQLReads
@@ -126,6 +127,7 @@ class PostgresStore(
         # Each read is one statement: run it outside a transaction (no BEGIN/ROLLBACK
         # round trips). Same pool as the writes.
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._raw = RawStatements(engine.dialect)
         self._message_cache = MessageCache()
         self._writer = PostgresWriter(
             engine, write_statements("postgresql"), self._write_in_transaction
@@ -206,6 +208,11 @@ class PostgresStore(
     _bind_time = staticmethod(utc_time)
 
     async def _fetch(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
+        """One read, outside a transaction: straight on asyncpg for a statement the store
+        reads again and again (``pg_reads``), else through SQLAlchemy."""
+        raw = self._raw.get(stmt)
+        if raw is not None:
+            return raw.rows(await self._fetch_raw(raw.text, raw.args(params)))
         try:
             async with self._reads.connect() as connection:
                 result = await connection.execute(stmt, params)
@@ -213,6 +220,27 @@ class PostgresStore(
                 return found
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"postgresql: {exc.orig}") from exc
+        except sa.exc.TimeoutError as exc:
+            raise pool_busy(exc) from exc
+
+    async def _fetch_raw(self, text: str, args: list[Any]) -> list[Any]:
+        import asyncpg
+
+        try:
+            async with self.engine.connect() as connection:
+                driver = (await connection.get_raw_connection()).driver_connection
+                assert driver is not None
+                try:
+                    found: list[Any] = await driver.fetch(text, *args)
+                except asyncpg.PostgresError as exc:  # the server's answer: nothing broke
+                    raise StoreError(f"postgresql: {exc}") from exc
+                except Exception as exc:  # the connection: in an unknown state
+                    await connection.invalidate()
+                    raise StoreError(f"postgresql: {exc!r}") from exc
+                except BaseException:  # cancelled mid-read: never reused either
+                    await connection.invalidate()
+                    raise
+                return found
         except sa.exc.TimeoutError as exc:
             raise pool_busy(exc) from exc
 

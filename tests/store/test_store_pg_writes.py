@@ -38,7 +38,7 @@ def test_a_steps_ops_are_planned_and_others_are_not() -> None:
     planned = plan((AppendMessage(conv.id, reply, t.id), StartToolCall(record)))
     assert planned is not None
     assert planned.shape == ("insert_message", "insert_tool_call")
-    assert plan((CreateConversation(conv),)) is None  # not a step's op: the ordinary way
+    assert plan((CreateConversation(conv),)) is not None  # a new chat: one statement
     assert plan((DecideApproval("a", Ending.APPROVED, utcnow()),)) is None
 
 
@@ -100,6 +100,21 @@ async def test_two_appends_after_an_edit_follow_the_new_branch(
         "a2 again",
         "more",
     ]
+
+
+async def test_a_new_conversation_is_one_round_trip(postgres_store: PostgresStore) -> None:
+    store = postgres_store
+    before = store.stats.round_trips
+    titled = conversation(title="Trip to Lyon")
+    await store.write(CreateConversation(titled))
+    assert store.stats.round_trips == before + 1 and store.stats.redone == 0
+    found = await store.get_conversation(titled.id)
+    assert found is not None and found.title == "Trip to Lyon" and found.owner == "ann"
+    hits = await store.search_messages("lyon", owner="ann")
+    assert [(h.conversation_id, h.message_id) for h in hits] == [(titled.id, None)]  # indexed
+    with pytest.raises(StoreError, match="exists"):  # refused, redone: the ordinary error
+        await store.write(CreateConversation(titled))
+    assert store.stats.redone == 1
 
 
 async def test_concurrent_writes_share_round_trips(postgres_store: PostgresStore) -> None:

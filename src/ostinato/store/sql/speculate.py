@@ -15,8 +15,8 @@ appended to already cannot see that row: the ``Recorder`` records it as
 row before it as its parent (a turn's start with a seed call appends two rows).
 
 Only ops whose success is decided by their statements' row counts are planned
-(``PLANNED``): the ops of a step (with its call's charge, when it has no hold to read)
-and of a turn's start and end. An op that needs a
+(``PLANNED``): the ops of a step (with its call's charge, when it has no hold to read),
+of a turn's start and end, and a conversation's creation. An op that needs a
 statement's rows (``Executor.row``) or feeds one result into another statement is
 not planned; neither is anything else, which goes the ordinary way.
 """
@@ -30,6 +30,7 @@ from typing import Any
 from ostinato.store.base import (
     AppendMessage,
     CreateApproval,
+    CreateConversation,
     Enqueue,
     FinishToolCall,
     FinishTurn,
@@ -49,6 +50,7 @@ from ostinato.store.sql.statements import WriteName
 
 PLANNED: frozenset[type] = frozenset(
     {
+        CreateConversation,  # a new chat: its row and its title's index entry
         AppendMessage,
         StartToolCall,
         FinishToolCall,

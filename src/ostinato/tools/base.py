@@ -77,11 +77,13 @@ class Tool:
     # Its ``validate`` checks against a schema from outside (a caller's, a model's, a
     # remote server's: ``ostinato.bounded.schemas``): the loop runs it off the event loop.
     bounded_check: bool = False
+    # What a model is told about it: made once (a catalog reads every tool's each turn).
+    definition: ToolDefinition = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        definition = ToolDefinition(self.name, self.description, self.parameters)
+        object.__setattr__(self, "definition", definition)
 
     @property
     def account_only(self) -> bool:
         return self.needs_account if self.needs_account is not None else self.risk != "safe"
-
-    @property
-    def definition(self) -> ToolDefinition:
-        return ToolDefinition(self.name, self.description, self.parameters)

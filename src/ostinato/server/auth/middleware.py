@@ -142,13 +142,24 @@ class AuthMiddleware:
             return 503, exc.code, exc.message, [(b"retry-after", retry)]
 
     def _refusal(self, connection: HTTPConnection, method: str) -> tuple[int, str, str] | None:
-        host = connection.headers.get("host")
+        host, origin = _host_and_origin(connection.scope)
         if self.hosts is not None and _hostname(host) not in self.hosts:
             return 403, "forbidden", "this server does not answer to that Host name"
-        origin = connection.headers.get("origin")
         if method in UNSAFE and not same_site(origin, host, self.allowed_origins):
             return 403, "forbidden", "requests from this Origin are not allowed"
         return None
+
+
+def _host_and_origin(scope: Scope) -> tuple[str | None, str | None]:
+    """The request's first ``Host`` and ``Origin`` headers, in one pass over the raw ones
+    (as Starlette's ``Headers`` reads them: latin-1, the first of each)."""
+    host = origin = None
+    for name, value in scope.get("headers", ()):
+        if name == b"host" and host is None:
+            host = value.decode("latin-1")
+        elif name == b"origin" and origin is None:
+            origin = value.decode("latin-1")
+    return host, origin
 
 
 def _hostname(host: str | None) -> str:

@@ -118,6 +118,8 @@ async def test_idle_stream_sends_pings_and_leaving_unsubscribes(
         event = await stream.next_event(within=2)
         assert event.event is None and event.comments == ["ping"]
         assert event.raw == ": ping"
+        for _ in range(2):  # and again for each interval of silence after it
+            assert (await stream.next_event(within=2)).raw == ": ping"
         assert runtime.bus.subscriber_count(conversation_id) == 1
     assert runtime.bus.subscriber_count(conversation_id) == 0
 

@@ -139,18 +139,19 @@ async def _frames(
     closed = asyncio.ensure_future(live.closing.wait())
     revoked = asyncio.ensure_future(live.revoked.wait()) if live.revoked is not None else None
     getter: asyncio.Future[Frame] | None = None
+    silence = _Silence(live.ping_interval)
     observe.streams(1)  # open streams, for the metrics
     try:
         while True:
             if getter is None and (ready := subscription.take()) is not None:
+                silence.heard()
                 yield ready  # a frame was waiting: no futures, no wait
                 continue
             if getter is None:
                 getter = asyncio.ensure_future(subscription.__anext__())
-            waiting = {f for f in (getter, closed, revoked, wake) if f is not None}
-            done, _ = await asyncio.wait(
-                waiting, timeout=live.ping_interval, return_when=asyncio.FIRST_COMPLETED
-            )
+            waiting = {f for f in (getter, closed, revoked, wake, silence.over) if f is not None}
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            silence.heard()
             if getter in done:
                 finished, getter = getter, None
                 try:
@@ -168,11 +169,45 @@ async def _frames(
                 yield None
     finally:
         observe.streams(-1)
+        silence.stop()
         closed.cancel()
         if revoked is not None:
             revoked.cancel()
         if getter is not None:
             getter.cancel()
+
+
+class _Silence:
+    """A future done once ``seconds`` pass with nothing ``heard``: one timer for the
+    stream, moved on lazily (``heard`` notes the time; the timer, when it fires early,
+    waits the rest), where a timeout on every wait made and cancelled a timer per frame."""
+
+    def __init__(self, seconds: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._seconds = seconds
+        self._until = self._loop.time() + seconds
+        self.over: asyncio.Future[None] = self._loop.create_future()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._until, self._check)
+
+    def heard(self) -> None:
+        """Something was said: the silence starts again (and a done one is renewed)."""
+        self._until = self._loop.time() + self._seconds
+        if self.over.done():
+            self.over = self._loop.create_future()
+            self._timer = self._loop.call_at(self._until, self._check)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _check(self) -> None:
+        if self._loop.time() < self._until:
+            self._timer = self._loop.call_at(self._until, self._check)
+            return
+        self._timer = None
+        if not self.over.done():
+            self.over.set_result(None)
 
 
 async def turn_frames(

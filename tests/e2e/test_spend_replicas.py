@@ -31,13 +31,13 @@ HARD = 0.02  # US dollars a day
 PRICES = {MODEL: {"input": 100.0, "output": 100.0}}
 
 
-def env(fake_url: str) -> dict[str, str]:
+def env(fake_url: str, lease_ttl_s: str = "2") -> dict[str, str]:
     return {
         "OSTINATO_MODEL": MODEL,
         "OPENAI_BASE_URL": f"{fake_url}/v1",
         "OPENAI_API_KEY": "k",
         "OSTINATO_SERVER__FANOUT_CHANNEL": f"test_{uuid.uuid4().hex[:12]}",
-        "OSTINATO_SERVER__LEASE_TTL_S": "2",
+        "OSTINATO_SERVER__LEASE_TTL_S": lease_ttl_s,
         "OSTINATO_OBSERVABILITY__PRICES": json.dumps(PRICES),
         "OSTINATO_BUDGETS__DEFAULT": json.dumps({"hard": HARD}),
         "OSTINATO_BUDGETS__OUTPUT_TOKENS": "20",
@@ -49,11 +49,14 @@ def env(fake_url: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def three(tmp_path: Path) -> Iterator[tuple[list[Server], str]]:
+def three(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[list[Server], str]]:
+    """Three servers; their lease lasts 2 s (a killed one is recovered soon) unless the
+    test asks for another (``indirect`` parametrisation)."""
+    ttl = str(getattr(request, "param", "2"))
     with scratch_postgres() as url, AnsweringChat() as fake:
         pooled = f"{url}?pool_size=3&max_overflow=3"
         servers = [
-            Server(pooled, tmp_path / f"d{i}", tmp_path / f"s{i}.log", env(fake.url))
+            Server(pooled, tmp_path / f"d{i}", tmp_path / f"s{i}.log", env(fake.url, ttl))
             for i in range(3)
         ]
         try:
@@ -108,6 +111,11 @@ def turn(server: Server, text: str) -> str:
     return stop
 
 
+# A server whose lease lapses while it runs (a loaded machine can stall one for 2 s) is
+# judged gone: another charges its tab with one call's estimate beyond what it counted,
+# as for a crash (docs/deploy.md), and the count below would be one over. Here no server
+# dies: a lease long enough that none is judged gone.
+@pytest.mark.parametrize("three", ["15"], indirect=True)
 def test_three_servers_racing_one_owner_never_pass_the_hard_limit(
     three: tuple[list[Server], str],
 ) -> None:

@@ -124,6 +124,12 @@ class LocalBus:
         if self.relay is not None:
             self.relay.send(conversation_id, frame)
 
+    def listened(self, conversation_id: str) -> bool:
+        """Whether a frame published for the conversation now reaches anyone: a
+        subscriber here, or the relay (other processes' subscribers). A publisher with a
+        frame to make may skip making it when not (``loop.record``)."""
+        return self.relay is not None or conversation_id in self._subscribers
+
     def deliver(self, conversation_id: str, frame: Frame) -> None:
         """To this process's subscribers only (what the relay calls)."""
         subscribers = self._subscribers.get(conversation_id)

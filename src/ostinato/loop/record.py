@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from ostinato.bus import Bus
+from ostinato.bus import Bus, LocalBus
 from ostinato.frames import Frame, InputRequested, MessageCommitted, ToolStarted, TurnFinished
 from ostinato.loop.tools import ToolRun
 from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -55,6 +56,12 @@ class TurnRecord:
         carried: Sequence[tuple[ToolUseBlock, str]] = (),
     ) -> None:
         self.store, self.bus, self.turn = store, bus, turn
+        # whether a frame published now reaches anyone: a frame nobody hears is not made.
+        # Only the plain ``LocalBus`` is asked; any other bus (a subclass that records what
+        # is published, a sub-agent's) is taken to hear every frame.
+        self.heard: Callable[[], bool] = (
+            partial(bus.listened, turn.conversation_id) if type(bus) is LocalBus else _heard
+        )
         self.history = history
         self.seq = seq  # the seq of the turn's newest committed row
         self.written: list[Message] = []
@@ -77,7 +84,12 @@ class TurnRecord:
         """Commit messages (and other ops) together, then announce the rows; the calls
         whose results were left out because they had been answered first."""
         cid, turn_id = self.turn.conversation_id, self.turn.id
-        ops: list[WriteOp] = [AppendMessage(cid, m, turn_id, self._call_turns(m)) for m in messages]
+        if self.record_turn:  # carried calls: the rows may answer an earlier turn's
+            ops: list[WriteOp] = [
+                AppendMessage(cid, m, turn_id, self._call_turns(m)) for m in messages
+            ]
+        else:
+            ops = [AppendMessage(cid, m, turn_id) for m in messages]
         try:
             answered = await write_answers(self.store, *ops, *extra)
         except asyncio.CancelledError as cancel:  # booked if its write committed, then up
@@ -89,8 +101,6 @@ class TurnRecord:
 
     def _call_turns(self, message: Message) -> dict[str, str]:
         """The earlier turns of the carried calls this row answers (``AppendMessage``)."""
-        if not self.record_turn:
-            return {}
         earlier = self.record_turn
         return {
             r.tool_use_id: earlier[r.tool_use_id]
@@ -107,19 +117,13 @@ class TurnRecord:
             self.seq = stored.seq
             self.history.append(stored)
             self.written.append(stored)
-            echo = stored.metadata.get("client_message_id") if stored.role == "user" else None
-            self.emit(
-                MessageCommitted(
-                    run_id=self.turn.run_id,
-                    seq=stored.seq,
-                    message=stored,
-                    client_message_id=echo if isinstance(echo, str) else None,
-                )
-            )
-            for use in stored.tool_uses:
-                self.open_calls[use.id] = use
-            for result in stored.tool_results:
-                self._answered(result.tool_use_id)
+            if self.heard():
+                self._committed(stored)
+            for block in stored.blocks:  # one pass: the calls it opens, those it answers
+                if type(block) is ToolUseBlock:
+                    self.open_calls[block.id] = block
+                elif type(block) is ToolResultBlock:
+                    self._answered(block.tool_use_id)
         for op in written.ops[rows:]:
             if isinstance(op, StartToolCall) and op.record.status == "running":
                 self.unfinished.add(op.record.id)
@@ -127,6 +131,17 @@ class TurnRecord:
                 self.unfinished.discard(op.tool_call_id)
         for call in written.lost:
             self._answered(call)
+
+    def _committed(self, stored: Message) -> None:
+        echo = stored.metadata.get("client_message_id") if stored.role == "user" else None
+        self.emit(
+            MessageCommitted(
+                run_id=self.turn.run_id,
+                seq=stored.seq or 0,
+                message=stored,
+                client_message_id=echo if isinstance(echo, str) else None,
+            )
+        )
 
     def _answered(self, tool_use_id: str) -> None:
         self.open_calls.pop(tool_use_id, None)
@@ -147,6 +162,8 @@ class TurnRecord:
 
     def started(self, call: ToolUseBlock, category: str) -> None:
         self.begun[call.id] = time.monotonic()
+        if not self.heard():
+            return
         self.emit(
             ToolStarted(
                 run_id=self.turn.run_id,
@@ -174,7 +191,8 @@ class TurnRecord:
         await self.store.write(self.finish_op(run))
         run.recorded = True
         self.unfinished.discard(run.call.id)
-        self.emit(run.finished_frame(self.turn.run_id, self.seq))
+        if self.heard():
+            self.emit(run.finished_frame(self.turn.run_id, self.seq))
 
     async def commit_results(
         self,
@@ -196,9 +214,10 @@ class TurnRecord:
             [Message("tool", tuple(blocks), hidden, metadata or {})],
             [self.finish_op(r) for r in unrecorded],
         )
-        for run in unrecorded:
-            if run.call.id not in lost:
-                self.emit(run.finished_frame(self.turn.run_id, self.seq))
+        if self.heard():
+            for run in unrecorded:
+                if run.call.id not in lost:
+                    self.emit(run.finished_frame(self.turn.run_id, self.seq))
         if lost:  # another writer (recovery, another turn) took this turn's calls over
             raise refusal(lost)
 
@@ -273,6 +292,10 @@ class TurnRecord:
                 error=error,
             )
         )
+
+
+def _heard() -> bool:
+    return True
 
 
 def start_op(turn: Turn, call: ToolUseBlock, now: Any, waiting: bool = False) -> StartToolCall:

@@ -106,13 +106,13 @@ async def write_answers(store: Store, *ops: WriteOp) -> Answered:
     error is raised as ``Store.write`` raises it). A cancel that fell during a write that
     committed carries its ``Answered`` (``store.inflight.written``)."""
     pending: list[WriteOp | None] = list(ops)
+    kept: Sequence[WriteOp] = ops  # what is left to write (all of it until a race is lost)
     lost: frozenset[str] = frozenset()
     while True:
-        kept = [op for op in pending if op is not None]
         if not kept:
             return Answered(pending, [None] * len(pending), lost)
         try:
-            written = iter(await store.write(*kept))
+            written = await store.write(*kept)
         except asyncio.CancelledError as cancel:  # the store says what it committed
             if (results := committed(cancel)) is not None:
                 done = iter(results)
@@ -125,6 +125,9 @@ async def write_answers(store: Store, *ops: WriteOp) -> Answered:
                 raise
             lost |= exc.calls
             pending = without(pending, exc.calls)
+            kept = [op for op in pending if op is not None]
             continue
-        results = [None if op is None else next(written) for op in pending]
-        return Answered(pending, results, lost)
+        if len(kept) == len(pending):  # nothing left out: one result per op, in order
+            return Answered(pending, list(written), lost)
+        done = iter(written)
+        return Answered(pending, [None if op is None else next(done) for op in pending], lost)

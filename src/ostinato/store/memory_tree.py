@@ -47,13 +47,14 @@ def window_of(
             summary, through = row, upto
             break
     picked: list[Message] = []
-    more = False
+    more, whole = False, branch.whole  # every row is on a whole branch: none to ask
+    cap = max(limit, 0)
     for row in reversed(t._messages.get(conversation_id, [])):
         if (row.seq or 0) <= through:
             break
-        if row.seq not in branch or row.metadata.get("kind") == "summary":
+        if (not whole and row.seq not in branch) or row.metadata.get("kind") == "summary":
             continue
-        if len(picked) == max(limit, 0):
+        if len(picked) == cap:
             more = True
             break
         picked.append(row)

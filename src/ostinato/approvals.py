@@ -22,7 +22,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
-from ostinato.messages import JSON, Message
+from ostinato.messages import JSON, Message, ToolUseBlock
 from ostinato.tools.base import Risk, Tool
 
 Remember: TypeAlias = Literal["none", "exact", "family"]
@@ -126,15 +126,19 @@ def from_outside(message: Message) -> bool:
 def outside_content(history: Sequence[Message], tools: Callable[[str], Tool | None]) -> bool:
     """Whether a history (the rows a turn's model sees) holds content from outside: a
     row that came from outside (``from_outside``) or a call to a tool that brings outside
-    content; ``tools`` looks a tool up by name."""
-    return any(
-        from_outside(message)
-        or (
-            message.role == "assistant"
-            and any(brings_outside_content(tools(use.name)) for use in message.tool_uses)
-        )
-        for message in history
-    )
+    content (``brings_outside_content``); ``tools`` looks a tool up by name. It reads
+    every row as a turn begins: the two checks are written out here, in one loop."""
+    for message in history:
+        meta = message.metadata
+        if meta.get(OUTSIDE) is True or meta.get("trigger") in _HANDED_ON:
+            return True
+        if message.role == "assistant":
+            for block in message.blocks:
+                if type(block) is ToolUseBlock and (
+                    (tool := tools(block.name)) is None or tool.untrusted
+                ):
+                    return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,15 +175,15 @@ class TurnDriver:
             while True:
                 match step:
                     case CallModel(tools_off=tools_off):
-                        if self.watch.timed:  # next_step checks too; this saves a call a step
-                            self.watch.next_step()
+                        self.watch.next_step()  # (nothing when no one reads the steps)
                         state, step = await self._model_step(state, tools_off)
                     case RunTools(calls=calls, broken=broken, awaiting=awaiting):
-                        runnable = tuple(c for c in calls if c.id != awaiting)
-                        runs = await self.tools.run(runnable, broken)
+                        if awaiting is not None:
+                            calls = tuple([c for c in calls if c.id != awaiting])
+                        runs = await self.tools.run(calls, broken)
                         state, step = after_tools(
                             state,
-                            tuple(ToolOutcome(r.call.name, r.error) for r in runs),
+                            tuple([ToolOutcome(r.call.name, r.error) for r in runs]),
                             awaiting=awaiting,
                         )
                         note = step.note if isinstance(step, CallModel) else None
@@ -435,7 +435,7 @@ class TurnDriver:
             # The card is part of the row, so it survives a reload and shows in /messages.
             self.awaiting = next(c for c in step.calls if c.id == step.awaiting)
             return Message("assistant", message.blocks, metadata={"awaiting": step.awaiting})
-        if isinstance(step, RunTools) and not message.text.strip() and self._lookups(step.calls):
+        if isinstance(step, RunTools) and self._lookups(step.calls) and not message.text.strip():
             return Message("assistant", message.blocks, hidden=True, metadata={"lookup": True})
         if not message.blocks:
             return Message("assistant", (TextBlock(""),), metadata=message.metadata)
@@ -445,9 +445,11 @@ class TurnDriver:
         """Every call is to a ``read`` tool of this turn's catalog (rows hidden from the
         chat view, kept for the model)."""
         by_name = self.catalog.by_name
-        return bool(calls) and all(
-            (tool := by_name.get(c.name)) is not None and tool.category == "read" for c in calls
-        )
+        for call in calls:  # a loop, not ``all``: it runs twice a step
+            tool = by_name.get(call.name)
+            if tool is None or tool.category != "read":
+                return False
+        return bool(calls)
 
     async def _commit_results(self, runs: list[ToolRun], note: str | None) -> None:
         lookups = self._lookups([r.call for r in runs])  # results of lookups only: hidden too

@@ -210,13 +210,13 @@ class TurnLedger:
         tools: list[list[dict[str, Any]]] = [[] for _ in range(len(starts) + 1)]
         # a call with no start time was only counted (timelines were switched off after
         # the turn began: ``observe.counted``): it is left out
-        for scope, agent, under in sorted(self.calls, key=_started):
-            if scope.started:
-                at = bisect.bisect_right(starts, scope.started)
+        for started, _, (scope, agent, under) in _by_start(self.calls):
+            if started:
+                at = bisect.bisect_right(starts, started)
                 calls[at].append(_call(scope, agent, under, t0))
-        for scope, agent, under in sorted(self.tools, key=_started):
-            if scope.started:
-                at = bisect.bisect_right(starts, scope.started)
+        for started, _, (scope, agent, under) in _by_start(self.tools):
+            if started:
+                at = bisect.bisect_right(starts, started)
                 tools[at].append(_tool(scope, agent, under, t0))
         end = self.closed if self.closed is not None else time.perf_counter()
         steps = []
@@ -224,9 +224,16 @@ class TurnLedger:
             ended = starts[0] if starts else end
             steps.append(_step(0, 0.0, _us(ended - t0), calls[0], tools[0]))
         for index, step in enumerate(self.steps, 1):
-            ended = step.ended if step.ended is not None else end
-            begun = _us(step.started - t0)
-            steps.append(_step(index, begun, _us(ended - step.started), calls[index], tools[index]))
+            begun, ended = step.started, step.ended if step.ended is not None else end
+            steps.append(  # times rounded inline, as ``_call`` does (a step each)
+                {
+                    "index": index,
+                    "start_s": round((begun - t0) * 1e6) / 1e6,
+                    "duration_s": round((ended - begun) * 1e6) / 1e6,
+                    "model_calls": calls[index],
+                    "tool_calls": tools[index],
+                }
+            )
         return {
             "duration_s": _us(end - t0),
             "steps": steps,
@@ -234,9 +241,12 @@ class TurnLedger:
         }
 
 
-def _started(entry: Entry) -> float:
-    started: float = entry[0].started
-    return started
+def _by_start(entries: list[Entry]) -> list[tuple[float, int, Entry]]:
+    """The entries by their scope's start (the order they were recorded in for equal
+    starts), each with its start: sorted as tuples, with no call per entry."""
+    decorated = [(entry[0].started, i, entry) for i, entry in enumerate(entries)]
+    decorated.sort()
+    return decorated
 
 
 def _us(seconds: float) -> float:

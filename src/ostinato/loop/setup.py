@@ -33,15 +33,18 @@ def _since_last_user(history: Sequence[Message]) -> Sequence[Message]:
 
 def open_tool_uses(history: Sequence[Message]) -> list[tuple[ToolUseBlock, str]]:
     """tool_use blocks with no result yet, each with the id of the turn that made it."""
-    tail = _since_last_user(history)
-    answered = {r.tool_use_id for m in tail if m.role == "tool" for r in m.tool_results}
-    return [
-        (use, message.turn_id or "")
-        for message in tail
-        if message.role == "assistant"
-        for use in message.tool_uses
-        if use.id not in answered
-    ]
+    answered: set[str] = set()
+    made: list[tuple[ToolUseBlock, str]] = []
+    for message in _since_last_user(history):  # one pass over the blocks (every turn)
+        if message.role == "tool":
+            for block in message.blocks:
+                if type(block) is ToolResultBlock:
+                    answered.add(block.tool_use_id)
+        elif message.role == "assistant":
+            for block in message.blocks:
+                if type(block) is ToolUseBlock:
+                    made.append((block, message.turn_id or ""))
+    return [(use, turn) for use, turn in made if use.id not in answered]
 
 
 def open_tool_use(history: Sequence[Message], tool_use_id: str) -> ToolUseBlock | None:

@@ -113,9 +113,13 @@ class TurnDriver:
         self.catalog, self.settings, self.turn = catalog, settings, turn
         self.seeds = tuple(seeded.row.tool_uses) if seeded is not None else ()
         running = {call.id for call, _ in carried} | {call.id for call in self.seeds}
-        repaired, self.tool_ids = repair(
-            [as_sent(placeholder(m)) for m in history], running=running
-        )
+        # each row as a request carries it: a user's files named (``placeholder``), a
+        # cut reply marked (``as_sent``); each asked only of the rows of its role
+        sent = [
+            as_sent(m) if m.role == "assistant" else placeholder(m) if m.role == "user" else m
+            for m in history
+        ]
+        repaired, self.tool_ids = repair(sent, running=running)
         start = position or (history[-1].seq or 0 if history else 0)
         self.record = TurnRecord(store, bus, turn, repaired, start, carried)
         if seeded is not None:  # committed for this turn: its own row, still open

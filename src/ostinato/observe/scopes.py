@@ -23,7 +23,8 @@ the timeline and the spans show), so a step costs the metrics block's two entrie
 little else (``observe.counted``). The scopes a step makes set their fields without the
 base class's ``__init__``, and each is ended by the one call that gives its answer
 (``CallScope.replied``, ``ToolScope.ran``): they run for every step. Every call's scope is
-recorded by ``record``, whose first case is the common one (a turn's own call).
+recorded by ``record``, whose first case is the common one (a turn's own call): the
+scopes' ``end`` does that one itself, without the call.
 """
 
 from __future__ import annotations
@@ -340,7 +341,11 @@ class CallScope(Scope):
         if self.ended is not None:
             return
         self.ended = perf_counter()
-        record(self)
+        own = self.parent
+        if type(own) is TurnScope and own.parent is None:  # ``record``'s first case, here
+            own.ledger.calls.append((self, None, None))
+        else:
+            record(self)
         if _backend.HEARING:
             _backend.INSTALLED.ended(self)
         self.request = None  # the history is not kept past the call
@@ -410,7 +415,11 @@ class ToolScope(Scope):
         if self.ended is not None:
             return
         self.ended = perf_counter()
-        record(self)
+        own = self.parent
+        if type(own) is TurnScope and own.parent is None:  # ``record``'s first case, here
+            own.ledger.tools.append((self, None, None))
+        else:
+            record(self)
         if _backend.HEARING:
             _backend.INSTALLED.ended(self)
         self.result = None

@@ -73,11 +73,10 @@ def move_branch(t: MemoryTables, op: MoveBranch, undo: list[Callable[[], None]])
     return branch
 
 
-def parent_for(t: MemoryTables, conversation_id: str, rows: Sequence[Message]) -> int:
-    """The parent of the next row of a conversation: its newest row, unless its branch
-    was moved and no row was written since."""
+def parent_for(branch: Branch, rows: Sequence[Message]) -> int:
+    """The parent of the next row of a conversation (its ``rows``, on ``branch``): its
+    newest row, unless its branch was moved and no row was written since."""
     newest = rows[-1].seq or 0 if rows else 0
-    branch = t._conversations[conversation_id].branch
     return newest if newest > branch.since else branch.tip
 
 

@@ -77,8 +77,11 @@ Undo = list[Callable[[], None]]
 def apply(tables: MemoryTables, ops: tuple[WriteOp, ...]) -> list[Any]:
     """Apply one ``write()`` call's ops in order, all or none; one result per op."""
     undo: Undo = []
+    results: list[Any] = []
     try:
-        return [WRITES[type(op)](tables, op, undo) for op in ops]
+        for op in ops:  # a loop, not a comprehension: a write is one or two ops
+            results.append(WRITES[type(op)](tables, op, undo))
+        return results
     except BaseException:
         for step in reversed(undo):
             step()
@@ -188,7 +191,7 @@ def _set_turn_metrics(t: MemoryTables, op: SetTurnMetrics, undo: Undo) -> None:
 
 
 def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
-    conversation_of(t, op.conversation_id)
+    conversation = conversation_of(t, op.conversation_id)
     rows = t._messages[op.conversation_id]
     if op.message.tool_results:  # one result per call (``store.answered``)
         keys = [(op.conversation_id, *key) for key in answer_keys(op)]
@@ -207,7 +210,7 @@ def _append(t: MemoryTables, op: AppendMessage, undo: Undo) -> Message:
         message.id or new_id(),
         op.turn_id,
         now,
-        parent_for(t, op.conversation_id, rows),
+        parent_for(conversation.branch, rows),
     )
     rows.append(stored)
     undo.append(lambda: rows.remove(stored))  # updated_at is read from the last row
@@ -237,19 +240,25 @@ def _set_message_metadata(t: MemoryTables, op: SetMessageMetadata, undo: Undo) -
 def _start_tool_call(t: MemoryTables, op: StartToolCall, undo: Undo) -> None:
     record = op.record
     key = (record.turn_id, record.id)
-    if key in t._tool_calls:
+    calls = t._tool_calls
+    if key in calls:
         raise StoreError(f"tool call {record.id!r} already recorded")
-    _restore(t._tool_calls, key, undo)
-    t._tool_calls[key] = record
+
+    def forget() -> None:  # (``_restore`` of a key not there, written out)
+        calls.pop(key, None)
+
+    undo.append(forget)
+    calls[key] = record
 
 
 def _finish_tool_call(t: MemoryTables, op: FinishToolCall, undo: Undo) -> None:
     key = (op.turn_id, op.tool_call_id)
-    started = t._tool_calls.get(key)
+    calls = t._tool_calls
+    started = calls.get(key)
     if started is None:
         raise NotFound(f"no tool call {op.tool_call_id!r}")
-    _restore(t._tool_calls, key, undo)
-    t._tool_calls[key] = ToolCallRecord(
+    undo.append(lambda: calls.__setitem__(key, started))  # (``_restore``, written out)
+    calls[key] = ToolCallRecord(
         started.id,
         started.conversation_id,
         started.turn_id,

@@ -148,12 +148,9 @@ class TurnDriver:
         self.carried = tuple(call for call, _ in carried)
         self.awaiting: ToolUseBlock | None = None
         self.shown: Shown | None = None  # what the model call not yet committed has shown
-
-    # The context keeper's view of the turn (``context.keeper.Host``).
-
-    @property
-    def history(self) -> list[Message]:
-        return self.record.history
+        # The context keeper's view of the turn (``context.keeper.Host``): the record's
+        # list, changed in place only (never replaced), so held here without a property
+        self.history: list[Message] = self.record.history
 
     @property
     def seq(self) -> int:
@@ -344,7 +341,8 @@ class TurnDriver:
             raise
         state, step = after_reply(state, reply)
         try:
-            step = await self._unless_unfit(step)
+            if isinstance(step, RunTools) and step.awaiting is not None:  # a card
+                step = await self._unless_unfit(step)
             await self._commit_reply(reply, step)
         except BaseException as exc:
             if self.spend is not None:  # the reply's row, with its charge, not committed
@@ -377,7 +375,8 @@ class TurnDriver:
             held = spend.drawn(self.model.name, request, tokens)  # from what the turn reserved
             held = held or await spend.clear(self.model.name, request, self.seq, tokens)
         builder = MessageBuilder(request)
-        self._discard_shown("retry")  # an earlier attempt of this call (compacted, retried)
+        if self.shown is not None:  # an earlier attempt of this call (compacted, retried)
+            self._discard_shown("retry")
         self.shown = Shown()
         call = observe.model_call(self.model.name, request, purpose)
         try:  # not a ``with``: the two calls it would add are the observation's per step
@@ -410,12 +409,10 @@ class TurnDriver:
             metrics["route"] = self.route
         return metrics
 
-    async def _unless_unfit(self, step: NextStep) -> NextStep:
+    async def _unless_unfit(self, step: RunTools) -> NextStep:
         """A ``ui`` call whose arguments do not fit its tool's schema pauses nothing: it
         runs like any other call, so validation answers the model with an error result
         (invariant 5) instead of a card a person cannot answer."""
-        if not isinstance(step, RunTools) or step.awaiting is None:
-            return step
         call = next(c for c in step.calls if c.id == step.awaiting)
         tool = self.catalog.by_name.get(call.name)
         try:

@@ -204,16 +204,17 @@ class TurnRecord:
     ) -> None:
         """One tool message with every run's result (and the decision's note, if any);
         the finishes not yet recorded ride along."""
-        blocks: list[Block] = [
-            ToolResultBlock(r.call.id, r.content, is_error=r.error is not None) for r in runs
-        ]
+        blocks: list[Block] = []
+        unrecorded: list[ToolRun] = []
+        finishes: list[WriteOp] = []
+        for run in runs:  # one pass: each result, and each finish not yet recorded
+            blocks.append(ToolResultBlock(run.call.id, run.content, run.error is not None))
+            if run.status != "skipped" and not run.recorded:
+                unrecorded.append(run)
+                finishes.append(self.finish_op(run))
         if note:
             blocks.append(TextBlock(note))
-        unrecorded = [r for r in runs if r.status != "skipped" and not r.recorded]
-        lost = await self.commit(
-            [Message("tool", tuple(blocks), hidden, metadata or {})],
-            [self.finish_op(r) for r in unrecorded],
-        )
+        lost = await self.commit([Message("tool", tuple(blocks), hidden, metadata or {})], finishes)
         if self.heard():
             for run in unrecorded:
                 if run.call.id not in lost:

@@ -143,16 +143,18 @@ class Router:
 def sticky_persona(rows: Sequence[Message]) -> str | None:
     """The persona of the conversation's last routed turn, read from the window's rows."""
     for row in reversed(rows):
-        route = row.metadata.get("route") if row.role == "user" else None
-        if isinstance(route, dict) and route.get("persona"):
-            return str(route["persona"])
+        if row.role == "user":  # only a person's row is routed: no other is asked
+            route = row.metadata.get("route")
+            if isinstance(route, dict) and route.get("persona"):
+                return str(route["persona"])
     return None
 
 
 def last_skill(rows: Sequence[Message]) -> str | None:
     """The skill of the conversation's last routed turn (a resumed turn keeps it)."""
     for row in reversed(rows):
-        route = row.metadata.get("route") if row.role == "user" else None
-        if isinstance(route, dict) and route.get("skill"):
-            return str(route["skill"])
+        if row.role == "user":  # only a person's row is routed: no other is asked
+            route = row.metadata.get("route")
+            if isinstance(route, dict) and route.get("skill"):
+                return str(route["skill"])
     return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ostinato.context.catalog import ContextCatalog, parse
-from ostinato.context.tokens import TokenEstimator, estimate_message
+from ostinato.context.tokens import TokenEstimator, estimate_each, estimate_message
 from ostinato.context.window import build, merge
 from ostinato.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ostinato.models.base import ModelRequest
@@ -78,3 +78,18 @@ def test_catalog_defaults_overrides_and_bad_specs() -> None:
     assert parse("a=1, b=2") == {"a": 1, "b": 2}
     with pytest.raises(ValueError, match="model=tokens"):
         parse("nonsense")
+
+
+def test_estimate_each_is_estimate_message_of_each_row_kept_or_not() -> None:
+    one, two, three = (f"estimate-each-{n}" for n in range(3))  # ids no other test keeps
+    rows = [
+        Message("user", (TextBlock("a" * 40),), id=one),
+        Message("assistant", (TextBlock("b" * 80), ToolUseBlock("c1", "noop", {"i": 1})), id=two),
+        Message("tool", (ToolResultBlock("c1", "1"),)),  # no id: never kept
+        Message("user", (TextBlock("a" * 44),), id=three),
+    ]
+    first = estimate_each(rows)  # made (and kept) here
+    assert first == [estimate_message(m) for m in rows]
+    assert estimate_each(rows) == first  # read back as kept
+    grown = Message("assistant", (TextBlock("b" * 80),), id=two)  # same id, fewer blocks
+    assert estimate_each([grown]) == [estimate_message(grown)] != [first[1]]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ostinato.context.tokens import estimate_message
+from ostinato.context.tokens import estimate_each, estimate_message
 from ostinato.messages import Message
 
 LEFT_OUT = "left_out"
@@ -53,7 +53,7 @@ def build(
     if not starts:
         return Window(_with_summary(summary, []), 0, len(rows), _tokens(summary, []))
     cut = starts[0]
-    sizes = [estimate_message(row) for row in rows]
+    sizes = estimate_each(rows)
     total = sum(sizes[cut:]) + (estimate_message(summary) if summary else 0)
     if max_tokens is not None:
         for start in starts[1:]:

@@ -49,7 +49,10 @@ class Steering:
         row of the turn, in queue order; the inputs taken (none: nothing waited)."""
         conversation_id = record.turn.conversation_id
         for _ in range(ATTEMPTS):
-            waiting = [q for q in await self.store.list_queued(conversation_id) if q.steer]
+            queued = await self.store.list_queued(conversation_id)
+            if not queued:  # the common case: nothing waits at all
+                return []
+            waiting = [q for q in queued if q.steer]
             if not waiting:
                 return []
             rows = [steered_row(item) for item in waiting]

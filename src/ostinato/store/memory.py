@@ -242,6 +242,8 @@ class MemoryStore(
         ]
 
     async def list_queued(self, conversation_id: str | None = None) -> list[QueuedInput]:
+        if not self._queue:  # nothing was ever queued (or all of it was dropped)
+            return []
         return sorted(
             (
                 q

@@ -38,7 +38,7 @@ from ostinato.loop.decision import (
     after_tools,
 )
 from ostinato.loop.history import as_sent, repair, unique_tool_ids
-from ostinato.loop.record import TurnRecord
+from ostinato.loop.record import TurnRecord, start_op
 from ostinato.loop.running import ToolRunner
 from ostinato.loop.spending import SpendAsker, Stopped, TurnSpend
 from ostinato.loop.steering import Steering
@@ -466,7 +466,7 @@ class TurnDriver:
             for call in step.calls:
                 if call.id not in step.broken:
                     waiting = call.id == step.awaiting
-                    starts.append(self.record.start_op(call, now, waiting))
+                    starts.append(start_op(self.turn, call, now, waiting))
         owed = self.spend.owed() if self.spend is not None else ()
         await self.record.commit([message], [*starts, *owed])  # opens its calls (``TurnRecord``)
         if self.spend is not None:

@@ -149,10 +149,6 @@ class TurnRecord:
 
     # --- tool calls ------------------------------------------------------------------
 
-    def start_op(self, call: ToolUseBlock, now: Any, waiting: bool = False) -> StartToolCall:
-        """The op recording a call as it starts (``waiting`` for a person: a card)."""
-        return start_op(self.turn, call, now, waiting)
-
     def opened(self, calls: Sequence[ToolUseBlock], starts: Sequence[StartToolCall]) -> None:
         """The calls are committed (as tool_use blocks) and these records started (the
         seed calls, committed with the turn's start)."""

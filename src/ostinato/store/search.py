@@ -116,7 +116,8 @@ def visible_text(message: Message) -> str:
     """What a search finds in a message: its text blocks, unless it is hidden."""
     if message.hidden:
         return ""
-    return searchable("\n".join(b.text for b in message.blocks if isinstance(b, TextBlock)))
+    texts = [b.text for b in message.blocks if isinstance(b, TextBlock)]
+    return searchable("\n".join(texts)) if texts else ""  # (a tool row has none)
 
 
 def fts5_message_match(query: MessageQuery, owner: str | None) -> str:

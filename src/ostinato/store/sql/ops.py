@@ -82,7 +82,10 @@ def apply_ops(ex: Executor, ops: tuple[WriteOp, ...]) -> list[Any]:
     """Apply one ``write()`` call's ops in order; one result per op."""
     value = utcnow()
     now = WriteTime(value, ex.time(value))
-    return [OPS[type(op)](ex, op, now) for op in ops]
+    results: list[Any] = []
+    for op in ops:  # a loop, not a comprehension: a write is one or two ops
+        results.append(OPS[type(op)](ex, op, now))
+    return results
 
 
 def apply_op(ex: Executor, op: WriteOp, now: WriteTime) -> Any:
@@ -315,16 +318,20 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
         if position is not None:
             _answer(ex, op, message_id)
             index_message(ex, cid, message_id, message)
+            if type(position) is int:  # ``seq_of`` and ``parent_of``, without the calls
+                seq, parent = position >> 32, position & 0xFFFFFFFF
+            else:  # still to come (a planned statement): picked when it comes
+                seq, parent = derive(position, seq_of), derive(position, parent_of)
             return Message(
                 role=message.role,
                 blocks=message.blocks,
                 hidden=message.hidden,
                 metadata=message.metadata,
-                seq=derive(position, seq_of),
+                seq=seq,
                 id=message_id,
                 turn_id=op.turn_id,
                 created_at=now.value if op.at is None else op.at,
-                parent_seq=derive(position, parent_of),
+                parent_seq=parent,
             )
         _require_conversation(ex, cid)  # none inserted: an unknown conversation, or a race
     raise StoreError(f"could not allocate a seq in conversation {cid!r}")

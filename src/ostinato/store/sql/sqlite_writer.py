@@ -342,7 +342,8 @@ class SQLiteWriter:
 
     def _answer(self, pairs: list[tuple[_Call, Outcome]]) -> None:
         """On the event loop: answer the committed calls, a durable one once synced."""
-        if self._sync is None or not any(call.durable for call, _ in pairs):
+        # (a list, not ``any`` of a generator: it runs every write)
+        if self._sync is None or not [call for call, _ in pairs if call.durable]:
             _resolve(pairs)
             return
         waiting = [(c, o) for c, o in pairs if c.durable and not isinstance(o, BaseException)]

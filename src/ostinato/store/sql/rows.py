@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
 from ostinato.approvals import Approval, Ending, Grant
-from ostinato.messages import JSON, Block, Message, blocks_from_json
+from ostinato.messages import JSON, Message, blocks_from_json
 from ostinato.store.base import Conversation, MemoryFact, QueuedInput, ToolCallRecord, Turn
 from ostinato.store.tree import Branch
 
@@ -116,7 +116,11 @@ class MessageCache:
         live surfaces were shown."""
         for result in results:
             if type(result) is Message and result.id is not None:
-                size = 64 * len(result.blocks) + sum(len(_text(b)) for b in result.blocks)
+                size = 64 * len(result.blocks)
+                for block in result.blocks:  # each block's text (a tool result's, when text)
+                    text = getattr(block, "text", None) or getattr(block, "content", None)
+                    if isinstance(text, str):
+                        size += len(text)
                 self._put(result.id, result, size, dump_json(result.metadata))
 
     def _put(self, key: str, value: Message, size: int, metadata: str) -> None:
@@ -130,12 +134,6 @@ class MessageCache:
         while self._bytes > self._max_bytes:
             _, dropped, _ = self._items.pop(next(iter(self._items)))  # dicts keep insertion order
             self._bytes -= dropped
-
-
-def _text(block: Block) -> str:
-    """A block's text, for sizing (a tool result's, when it is text)."""
-    text = getattr(block, "text", None) or getattr(block, "content", None)
-    return text if isinstance(text, str) else ""
 
 
 def conversation(row: Row, decode: TimeDecoder) -> Conversation:

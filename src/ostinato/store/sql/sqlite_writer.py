@@ -194,7 +194,8 @@ class SQLiteWriter:
                 self.stats.calls += len(batch)
                 self._written += len(batch)
                 self._answer(list(zip(batch, outcomes, strict=True)))
-        self._maybe_checkpoint()
+        if self._written >= CHECKPOINT_EVERY:  # (``_maybe_checkpoint`` checks it again)
+            self._maybe_checkpoint()
 
     def alone_now(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work`` in a transaction of its own on the writer connection, on this thread,

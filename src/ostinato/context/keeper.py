@@ -73,6 +73,9 @@ class ContextKeeper:
         self._sizes: list[int] = []
         self._total = 0
         self._fixed: int | None = None  # the system prompt and the tool definitions
+        # each model's budget (``budget``), asked once a turn: its window and the
+        # reserve do not change while the turn runs
+        self._budgets: dict[str, int] = {}
 
     def known(self, count: int, tokens: int) -> None:
         """The first ``count`` messages of the history are already estimated: ``tokens``
@@ -92,8 +95,12 @@ class ContextKeeper:
         return self._fixed + self._total
 
     def over_budget(self, host: Host, request: ModelRequest) -> bool:
-        estimate = self.raw(host, request) * self.compactor.estimator.factor(host.model.name)
-        return estimate > self.budget(host.model)
+        name = host.model.name
+        estimate = self.raw(host, request) * self.compactor.estimator.factor(name)
+        budget = self._budgets.get(name)
+        if budget is None:
+            budget = self._budgets[name] = self.budget(host.model)
+        return estimate > budget
 
     def budget(self, model: Model) -> int:
         """The request's budget: the window less the answer's reserve; without an agent's

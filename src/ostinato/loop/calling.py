@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from ostinato.errors import ModelTimeout, StreamIncomplete
@@ -61,22 +60,26 @@ async def stream_reply(
     ``text.discarded`` frame says so. ``call`` (``ostinato.observe``) hears of the first
     content and of each retry."""
     try:
-        async with asyncio.timeout(deadline), aclosing(model.stream(request)) as events:
-            async for event in events:
-                builder.feed(event)
-                if call is not None and call.first is None and type(event) in CONTENT_EVENTS:
-                    call.first_token()
-                if type(event) is TextDelta:
-                    shown.text.append(event.text)
-                    shown.deltas += 1
-                    emit(TextDeltaFrame(run_id=run_id, seq=seq, text=event.text))
-                elif type(event) is ThinkingDelta and event.text:
-                    shown.deltas += 1
-                    emit(ThinkingDeltaFrame(run_id=run_id, seq=seq, text=event.text))
-                elif type(event) is ToolCallStart:
-                    shown.tool_call = True
-                elif type(event) is Retrying:
-                    _retrying(event, shown, emit, run_id, seq, call)
+        async with asyncio.timeout(deadline):
+            events = model.stream(request)
+            try:  # closed whatever happens (``contextlib.aclosing``, written out: per step)
+                async for event in events:
+                    builder.feed(event)
+                    if call is not None and call.first is None and type(event) in CONTENT_EVENTS:
+                        call.first_token()
+                    if type(event) is TextDelta:
+                        shown.text.append(event.text)
+                        shown.deltas += 1
+                        emit(TextDeltaFrame(run_id=run_id, seq=seq, text=event.text))
+                    elif type(event) is ThinkingDelta and event.text:
+                        shown.deltas += 1
+                        emit(ThinkingDeltaFrame(run_id=run_id, seq=seq, text=event.text))
+                    elif type(event) is ToolCallStart:
+                        shown.tool_call = True
+                    elif type(event) is Retrying:
+                        _retrying(event, shown, emit, run_id, seq, call)
+            finally:
+                await events.aclose()
     except TimeoutError:
         raise ModelTimeout(f"the model call passed its {deadline:g} s deadline") from None
     if builder.stop_reason is None:

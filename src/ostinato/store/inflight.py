@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import Any, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 Outcome: TypeAlias = "list[Any] | BaseException"
 _PENDING: Any = object()
@@ -72,8 +72,15 @@ class InFlight:
         try:
             return await self.future
         except asyncio.CancelledError:
-            if not self.future.cancelled():  # the outcome came, then the cancel
-                self._outcome = self.future.exception() or self.future.result()
+            await self.cancelled()
+
+    async def cancelled(self) -> NoReturn:
+        """``wait``'s end when the caller's await of ``future`` raised its cancel (a
+        writer may await ``future`` itself and call this then: a coroutine less a
+        write): the outcome is waited for, and the cancel raised, carrying the results
+        if the write committed."""
+        if not self.future.cancelled():  # the outcome came, then the cancel
+            self._outcome = self.future.exception() or self.future.result()
         while self._outcome is _PENDING:
             self._late = self.future.get_loop().create_future()
             with contextlib.suppress(asyncio.CancelledError):

@@ -124,8 +124,12 @@ class SQLiteStore(
             return []
         timed = observed.HEARING  # its commit latency, for a backend that hears (metrics)
         started = time.perf_counter() if timed else 0.0
+        inflight = self._writer.submit(ops)
         try:
-            results = await self._writer.submit(ops).wait()
+            try:  # ``InFlight.wait``, without its coroutine
+                results = await inflight.future
+            except asyncio.CancelledError:
+                await inflight.cancelled()  # raises the cancel, with what was written
         except asyncio.CancelledError as cancel:
             self._message_cache.written(written(cancel) or [])
             raise

@@ -239,7 +239,11 @@ class SQLiteWriter:
         Without ``wait``, a held write lock or a broken batch returns None, undone.
         """
         try:
-            self._begin(wait)
+            if wait:
+                self._begin(True)
+            else:  # ``_begin``'s first case, written out: every write on the loop takes it
+                self.stats.transactions += 1
+                self._cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
             if busy and not wait:

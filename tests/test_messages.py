@@ -88,3 +88,26 @@ def test_message_json_and_helpers() -> None:
     answered = Message("tool", (ToolResultBlock("c9", "ok"),))
     assert unanswered_tool_uses([message]) == [ToolUseBlock("c9", "t", {})]
     assert unanswered_tool_uses([message, answered]) == []
+
+
+def test_tool_result_content_is_json_dumps_of_the_value() -> None:
+    """The encoder made once writes what ``json.dumps`` with the same options wrote."""
+    import json
+    from datetime import date
+    from decimal import Decimal
+
+    from ostinato.messages import tool_result_content
+
+    values: list[object] = [
+        1,
+        2.5,
+        float("nan"),
+        True,
+        [1, "é", None],
+        {"ü": "日本", "n": {"deep": [1, 2]}, "d": date(2026, 12, 5)},
+        Decimal("1.10"),
+        ("a", "\u2028"),
+    ]
+    for value in values:
+        assert tool_result_content(value) == json.dumps(value, ensure_ascii=False, default=str)
+    assert tool_result_content("as is") == "as is" and tool_result_content(None) == "done"

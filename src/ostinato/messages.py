@@ -19,6 +19,7 @@ that provider's adapter reads it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -239,15 +240,18 @@ def message_to_json(message: Message) -> JSON:
     }
 
 
+# ``json.dumps(value, ensure_ascii=False, default=str)``'s encoder, made once (``dumps``
+# makes one per call when given options): a tool's result is encoded every step
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def tool_result_content(value: Any) -> str:
     """How a tool's return value is shown to the model."""
-    import json
-
     if isinstance(value, str):
         return value
     if value is None:
         return "done"
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _RESULT_ENCODER.encode(value)
 
 
 def unanswered_tool_uses(messages: Sequence[Message]) -> list[ToolUseBlock]:

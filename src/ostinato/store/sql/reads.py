@@ -120,7 +120,8 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, S
         """Inputs still queued, in arrival (``position``) order."""
         stmt = statements.list_queued(conversation_id is not None)
         found = await self._fetch(stmt, {"conversation_id": conversation_id, "status": "queued"})
-        return [rows.queued_input(r, self._decode_time) for r in found]
+        # (read at every step of a running turn: ``loop.steering``; most find none)
+        return [rows.queued_input(r, self._decode_time) for r in found] if found else []
 
     async def switched_off_tools(self, scope: str) -> frozenset[str]:
         found = await self._fetch(statements.switched_off_tools(), {"scope": scope})

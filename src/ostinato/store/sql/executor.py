@@ -70,7 +70,7 @@ def derive(value: Any, pick: Callable[[Any], Any]) -> Any:
     return pick(value)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made every write, dropped with it (docs/performance.md)
 class WriteTime:
     """The time of one ``write()`` call, as a datetime and as the engine binds it."""
 

@@ -113,13 +113,7 @@ class TurnDriver:
         self.catalog, self.settings, self.turn = catalog, settings, turn
         self.seeds = tuple(seeded.row.tool_uses) if seeded is not None else ()
         running = {call.id for call, _ in carried} | {call.id for call in self.seeds}
-        # each row as a request carries it: a user's files named (``placeholder``), a
-        # cut reply marked (``as_sent``); each asked only of the rows of its role
-        sent = [
-            as_sent(m) if m.role == "assistant" else placeholder(m) if m.role == "user" else m
-            for m in history
-        ]
-        repaired, self.tool_ids = repair(sent, running=running)
+        repaired, self.tool_ids = repair(_as_requested(history), running=running)
         start = position or (history[-1].seq or 0 if history else 0)
         self.record = TurnRecord(store, bus, turn, repaired, start, carried)
         if seeded is not None:  # committed for this turn: its own row, still open
@@ -148,9 +142,7 @@ class TurnDriver:
         self.carried = tuple(call for call, _ in carried)
         self.awaiting: ToolUseBlock | None = None
         self.shown: Shown | None = None  # what the model call not yet committed has shown
-        # The context keeper's view of the turn (``context.keeper.Host``): the record's
-        # list, changed in place only (never replaced), so held here without a property
-        self.history: list[Message] = self.record.history
+        self.history: list[Message] = self.record.history  # changed in place, never replaced
 
     @property
     def seq(self) -> int:
@@ -498,3 +490,11 @@ class TurnDriver:
         finally:
             self.watch.finish(reason)
         return TurnResult(self.turn.id, self.turn.run_id, reason, metrics, self.written, error)
+
+
+def _as_requested(history: Sequence[Message]) -> list[Message]:
+    """Each row as a request carries it (``placeholder``, ``as_sent``: asked of their role's)."""
+    return [
+        as_sent(m) if m.role == "assistant" else placeholder(m) if m.role == "user" else m
+        for m in history
+    ]

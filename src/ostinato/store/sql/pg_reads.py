@@ -11,9 +11,7 @@ cache (on unless the URL says ``statement_cache=off``) saves the parse and plan.
 
 A statement is compiled at its second use, found by ``id``: one built for a single call
 dies after it and never comes back, and goes SQLAlchemy's way, whose cache knows it by
-its structure. Each entry holds a weak reference to its statement and is dropped with
-it, so a new statement that is given a dead one's id is never run with its text (the
-SQLite store learnt that: ``sqlite_sql.CompiledCache``). A statement whose text alone
+its structure; an entry goes with its statement (``by_statement``). A statement whose text alone
 would not run it (a list it expands, a type that converts a value on its way in or
 out) is never compiled: it goes SQLAlchemy's way each time.
 
@@ -24,12 +22,13 @@ for the column types the tables use (text, integers, booleans, floats, timestamp
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
+
+from ostinato.store.sql.by_statement import ByStatement
 
 # What an entry holds before its statement's second use, and for one never compiled.
 _SEEN, _NEVER = "seen", "never"
@@ -86,32 +85,24 @@ def compile_raw(stmt: sa.Executable, dialect: sa.Dialect) -> RawSQL | None:
     return RawSQL(str(compiled), names, defaults, tuple(floats))
 
 
-class RawStatements:
-    """Each long-lived statement's ``RawSQL``, compiled at its second use."""
+class RawStatements(ByStatement["RawSQL | str"]):
+    """Each long-lived statement's ``RawSQL``, compiled at its second use (kept by the
+    object itself: ``by_statement``)."""
 
-    __slots__ = ("_dialect", "_entries")
+    __slots__ = ("_dialect",)
 
     def __init__(self, dialect: sa.Dialect) -> None:
+        super().__init__()
         self._dialect = dialect
-        self._entries: dict[int, tuple[weakref.ref[Any], RawSQL | str]] = {}
 
     def get(self, stmt: sa.Executable) -> RawSQL | None:
         """The statement's ``RawSQL``; None for its first use and for one that is never
         compiled (both go SQLAlchemy's way)."""
-        key = id(stmt)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is stmt:
-            found = entry[1]
-            if found is _SEEN:
-                found = compile_raw(stmt, self._dialect) or _NEVER
-                self._entries[key] = (entry[0], found)
-            return found if isinstance(found, RawSQL) else None
-        entries = self._entries
-
-        def forget(ref: weakref.ref[Any]) -> None:
-            known = entries.get(key)
-            if known is not None and known[0] is ref:
-                del entries[key]
-
-        entries[key] = (weakref.ref(stmt, forget), _SEEN)
-        return None
+        found = self.find(stmt)
+        if found is None:
+            self.keep(stmt, _SEEN)
+            return None
+        if found is _SEEN:
+            found = compile_raw(stmt, self._dialect) or _NEVER
+            self.keep(stmt, found)
+        return found if isinstance(found, RawSQL) else None

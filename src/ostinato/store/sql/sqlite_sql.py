@@ -9,7 +9,6 @@ writer's statements, run a dozen times a step, with positional ones
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -17,6 +16,8 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
+
+from ostinato.store.sql.by_statement import ByStatement
 
 _DIALECT = sqlite.dialect(paramstyle="named")
 _POSITIONAL = sqlite.dialect(paramstyle="qmark")
@@ -65,36 +66,15 @@ def compile_positional(stmt: sa.Executable) -> PositionalSQL:
     return PositionalSQL(str(compiled), values)
 
 
-class CompiledCache:
-    """Each statement object's ``CompiledSQL``, compiled on first use.
+class CompiledCache(ByStatement[CompiledSQL]):
+    """Each statement object's ``CompiledSQL``, compiled on first use (kept by the object
+    itself: ``by_statement``)."""
 
-    Looked up by ``id(stmt)`` for speed, so every entry also holds a weak reference to
-    its statement and is dropped when that statement is freed: a statement built for one
-    call and freed can leave its id to a new statement, which must never be run with the
-    old one's text. (It was: a cached ``list_approvals`` ran a freed statement's SQL, and
-    SQLite asked for its ``:owner`` parameter, a 500 found by the crash test.)
-    """
-
-    __slots__ = ("_entries",)
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[Any], CompiledSQL]] = {}
+    __slots__ = ()
 
     def get(self, stmt: sa.Executable) -> CompiledSQL:
-        key = id(stmt)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is stmt:
-            return entry[1]
-        compiled = compile_sqlite(stmt)
-        entries = self._entries
-
-        def forget(ref: weakref.ref[Any]) -> None:
-            found = entries.get(key)
-            if found is not None and found[0] is ref:
-                del entries[key]
-
-        entries[key] = (weakref.ref(stmt, forget), compiled)
+        compiled = self.find(stmt)
+        if compiled is None:
+            compiled = compile_sqlite(stmt)
+            self.keep(stmt, compiled)
         return compiled
-
-    def __len__(self) -> int:
-        return len(self._entries)

@@ -212,7 +212,7 @@ class SQLiteWriter:
             try:
                 self._cursor.execute("BEGIN IMMEDIATE")  # busy_timeout is 0: never waits
             except sqlite3.Error as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY:
+                if _busy(exc):
                     raise WriterBusy from None
                 raise
             try:
@@ -238,15 +238,14 @@ class SQLiteWriter:
 
         Without ``wait``, a held write lock or a broken batch returns None, undone.
         """
+        self.stats.transactions += 1
         try:
             if wait:
-                self._begin(True)
-            else:  # ``_begin``'s first case, written out: every write on the loop takes it
-                self.stats.transactions += 1
+                self._begin_waiting()
+            else:  # on the loop: busy_timeout is 0, never waits
                 self._cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
-            if busy and not wait:
+            if not wait and _busy(exc):
                 return None
             return [_as_store_error(exc) for _ in calls]
         if len(calls) == 1:
@@ -266,11 +265,8 @@ class SQLiteWriter:
         assert outcomes is not None
         return outcomes[0]
 
-    def _begin(self, wait: bool) -> None:
-        self.stats.transactions += 1
-        if not wait:
-            self._cursor.execute("BEGIN IMMEDIATE")
-            return
+    def _begin_waiting(self) -> None:
+        """``BEGIN IMMEDIATE``, waiting for the write lock up to the long timeout."""
         self._cursor.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         try:
             self._cursor.execute("BEGIN IMMEDIATE")
@@ -388,6 +384,11 @@ def _resolve(pairs: list[tuple[_Call, Outcome]]) -> None:
     """On the calls' event loop: settle each call (kept for a caller cancelled meanwhile)."""
     for call, outcome in pairs:
         call.inflight.settle(outcome)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds the lock."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def _unsynced(error: Exception) -> StoreError:

@@ -42,6 +42,7 @@ from sqlalchemy.sql import visitors
 from ostinato.errors import StoreBusy, StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.inflight import InFlight
+from ostinato.store.sql.pg_driver import driver_of
 from ostinato.store.sql.speculate import Plan
 from ostinato.store.sql.statements import WriteName
 
@@ -216,20 +217,14 @@ class PostgresWriter:
     async def _fetchmany(self, sql: str, args: list[list[Any]]) -> list[Any]:
         import asyncpg
 
-        async with self.engine.connect() as connection:
-            raw = await connection.get_raw_connection()
-            driver = raw.driver_connection
-            assert driver is not None
-            try:
+        try:
+            async with driver_of(self.engine) as driver:
                 rows: list[Any] = await driver.fetchmany(sql, args)
-            except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
-                if isinstance(exc, asyncpg.DeadlockDetectedError):
-                    self.stats.deadlocks += 1
-                raise _Refused(str(exc)) from exc
-            except BaseException:
-                await connection.invalidate()  # in an unknown state: never reused
-                raise
-            return rows
+        except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
+            if isinstance(exc, asyncpg.DeadlockDetectedError):
+                self.stats.deadlocks += 1
+            raise _Refused(str(exc)) from exc
+        return rows
 
 
 def _in_lock_order(call: _Call) -> str:

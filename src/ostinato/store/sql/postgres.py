@@ -41,6 +41,7 @@ from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.meta import metadata
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
+from ostinato.store.sql.pg_driver import driver_of
 from ostinato.store.sql.pg_reads import RawStatements
 from ostinato.store.sql.pg_writer import PostgresWriter, WriterStats
 from ostinato.store.sql.protocol_sql import SQLProtocolRecords
@@ -230,22 +231,15 @@ class PostgresStore(
         import asyncpg
 
         try:
-            async with self.engine.connect() as connection:
-                driver = (await connection.get_raw_connection()).driver_connection
-                assert driver is not None
-                try:
-                    found: list[Any] = await driver.fetch(text, *args)
-                except asyncpg.PostgresError as exc:  # the server's answer: nothing broke
-                    raise StoreError(f"postgresql: {exc}") from exc
-                except Exception as exc:  # the connection: in an unknown state
-                    await connection.invalidate()
-                    raise StoreError(f"postgresql: {exc!r}") from exc
-                except BaseException:  # cancelled mid-read: never reused either
-                    await connection.invalidate()
-                    raise
-                return found
+            async with driver_of(self.engine) as driver:
+                found: list[Any] = await driver.fetch(text, *args)
+        except asyncpg.PostgresError as exc:  # the server's answer: nothing broke
+            raise StoreError(f"postgresql: {exc}") from exc
         except sa.exc.TimeoutError as exc:
             raise pool_busy(exc) from exc
+        except Exception as exc:  # the connection (given up by ``driver_of``)
+            raise StoreError(f"postgresql: {exc!r}") from exc
+        return found
 
     async def _fetch_planned(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         """``_fetch``, with the statement planned for these parameters' values: a prepared

@@ -11,7 +11,10 @@ frame, then ``turn.finished``. Nothing is stored. The model client is one of:
 - ``httpx``: the ``openai`` SDK on its default HTTP client (``httpx2``), as ostinato
   used it before issue 32;
 - ``aiohttp``: the ``openai`` SDK on its aiohttp transport (``DefaultAioHttpClient``),
-  the client ostinato uses now (``ostinato.models.providers``).
+  as ostinato used it from issue 32's first round;
+- ``lean``: ostinato's own lean streamed call (``ostinato.models.sse_http.Channel``:
+  aiohttp directly, the events parsed by ostinato), the client its deployment's
+  Chat Completions models use now.
 
 Run: ``python bench/floor.py --port P --client socket`` with ``OSTINATO_BASE_URL`` set to
 the model's ``http://host:port/v1``; uvicorn serves it (one process, its defaults).
@@ -102,6 +105,30 @@ def sdk_tokens(base_url: str, transport: str) -> Callable[[str], AsyncIterator[s
     return tokens
 
 
+def lean_tokens(base_url: str) -> Callable[[str], AsyncIterator[str]]:
+    """The model's content deltas through ostinato's lean streamed call."""
+    import openai
+
+    from ostinato.models.failures import Endpoint
+    from ostinato.models.openai_chat import openai_channel
+
+    client = openai.AsyncOpenAI(api_key="no-key", base_url=base_url, max_retries=0, timeout=30.0)
+    channel = openai_channel(client, Endpoint("floor", None, 30.0))
+
+    async def tokens(text: str) -> AsyncIterator[str]:
+        events = await channel.post("/chat/completions", body_for(text))
+        try:
+            async for chunk in events:
+                for choice in chunk["choices"]:
+                    content = choice["delta"].get("content")
+                    if content:
+                        yield content
+        finally:
+            await events.close()
+
+    return tokens
+
+
 def app(kind: str, base_url: str) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -112,6 +139,8 @@ def app(kind: str, base_url: str) -> Any:
 
         def tokens(text: str) -> AsyncIterator[str]:
             return socket_tokens(base_url, text)
+    elif kind == "lean":
+        tokens = lean_tokens(base_url)
     else:
         tokens = sdk_tokens(base_url, kind)
 
@@ -145,7 +174,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--client", choices=("socket", "httpx", "aiohttp"), default="socket")
+    parser.add_argument(
+        "--client", choices=("socket", "httpx", "aiohttp", "lean"), default="socket"
+    )
     args = parser.parse_args()
     served = app(args.client, os.environ["OSTINATO_BASE_URL"])
     uvicorn.run(served, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096)

@@ -23,8 +23,10 @@ costs little next to the server). Each run prints its figures:
   arrived against when the model wrote it), the server's peak RSS (VmHWM) and CPU time.
 
 Every run also serves the same turns from the floors (``bench/floor.py``, a bare
-Starlette app that relays the model's stream; ``--floors``, default ``socket,aiohttp``:
-a bare asyncio socket to the model, and the SDK on the aiohttp transport ostinato uses)
+Starlette app that relays the model's stream; ``--floors``, default ``socket,lean``:
+a bare asyncio socket to the model, and ostinato's own lean streamed call, the client its
+deployment's Chat Completions models use; ``aiohttp`` and ``httpx``, the SDK on either
+transport, as ostinato used it before)
 and prints ostinato's figures over each floor's (``ratios``: POST -> model called p50 and
 CPU per whole turn for the sequential run; wall, CPU per turn and the token delay p99 for
 the concurrent ones). ``--before DIR`` serves them from the checkout at ``DIR`` too (its
@@ -352,7 +354,7 @@ def main() -> None:
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
     parser.add_argument("--settle", type=float, default=0.0, help="s between sequential turns")
     parser.add_argument("--before", default="", help="a checkout of ostinato to compare")
-    parser.add_argument("--floors", default="socket,aiohttp", help="bench/floor.py clients")
+    parser.add_argument("--floors", default="socket,lean", help="bench/floor.py clients")
     parser.add_argument("--postgres", default="", help="admin URL: serve on PostgreSQL")
     parser.add_argument("--durability", default="", help="SQLite: acknowledged or relaxed")
     args = parser.parse_args()

@@ -91,6 +91,22 @@ async def test_the_deployments_clients_use_the_aiohttp_transport(harness: Harnes
     assert not isinstance(own.inner._client._client._transport, OpenAITransport)  # type: ignore[attr-defined]
 
 
+async def test_the_deployments_chat_models_take_the_lean_path(harness: Harness) -> None:
+    from ostinato.models.sse_http import Channel
+
+    if harness.protocol != "chat":
+        pytest.skip("the lean path serves Chat Completions (Responses and Messages: the SDK)")
+    model = harness.model().inner  # type: ignore[attr-defined]
+    assert isinstance(model._channel, Channel)
+    assert harness.model().inner._channel is model._channel  # type: ignore[attr-defined]
+    harness.fake.script(harness.text("Lean."))
+    _, reply = await run(model, ask())
+    assert reply.message.text == "Lean."
+    # a caller's own key or base URL keeps the SDK's post (no session outlives its call)
+    own = create_model("openai-chat:m", api_key="mine", base_url=f"{harness.fake.url}/v1")
+    assert own.inner._channel is None  # type: ignore[attr-defined]
+
+
 async def test_a_dropped_connection_is_said_as_one(harness: Harness) -> None:
     harness.fake.script(*(harness.reset() for _ in range(3)))
     with pytest.raises(ProviderUnavailable) as caught:

@@ -12,7 +12,7 @@ exception and calls it. The provider's own code is kept in the text (``[invalid_
 since it often says more than ours.
 
 Timeouts: the SDK clients' read timeout is the idle timeout (``providers.create_model``
-sets it), so a provider that sends no byte for that long (no headers, no event, not even a
+sets it; the lean path, ``models.sse_http``, keeps the same timeout itself), so a provider that sends no byte for that long (no headers, no event, not even a
 keep-alive comment) ends the attempt with ``StreamIdle``, which is retried. A connection
 that cannot be made in time is ``ProviderUnavailable``, retried too.
 """
@@ -129,13 +129,25 @@ def connection_failure(endpoint: Endpoint, exc: BaseException) -> ModelError:
 
     cause = exc.__cause__ if not isinstance(exc, httpx2.HTTPError) else exc
     if cause is not None and _dropped(cause):
-        return ProviderUnavailable(endpoint.say(f"connection failed ({cause.__cause__})"))
+        return link_failure(endpoint, str(cause.__cause__))
     if isinstance(cause, httpx2.ConnectTimeout | httpx2.PoolTimeout):
-        return ProviderUnavailable(endpoint.say("could not connect in time"))
+        return link_failure(endpoint, None)
     if isinstance(cause, httpx2.TimeoutException) or _is_sdk_timeout(exc):
-        idle = f" for {endpoint.idle_timeout:g} s" if endpoint.idle_timeout else ""
-        return StreamIdle(endpoint.say(f"sent nothing{idle} (the idle timeout)"))
-    detail = str(exc) or type(exc).__name__
+        return idle_failure(endpoint)
+    return link_failure(endpoint, str(exc) or type(exc).__name__)
+
+
+def idle_failure(endpoint: Endpoint) -> StreamIdle:
+    """The provider sent nothing for the idle timeout (retried)."""
+    idle = f" for {endpoint.idle_timeout:g} s" if endpoint.idle_timeout else ""
+    return StreamIdle(endpoint.say(f"sent nothing{idle} (the idle timeout)"))
+
+
+def link_failure(endpoint: Endpoint, detail: str | None) -> ProviderUnavailable:
+    """A connection that failed or dropped (``detail`` says how), or that could not be
+    made in time (``None``). Retried."""
+    if detail is None:
+        return ProviderUnavailable(endpoint.say("could not connect in time"))
     return ProviderUnavailable(endpoint.say(f"connection failed ({detail})"))
 
 

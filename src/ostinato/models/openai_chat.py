@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass
 
 import openai
@@ -71,6 +71,7 @@ from ostinato.models.failures import (
     retry_after_seconds,
 )
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy, run_attempt, with_retries
+from ostinato.models.sse_http import Channel
 
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -121,6 +122,7 @@ class OpenAIChatModel:
         max_tokens_field: str = "max_completion_tokens",
         include_usage: bool = True,
         rules: WireRules = WireRules(),
+        channel: Channel | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -130,6 +132,7 @@ class OpenAIChatModel:
         self._include_usage = include_usage
         self._rules = rules
         self._endpoint = Endpoint.of(name.partition(":")[0], client)
+        self._channel = channel  # the lean path (``models.sse_http``), else the SDK's post
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.name!r})"
@@ -154,10 +157,12 @@ class OpenAIChatModel:
         return params
 
     def _attempt(self, body: bytes) -> AsyncGenerator[ModelEvent, None]:
-        endpoint = self._endpoint
+        endpoint, channel = self._endpoint, self._channel
         return run_attempt(
             endpoint,
-            lambda: self._client.post(
+            (lambda: channel.post("/chat/completions", body))
+            if channel is not None
+            else lambda: self._client.post(
                 "/chat/completions",
                 content=body,
                 cast_to=object,
@@ -167,6 +172,37 @@ class OpenAIChatModel:
             ChunkDecoder(endpoint),
             lambda exc: openai_failure(exc, endpoint) if isinstance(exc, openai.APIError) else None,
         )
+
+
+def openai_channel(client: openai.AsyncOpenAI, endpoint: Endpoint) -> Channel:
+    """The lean path to ``client``'s server (``models.sse_http``): its base URL, headers
+    and connect timeout; HTTP errors and errors in the stream made into the SDK's own
+    exceptions (by the client, as its ``post`` would), which ``openai_failure`` classifies."""
+    import httpx2  # the SDK's HTTP client, loaded with it
+
+    headers = {k: v for k, v in client.default_headers.items() if isinstance(v, str)}
+    timeout = client.timeout
+    connect = timeout.connect if isinstance(timeout, httpx2.Timeout) else None
+
+    def status_error(status: int, head: Mapping[str, str], raw: bytes, url: str) -> Exception:
+        request = httpx2.Request("POST", url)
+        response = httpx2.Response(status, headers=head, content=raw, request=request)
+        return client._make_status_error_from_response(response)
+
+    def stream_error(error: object, url: str) -> Exception:
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str) or not message:
+            message = "An error occurred during streaming"  # the SDK's words
+        return openai.APIError(message, httpx2.Request("POST", url), body=error)
+
+    return Channel(
+        str(client.base_url),
+        headers | client.auth_headers,
+        endpoint,
+        connect=connect or 0.0,
+        status_error=status_error,
+        stream_error=stream_error,
+    )
 
 
 def tool_wire(tool: ToolDefinition) -> JSON:

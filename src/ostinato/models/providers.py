@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -54,10 +54,13 @@ if TYPE_CHECKING:
     import httpx2
     import openai
 
+    from ostinato.models.sse_http import Channel
+
 NO_KEY = "no-key"  # the SDKs insist on a key; local servers ignore it
 DEFAULT_IDLE_TIMEOUT = 30.0  # seconds without a byte from the provider
 CONNECT_TIMEOUT = 10.0  # seconds to open a connection (at most the idle timeout)
 _Client = TypeVar("_Client", "openai.AsyncOpenAI", "anthropic.AsyncAnthropic")
+_T = TypeVar("_T")
 _SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, ...], object]] = (
     weakref.WeakKeyDictionary()
 )
@@ -231,7 +234,8 @@ def _openai_model(
         if provider == "openai":
             effort = settings.reasoning_effort
             return OpenAIResponsesModel(name, model, client, retry=retry, reasoning_effort=effort)
-        return OpenAIChatModel(name, model, client, retry=retry)
+        channel = _channel(provider, client, shared)
+        return OpenAIChatModel(name, model, client, retry=retry, channel=channel)
     stream_usage, rules = True, WireRules(file_parts=False)  # what every server accepts
     if provider == "openai-compatible":
         url = base_url or settings.base_url
@@ -253,14 +257,16 @@ def _openai_model(
             short_tool_ids=preset.mistral_rules,
             nonempty_replies=preset.mistral_rules,
         )
+    client = _client(openai.AsyncOpenAI, key, url, idle, shared)
     return OpenAIChatModel(
         name,
         model,
-        _client(openai.AsyncOpenAI, key, url, idle, shared),
+        client,
         retry=retry,
         max_tokens_field="max_tokens",
         include_usage=stream_usage,
         rules=rules,
+        channel=_channel(provider, client, shared),
     )
 
 
@@ -283,18 +289,38 @@ def _client(
             http_client=http,
         )
 
+    key = (kind.__name__, api_key, base_url or "", str(idle))
+    client = _shared(key, lambda: make(aiohttp=True), kind) if shared else None
+    return make() if client is None else client
+
+
+def _channel(provider: str, client: openai.AsyncOpenAI, shared: bool) -> Channel | None:
+    """The lean path (``models.sse_http``) to a shared client's server, shared with it (one
+    aiohttp session, one pool of connections); ``None`` for a caller's own client, which
+    keeps the SDK's ``post`` (a session would outlive the call)."""
     if not shared:
-        return make()
+        return None
+    from ostinato.models.failures import Endpoint
+    from ostinato.models.openai_chat import openai_channel
+    from ostinato.models.sse_http import Channel
+
+    def make() -> Channel:
+        return openai_channel(client, Endpoint.of(provider, client))
+
+    return _shared(("channel", provider, str(id(client))), make, Channel)
+
+
+def _shared(key: tuple[str, ...], make: Callable[[], _T], kind: type[_T]) -> _T | None:
+    """The running event loop's one ``make()`` for ``key`` (``None`` outside a loop)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        return make()
-    clients = _SHARED.setdefault(loop, {})
-    cache_key = (kind.__name__, api_key, base_url or "", str(idle))
-    client = clients.get(cache_key)
-    if not isinstance(client, kind):
-        client = clients[cache_key] = make(aiohttp=True)
-    return client
+        return None
+    made = _SHARED.setdefault(loop, {})
+    value = made.get(key)
+    if not isinstance(value, kind):
+        value = made[key] = make()
+    return value
 
 
 def _aiohttp_client(kind: type[_Client], timeout: httpx2.Timeout) -> httpx2.AsyncClient | None:

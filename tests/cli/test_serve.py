@@ -329,7 +329,7 @@ def watch():
             break
         except Exception:
             time.sleep(0.05)
-    print(json.dumps([gc.isenabled(), gc.get_freeze_count()]), flush=True)
+    print(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_threshold()]), flush=True)
     os.kill(os.getpid(), signal.SIGTERM)
 threading.Thread(target=watch, daemon=True).start()
 sys.exit(main(["serve", "--port", port, "--database-url", "memory://"]))
@@ -341,11 +341,14 @@ def test_a_started_server_has_frozen_what_start_up_made_and_collects_again(
 ) -> None:
     import json
 
+    from ostinato.cli.serve import COLLECTOR_THRESHOLDS
+
     done = run_serve_script(WATCH_SERVE, cwd=tmp_path)
     lines = [line for line in done.stdout.splitlines() if line.startswith("[")]
     assert lines, done.stdout + done.stderr
-    enabled, frozen = json.loads(lines[-1])
+    enabled, frozen, thresholds = json.loads(lines[-1])
     assert enabled is True and frozen > 10_000
+    assert tuple(thresholds) == COLLECTOR_THRESHOLDS
     # SIGTERM ends it after the graceful shutdown: uvicorn raises the signal again on exit
     assert done.returncode in (0, -15), done.stderr
     assert "Application shutdown complete" in done.stderr

@@ -12,9 +12,10 @@ exception and calls it. The provider's own code is kept in the text (``[invalid_
 since it often says more than ours.
 
 Timeouts: the SDK clients' read timeout is the idle timeout (``providers.create_model``
-sets it; the lean path, ``models.sse_http``, keeps the same timeout itself), so a provider that sends no byte for that long (no headers, no event, not even a
-keep-alive comment) ends the attempt with ``StreamIdle``, which is retried. A connection
-that cannot be made in time is ``ProviderUnavailable``, retried too.
+sets it; the lean path, ``models.sse_http``, keeps the same timeout itself), so a
+provider that sends no byte for that long (no headers, no event, not even a keep-alive
+comment) ends the attempt with ``StreamIdle``, which is retried. A connection that
+cannot be made in time is ``ProviderUnavailable``, retried too.
 """
 
 from __future__ import annotations

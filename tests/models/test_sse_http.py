@@ -166,3 +166,21 @@ async def test_a_silent_provider_fails_the_read_as_idle() -> None:
                 await texts(events)
         await events.close()
         await channel.close()
+
+
+async def test_the_proxy_the_environment_names_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the model's host does not resolve; only the proxy (the bare server) can answer
+    async with Bare([chunk("via proxy"), b"data: [DONE]\n\n"]) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        client = openai.AsyncOpenAI(
+            api_key="k", base_url="http://model.invalid:9/v1", max_retries=0, timeout=5.0
+        )
+        channel = openai_channel(client, Endpoint("proxied", "k", 5.0))
+        events = await channel.post("/chat/completions", b"{}")
+        try:
+            assert await texts(events) == ["via proxy"]
+        finally:
+            await events.close()
+        await channel.close()

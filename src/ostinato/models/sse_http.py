@@ -36,6 +36,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from ostinato.errors import ModelError
 from ostinato.models.failures import Endpoint, idle_failure, link_failure
@@ -114,6 +116,13 @@ class Channel:
         self._status_error = status_error
         self._stream_error = stream_error
         self._session: aiohttp.ClientSession | None = None
+        # the proxy the environment names for this server, found once (as httpx does when
+        # its client is made), not on every call as aiohttp's ``trust_env`` would
+        try:
+            self._proxy: URL | None
+            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self.base_url))
+        except LookupError:
+            self._proxy, self._proxy_auth = None, None
 
     def __repr__(self) -> str:
         return f"Channel({self.endpoint.label!r})"
@@ -127,7 +136,7 @@ class Channel:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE, ssl=tls)
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect or None)
             session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, trust_env=True, auto_decompress=False
+                connector=connector, timeout=timeout, auto_decompress=False
             )
             self._session = session
         return session
@@ -138,7 +147,13 @@ class Channel:
         url = self.base_url + path
         try:
             async with asyncio.timeout(self.idle or None):
-                response = await self._session_now().post(url, data=body, headers=self.headers)
+                response = await self._session_now().post(
+                    url,
+                    data=body,
+                    headers=self.headers,
+                    proxy=self._proxy,
+                    proxy_auth=self._proxy_auth,
+                )
                 if response.status >= 400:
                     raise await self._failed(response, url)
         except TimeoutError as exc:

@@ -109,11 +109,11 @@ def lean_tokens(base_url: str) -> Callable[[str], AsyncIterator[str]]:
     """The model's content deltas through ostinato's lean streamed call."""
     import openai
 
+    from ostinato.models.channels import channel_for
     from ostinato.models.failures import Endpoint
-    from ostinato.models.openai_chat import openai_channel
 
     client = openai.AsyncOpenAI(api_key="no-key", base_url=base_url, max_retries=0, timeout=30.0)
-    channel = openai_channel(client, Endpoint("floor", None, 30.0))
+    channel = channel_for(client, Endpoint("floor", None, 30.0))
 
     async def tokens(text: str) -> AsyncIterator[str]:
         events = await channel.post("/chat/completions", body_for(text))

@@ -18,8 +18,8 @@ import openai
 import pytest
 
 from ostinato.errors import StreamIdle
+from ostinato.models.channels import channel_for, json_body
 from ostinato.models.failures import Endpoint
-from ostinato.models.openai_chat import openai_channel
 from ostinato.models.sse_http import Channel, EventParser
 
 GUARD = 30.0  # a test that would hang fails instead (not a measurement)
@@ -62,6 +62,7 @@ class Bare:
         self.events = events
         self.gap = gap
         self.connections = 0
+        self.heads: list[bytes] = []  # each request's head as it came
         self.closed = asyncio.Event()
         self.port = 0
 
@@ -77,6 +78,7 @@ class Bare:
         self.connections += 1
         try:
             while head := await reader.readuntil(b"\r\n\r\n"):
+                self.heads.append(head)
                 size = next(
                     int(line.split(b":")[1])
                     for line in head.lower().split(b"\r\n")
@@ -104,7 +106,7 @@ def channel_to(port: int, idle: float = 5.0) -> Channel:
     client = openai.AsyncOpenAI(
         api_key="k", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout=idle
     )
-    return openai_channel(client, Endpoint("bare", "k", idle))
+    return channel_for(client, Endpoint("bare", "k", idle))
 
 
 def chunk(text: str) -> bytes:
@@ -141,16 +143,16 @@ async def test_a_stream_closed_early_closes_its_connection() -> None:
 
 
 async def test_a_busy_reader_is_not_taken_for_a_silent_provider() -> None:
-    # the provider sends every 0.05 s; the reader stops for four idle timeouts
-    async with Bare([chunk(str(i)) for i in range(12)], gap=0.05) as server:
-        channel = channel_to(server.port, idle=0.2)
+    # the provider sends every 0.1 s (then ends); the reader stops for four idle timeouts
+    async with Bare([chunk(str(i)) for i in range(12)], gap=0.1) as server:
+        channel = channel_to(server.port, idle=0.5)
         events = await channel.post("/chat/completions", b"{}")
         got = []
         try:
             async for piece in events:
                 got.append(piece)
                 if len(got) == 1:
-                    await asyncio.sleep(0.8)
+                    await asyncio.sleep(2.0)
         finally:
             await events.close()
         assert len(got) == 12
@@ -159,9 +161,9 @@ async def test_a_busy_reader_is_not_taken_for_a_silent_provider() -> None:
 
 async def test_a_silent_provider_fails_the_read_as_idle() -> None:
     async with Bare([chunk("a")], gap=60.0) as server:  # one chunk, then silence
-        channel = channel_to(server.port, idle=0.2)
+        channel = channel_to(server.port, idle=0.5)
         events = await channel.post("/chat/completions", b"{}")
-        with pytest.raises(StreamIdle, match=r"sent nothing for 0\.2 s"):
+        with pytest.raises(StreamIdle, match=r"sent nothing for 0\.5 s"):
             async with asyncio.timeout(GUARD):
                 await texts(events)
         await events.close()
@@ -177,10 +179,50 @@ async def test_the_proxy_the_environment_names_is_used(monkeypatch: pytest.Monke
         client = openai.AsyncOpenAI(
             api_key="k", base_url="http://model.invalid:9/v1", max_retries=0, timeout=5.0
         )
-        channel = openai_channel(client, Endpoint("proxied", "k", 5.0))
+        channel = channel_for(client, Endpoint("proxied", "k", 5.0))
         events = await channel.post("/chat/completions", b"{}")
         try:
             assert await texts(events) == ["via proxy"]
         finally:
             await events.close()
+        await channel.close()
+
+
+def headers_of(head: bytes) -> dict[str, str]:
+    lines = head.decode().split("\r\n")[1:]
+    pairs = (line.split(":", 1) for line in lines if ":" in line)
+    return {name.strip().lower(): value.strip() for name, value in pairs}
+
+
+PER_CALL = {"content-length", "host", "x-stainless-retry-count", "x-stainless-read-timeout"}
+PER_CALL |= {"x-stainless-timeout", "accept-encoding", "connection", "user-agent"}
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+async def test_the_lean_call_sends_what_the_sdk_sends(sdk: str) -> None:
+    import anthropic
+
+    async with Bare([b"event: message_stop\ndata: {}\n\n", b"data: [DONE]\n\n"]) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        client: openai.AsyncOpenAI | anthropic.AsyncAnthropic
+        if sdk == "openai":
+            client = openai.AsyncOpenAI(api_key="sk-1", base_url=f"{url}/v1", max_retries=0)
+        else:
+            client = anthropic.AsyncAnthropic(api_key="sk-2", base_url=url, max_retries=0)
+        stream_cls = openai.AsyncStream if sdk == "openai" else anthropic.AsyncStream
+        path = "/chat/completions" if sdk == "openai" else "/v1/messages"
+        body = {"model": "m", "stream": True}
+        sent = await client.post(
+            path, body=body, cast_to=object, stream=True, stream_cls=stream_cls[object]
+        )
+        await sent.close()
+        channel = channel_for(client, Endpoint(sdk))
+        events = await channel.post(path, json_body(body))
+        await events.close()
+        by_sdk, by_channel = (headers_of(head) for head in server.heads)
+        assert by_sdk["authorization"] == by_channel["authorization"]
+        assert by_sdk["user-agent"] == by_channel["user-agent"]  # the SDK's own name
+        same = {k: v for k, v in by_sdk.items() if k not in PER_CALL}
+        assert same == {k: v for k, v in by_channel.items() if k not in PER_CALL}
+        assert server.heads[0].split(b" ")[1] == server.heads[1].split(b" ")[1]  # the path
         await channel.close()

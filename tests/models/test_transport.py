@@ -91,11 +91,9 @@ async def test_the_deployments_clients_use_the_aiohttp_transport(harness: Harnes
     assert not isinstance(own.inner._client._client._transport, OpenAITransport)  # type: ignore[attr-defined]
 
 
-async def test_the_deployments_chat_models_take_the_lean_path(harness: Harness) -> None:
+async def test_the_deployments_models_take_the_lean_path(harness: Harness) -> None:
     from ostinato.models.sse_http import Channel
 
-    if harness.protocol != "chat":
-        pytest.skip("the lean path serves Chat Completions (Responses and Messages: the SDK)")
     model = harness.model().inner  # type: ignore[attr-defined]
     assert isinstance(model._channel, Channel)
     assert harness.model().inner._channel is model._channel  # type: ignore[attr-defined]
@@ -103,7 +101,9 @@ async def test_the_deployments_chat_models_take_the_lean_path(harness: Harness) 
     _, reply = await run(model, ask())
     assert reply.message.text == "Lean."
     # a caller's own key or base URL keeps the SDK's post (no session outlives its call)
-    own = create_model("openai-chat:m", api_key="mine", base_url=f"{harness.fake.url}/v1")
+    own = create_model("anthropic:m", api_key="mine", base_url=harness.fake.url)
+    assert own.inner._channel is None  # type: ignore[attr-defined]
+    own = create_model("openai:m", api_key="mine", base_url=f"{harness.fake.url}/v1")
     assert own.inner._channel is None  # type: ignore[attr-defined]
 
 

@@ -52,6 +52,7 @@ from ostinato.models.base import (
     ToolCallStart,
     Usage,
 )
+from ostinato.models.channels import json_body
 from ostinato.models.failures import (
     Endpoint,
     classify_failure,
@@ -59,6 +60,7 @@ from ostinato.models.failures import (
     retry_after_seconds,
 )
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy, run_attempt, with_retries
+from ostinato.models.sse_http import Channel
 
 PROVIDER_KEY = "anthropic"  # the key of this adapter's entry in a block's provider_data
 ANTHROPIC = Endpoint("anthropic")  # what a decoder made without its model calls itself
@@ -86,6 +88,7 @@ class AnthropicModel:
         *,
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         thinking_budget: int | None = None,
+        channel: Channel | None = None,
     ) -> None:
         self.name = f"anthropic:{model}"
         self.model = model
@@ -93,6 +96,7 @@ class AnthropicModel:
         self._retry = retry
         self._thinking_budget = thinking_budget
         self._endpoint = Endpoint.of("anthropic", client)
+        self._channel = channel  # the lean path (``models.sse_http``), else the SDK's post
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
@@ -102,12 +106,14 @@ class AnthropicModel:
         return with_retries(lambda: self._attempt(params), self._retry)
 
     def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
-        endpoint = self._endpoint
+        endpoint, channel, body = self._endpoint, self._channel, {**params, "stream": True}
         return run_attempt(
             endpoint,
-            lambda: self._client.post(
+            (lambda: channel.post("/v1/messages", json_body(body)))
+            if channel is not None
+            else lambda: self._client.post(
                 "/v1/messages",
-                body={**params, "stream": True},
+                body=body,
                 cast_to=object,
                 stream=True,
                 stream_cls=anthropic.AsyncStream[object],

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 
 import openai
@@ -172,37 +172,6 @@ class OpenAIChatModel:
             ChunkDecoder(endpoint),
             lambda exc: openai_failure(exc, endpoint) if isinstance(exc, openai.APIError) else None,
         )
-
-
-def openai_channel(client: openai.AsyncOpenAI, endpoint: Endpoint) -> Channel:
-    """The lean path to ``client``'s server (``models.sse_http``): its base URL, headers
-    and connect timeout; HTTP errors and errors in the stream made into the SDK's own
-    exceptions (by the client, as its ``post`` would), which ``openai_failure`` classifies."""
-    import httpx2  # the SDK's HTTP client, loaded with it
-
-    headers = {k: v for k, v in client.default_headers.items() if isinstance(v, str)}
-    timeout = client.timeout
-    connect = timeout.connect if isinstance(timeout, httpx2.Timeout) else None
-
-    def status_error(status: int, head: Mapping[str, str], raw: bytes, url: str) -> Exception:
-        request = httpx2.Request("POST", url)
-        response = httpx2.Response(status, headers=head, content=raw, request=request)
-        return client._make_status_error_from_response(response)
-
-    def stream_error(error: object, url: str) -> Exception:
-        message = error.get("message") if isinstance(error, dict) else None
-        if not isinstance(message, str) or not message:
-            message = "An error occurred during streaming"  # the SDK's words
-        return openai.APIError(message, httpx2.Request("POST", url), body=error)
-
-    return Channel(
-        str(client.base_url),
-        headers | client.auth_headers,
-        endpoint,
-        connect=connect or 0.0,
-        status_error=status_error,
-        stream_error=stream_error,
-    )
 
 
 def tool_wire(tool: ToolDefinition) -> JSON:

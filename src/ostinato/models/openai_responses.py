@@ -56,9 +56,11 @@ from ostinato.models.base import (
     ToolCallStart,
     Usage,
 )
+from ostinato.models.channels import json_body
 from ostinato.models.failures import Endpoint, classify_failure
 from ostinato.models.openai_chat import openai_failure
 from ostinato.models.retry import DEFAULT_RETRY_POLICY, RetryPolicy, run_attempt, with_retries
+from ostinato.models.sse_http import Channel
 
 PROVIDER_KEY = "openai_responses"  # the key of this adapter's entry in provider_data
 OPENAI = Endpoint("openai")  # what a decoder made without its model calls itself
@@ -76,6 +78,7 @@ class OpenAIResponsesModel:
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         store: bool = False,
         reasoning_effort: str | None = None,
+        channel: Channel | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -84,6 +87,7 @@ class OpenAIResponsesModel:
         self._store = store
         self._reasoning_effort = reasoning_effort
         self._endpoint = Endpoint.of(name.partition(":")[0], client)
+        self._channel = channel  # the lean path (``models.sse_http``), else the SDK's post
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel({self.name!r})"
@@ -123,12 +127,14 @@ class OpenAIResponsesModel:
         return params
 
     def _attempt(self, params: JSON) -> AsyncGenerator[ModelEvent, None]:
-        endpoint = self._endpoint
+        endpoint, channel, body = self._endpoint, self._channel, {**params, "stream": True}
         return run_attempt(
             endpoint,
-            lambda: self._client.post(
+            (lambda: channel.post("/responses", json_body(body)))
+            if channel is not None
+            else lambda: self._client.post(
                 "/responses",
-                body={**params, "stream": True},
+                body=body,
                 options={"security": {"bearer_auth": True}},  # as responses.create sends
                 cast_to=object,
                 stream=True,

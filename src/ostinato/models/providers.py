@@ -206,7 +206,8 @@ def _provider_model(
         shared = api_key is None and base_url is None
         client = _client(anthropic.AsyncAnthropic, key, url, settings.idle_timeout, shared)
         budget = settings.thinking_budget
-        return AnthropicModel(model, client, retry=retry, thinking_budget=budget)
+        channel = _channel(provider, client, shared)
+        return AnthropicModel(model, client, retry=retry, thinking_budget=budget, channel=channel)
     return _openai_model(provider, model, api_key, base_url, retry, env, settings)
 
 
@@ -231,10 +232,12 @@ def _openai_model(
         key = _key(api_key, base_url, env, "OPENAI_API_KEY", required=True)
         url = base_url or env.get("OPENAI_BASE_URL")
         client = _client(openai.AsyncOpenAI, key, url, idle, shared)
+        channel = _channel(provider, client, shared)
         if provider == "openai":
             effort = settings.reasoning_effort
-            return OpenAIResponsesModel(name, model, client, retry=retry, reasoning_effort=effort)
-        channel = _channel(provider, client, shared)
+            return OpenAIResponsesModel(
+                name, model, client, retry=retry, reasoning_effort=effort, channel=channel
+            )
         return OpenAIChatModel(name, model, client, retry=retry, channel=channel)
     stream_usage, rules = True, WireRules(file_parts=False)  # what every server accepts
     if provider == "openai-compatible":
@@ -294,18 +297,20 @@ def _client(
     return make() if client is None else client
 
 
-def _channel(provider: str, client: openai.AsyncOpenAI, shared: bool) -> Channel | None:
+def _channel(
+    provider: str, client: openai.AsyncOpenAI | anthropic.AsyncAnthropic, shared: bool
+) -> Channel | None:
     """The lean path (``models.sse_http``) to a shared client's server, shared with it (one
     aiohttp session, one pool of connections); ``None`` for a caller's own client, which
     keeps the SDK's ``post`` (a session would outlive the call)."""
     if not shared:
         return None
+    from ostinato.models.channels import channel_for
     from ostinato.models.failures import Endpoint
-    from ostinato.models.openai_chat import openai_channel
     from ostinato.models.sse_http import Channel
 
     def make() -> Channel:
-        return openai_channel(client, Endpoint.of(provider, client))
+        return channel_for(client, Endpoint.of(provider, client))
 
     return _shared(("channel", provider, str(id(client))), make, Channel)
 

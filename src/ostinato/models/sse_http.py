@@ -1,26 +1,27 @@
 """A lean streamed call for the providers' hot path: aiohttp directly, SSE parsed here.
 
-The ``openai`` SDK's generic ``post`` builds an ``httpx2`` request, runs it through its
-transport (aiohttp, for the deployment's clients), wraps the answer in an ``httpx2``
-response and decodes its server-sent events line by line in Python; with aiohttp's read
-timeout armed, every chunk also moves a timer. Together that was about a quarter of the
+The SDKs' generic ``post`` builds an ``httpx2`` request, runs it through its transport
+(aiohttp, for the deployment's clients), wraps the answer in an ``httpx2`` response and
+decodes its server-sent events line by line in Python; with aiohttp's read timeout
+armed, every chunk also moves a timer. Together that was about a quarter of the
 server's CPU with 1,000 streams open (issue 32, docs/performance.md). A ``Channel``
 sends the same request (the SDK client's own headers, base URL and timeouts) straight on
-an aiohttp session of its own and reads the body as it comes:
+an aiohttp session of its own and reads the body as it comes (an idea as old as the SDKs'
+own transports; the code is ostinato's):
 
 - the events are cut out of the bytes by ``EventParser`` (the WHATWG HTML standard's
   event stream format: ``data`` lines joined, ``event`` kept, comments and other fields
   skipped, ``\\r\\n``, ``\\n`` and ``\\r`` all ending a line);
 - the idle timeout is one timer per stream that a chunk never touches: a chunk only notes
   the loop's time, and the timer, when it comes due, moves itself on to the last chunk's
-  time plus the timeout, or fails the read if nothing came (the ping timer of
+  time plus the timeout, or fails the read if nothing came (``_Watch``; the ping timer of
   ``server.streams`` works the same way). The response's head must come within the idle
   timeout of the call's start, its connection within the connect timeout;
 - what goes wrong is the SDK's own typed error: an HTTP error status is read whole and
-  made into the SDK's exception by the SDK client itself, an ``error`` object in the
-  stream into its ``APIError``, and the caller classifies both as before
-  (``openai_chat.openai_failure``); a connection that fails, drops or stays silent is a
-  ``ProviderUnavailable`` or ``StreamIdle`` (``failures.link_failure``, ``idle_failure``).
+  made into the SDK's exception by the SDK client itself, an error event by the SDK's
+  own rule (``models.channels``), and the adapter classifies both as before; a
+  connection that fails, drops or stays silent is a ``ProviderUnavailable`` or
+  ``StreamIdle`` (``failures.link_failure``, ``idle_failure``).
 
 A response read to its end goes back to the session's pool for the next call; one left
 early (the caller closed the stream, or was cancelled) is closed, so the provider stops
@@ -31,7 +32,6 @@ connection is read to its end and used again.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -45,9 +45,12 @@ from ostinato.models.failures import Endpoint, idle_failure, link_failure
 KEEPALIVE = 5.0  # seconds an unused pooled connection is kept (httpx's default too)
 _DONE = b"[DONE]"
 
-# what makes the SDK's exception for an HTTP error status, or for an error in the stream
+# what makes the SDK's exception for an HTTP error status (status, headers, body, URL)
 StatusError = Callable[[int, Mapping[str, str], bytes, str], Exception]
-StreamError = Callable[[Any, str], Exception]
+# one event as the SDK would pass it on (name, data, URL): its JSON, ``SKIP``, or the
+# SDK's exception for an error event raised
+EventRule = Callable[[bytes | None, bytes, str], Any]
+SKIP = object()
 
 
 class _Idle(Exception):
@@ -96,7 +99,8 @@ def _event(block: bytes) -> tuple[bytes | None, bytes] | None:
 class Channel:
     """Streamed POSTs to one provider endpoint: the SDK client's base URL and headers, an
     aiohttp session made in the event loop of the first call, the connect and idle
-    timeouts. ``status_error`` and ``stream_error`` make the SDK's exceptions."""
+    timeouts. ``status_error`` makes the SDK's exception for an HTTP error, ``event``
+    reads one event as the SDK would (``models.channels`` has both for each SDK)."""
 
     def __init__(
         self,
@@ -106,7 +110,7 @@ class Channel:
         *,
         connect: float,
         status_error: StatusError,
-        stream_error: StreamError,
+        event: EventRule,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.headers = dict(headers)
@@ -114,7 +118,7 @@ class Channel:
         self.idle = endpoint.idle_timeout or 0.0
         self.connect = connect
         self._status_error = status_error
-        self._stream_error = stream_error
+        self._event = event
         self._session: aiohttp.ClientSession | None = None
         # the proxy the environment names for this server, found once (as httpx does when
         # its client is made), not on every call as aiohttp's ``trust_env`` would
@@ -189,7 +193,7 @@ class Events:
         return self._events()
 
     async def _events(self) -> AsyncIterator[Any]:
-        channel = self._channel
+        channel, event, url = self._channel, self._channel._event, self._url
         reader = self._response.content
         parser = EventParser()
         watch = _Watch(reader, channel.idle)
@@ -200,19 +204,15 @@ class Events:
                     if data.startswith(_DONE):
                         await self._drain()
                         return
-                    yield self._payload(name, data)
+                    payload = event(name, data, url)  # ValueError: the caller's "malformed"
+                    if payload is not SKIP:
+                        yield payload
         except _Idle as exc:
             raise idle_failure(channel.endpoint) from exc
         except aiohttp.ClientError as exc:
             raise _link_failure(channel.endpoint, exc) from exc
         finally:
             watch.cancel()
-
-    def _payload(self, name: bytes | None, data: bytes) -> Any:
-        payload = json.loads(data)  # ValueError: the caller's "malformed"
-        if isinstance(payload, dict) and payload.get("error"):
-            raise self._channel._stream_error(payload["error"], self._url)
-        return payload
 
     async def _drain(self) -> None:
         while await self._response.content.readany():

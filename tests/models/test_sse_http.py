@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 from collections.abc import AsyncIterator
 
 import openai
@@ -58,9 +59,10 @@ class Bare:
     """Answers each POST with the given SSE body, chunked, on keep-alive connections;
     counts connections and notes when each closes."""
 
-    def __init__(self, events: list[bytes], gap: float = 0.0) -> None:
+    def __init__(self, events: list[bytes], gap: float = 0.0, gzip: bool = False) -> None:
         self.events = events
         self.gap = gap
+        self.gzip = gzip
         self.connections = 0
         self.heads: list[bytes] = []  # each request's head as it came
         self.closed = asyncio.Event()
@@ -87,12 +89,19 @@ class Bare:
                 await reader.readexactly(size)
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                    b"transfer-encoding: chunked\r\n\r\n"
+                    + (b"content-encoding: gzip\r\n" if self.gzip else b"")
+                    + b"transfer-encoding: chunked\r\n\r\n"
                 )
+                packer = zlib.compressobj(wbits=31)  # gzip, flushed event by event
                 for event in self.events:
+                    if self.gzip:
+                        event = packer.compress(event) + packer.flush(zlib.Z_SYNC_FLUSH)
                     writer.write(b"%x\r\n%s\r\n" % (len(event), event))
                     await writer.drain()
                     await asyncio.sleep(self.gap)
+                if self.gzip:
+                    end = packer.flush()
+                    writer.write(b"%x\r\n%s\r\n" % (len(end), end))
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -225,4 +234,15 @@ async def test_the_lean_call_sends_what_the_sdk_sends(sdk: str) -> None:
         same = {k: v for k, v in by_sdk.items() if k not in PER_CALL}
         assert same == {k: v for k, v in by_channel.items() if k not in PER_CALL}
         assert server.heads[0].split(b" ")[1] == server.heads[1].split(b" ")[1]  # the path
+        await channel.close()
+
+
+async def test_a_compressed_stream_is_read_as_it_comes() -> None:
+    async with Bare([chunk("packed"), chunk(" tight"), b"data: [DONE]\n\n"], gzip=True) as server:
+        channel = channel_to(server.port)
+        events = await channel.post("/chat/completions", b"{}")
+        try:
+            assert await texts(events) == ["packed", " tight"]
+        finally:
+            await events.close()
         await channel.close()

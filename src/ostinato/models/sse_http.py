@@ -139,9 +139,9 @@ class Channel:
             tls = httpx2.create_ssl_context(trust_env=True)
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE, ssl=tls)
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect or None)
-            session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, auto_decompress=False
-            )
+            # a compressed answer (gzip, deflate: what aiohttp asks for) is decompressed
+            # as it comes, as the SDKs' client does
+            session = aiohttp.ClientSession(connector=connector, timeout=timeout)
             self._session = session
         return session
 

@@ -59,10 +59,13 @@ class Bare:
     """Answers each POST with the given SSE body, chunked, on keep-alive connections;
     counts connections and notes when each closes."""
 
-    def __init__(self, events: list[bytes], gap: float = 0.0, gzip: bool = False) -> None:
+    def __init__(
+        self, events: list[bytes], gap: float = 0.0, gzip: bool = False, drop: bool = False
+    ) -> None:
         self.events = events
         self.gap = gap
         self.gzip = gzip
+        self.drop = drop  # the connection dropped after the events, the body unfinished
         self.connections = 0
         self.heads: list[bytes] = []  # each request's head as it came
         self.closed = asyncio.Event()
@@ -99,6 +102,8 @@ class Bare:
                     writer.write(b"%x\r\n%s\r\n" % (len(event), event))
                     await writer.drain()
                     await asyncio.sleep(self.gap)
+                if self.drop:
+                    break
                 if self.gzip:
                     end = packer.flush()
                     writer.write(b"%x\r\n%s\r\n" % (len(end), end))
@@ -243,6 +248,17 @@ async def test_a_compressed_stream_is_read_as_it_comes() -> None:
         events = await channel.post("/chat/completions", b"{}")
         try:
             assert await texts(events) == ["packed", " tight"]
+        finally:
+            await events.close()
+        await channel.close()
+
+
+async def test_a_connection_dropped_after_done_ends_the_stream_well() -> None:
+    async with Bare([chunk("all"), b"data: [DONE]\n\n"], gap=0.02, drop=True) as server:
+        channel = channel_to(server.port)
+        events = await channel.post("/chat/completions", b"{}")
+        try:
+            assert await texts(events) == ["all"]  # no ProviderUnavailable after [DONE]
         finally:
             await events.close()
         await channel.close()

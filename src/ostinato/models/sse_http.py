@@ -215,8 +215,13 @@ class Events:
             watch.cancel()
 
     async def _drain(self) -> None:
-        while await self._response.content.readany():
-            pass
+        """What follows ``[DONE]``, read so the connection can be used again; a server
+        that drops the connection there has sent everything (it is closed, not failed)."""
+        try:
+            while await self._response.content.readany():
+                pass
+        except (aiohttp.ClientError, _Idle):
+            self._response.close()
 
     async def close(self) -> None:
         """Close the answer: a connection read to its end went back to the pool when it

@@ -15,11 +15,13 @@ offline              ostinato's built-in offline model       none
 ===================  ======================================  ===========================
 
 SDK clients configured from the environment are shared per event loop (each holds a
-connection pool, and a new one per call would pay a new TLS handshake) and run on the
-SDK's aiohttp transport, whose pool's cost does not grow with the streams open; clients for a
-caller's own key or base URL are made for that call alone, so no caller's key outlives
-its request. The SDKs are imported when a model of theirs is first made, so a
-deployment that uses neither does not pay for importing them.
+connection pool, and a new one per call would pay a new TLS handshake), on the SDK's
+aiohttp transport, and their models' calls go through a lean streamed call beside them
+(``models.sse_http``, one ``Channel`` per client and provider: the client's request,
+sent on aiohttp directly); clients for a caller's own key or base URL are made for that
+call alone, on the SDK's own path, so no caller's key outlives its request. The SDKs
+are imported when a model of theirs is first made, so a deployment that uses neither
+does not pay for importing them.
 
 ``ProviderSettings`` carries ostinato's own provider settings (the ``[models]`` section:
 ``OSTINATO_BASE_URL``, ``OSTINATO_THINKING_BUDGET`` ...), given by whoever builds the

@@ -262,3 +262,20 @@ async def test_a_connection_dropped_after_done_ends_the_stream_well() -> None:
         finally:
             await events.close()
         await channel.close()
+
+
+async def test_a_connection_not_made_in_time_is_said_as_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import aiohttp
+
+    from ostinato.errors import ProviderUnavailable
+
+    async def too_slow(*args: object, **kwargs: object) -> None:
+        raise aiohttp.ConnectionTimeoutError("Connection timeout to host")  # as aiohttp says
+
+    channel = channel_to(9)
+    monkeypatch.setattr(aiohttp.ClientSession, "_request", too_slow)
+    with pytest.raises(ProviderUnavailable, match="could not connect in time"):
+        await channel.post("/chat/completions", b"{}")  # not "sent nothing" (the idle one)
+    await channel.close()

@@ -160,10 +160,10 @@ class Channel:
                 )
                 if response.status >= 400:
                     raise await self._failed(response, url)
+        except aiohttp.ClientError as exc:  # a connect timeout too (a TimeoutError as well)
+            raise _link_failure(self.endpoint, exc) from exc
         except TimeoutError as exc:
             raise idle_failure(self.endpoint) from exc
-        except aiohttp.ClientError as exc:
-            raise _link_failure(self.endpoint, exc) from exc
         return Events(self, response, url)
 
     async def _failed(self, response: aiohttp.ClientResponse, url: str) -> Exception:

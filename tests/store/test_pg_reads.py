@@ -17,6 +17,7 @@ from ostinato.errors import StoreError
 from ostinato.messages import user_text
 from ostinato.store import PostgresStore
 from ostinato.store.base import append
+from ostinato.store.sql.pg_driver import driver_of
 from ostinato.store.sql.pg_reads import RawSQL, RawStatements, compile_raw
 from ostinato.store.sql.spend_tables import spend_days
 from ostinato.store.sql.tables import conversations, messages
@@ -87,3 +88,15 @@ async def test_a_refused_read_is_a_store_error(postgres_store: PostgresStore) ->
         with pytest.raises(StoreError, match="postgresql"):
             await store._fetch(bad, {"n": "not a number"})
     assert [tuple(r) for r in await store._fetch(bad, {"n": "7"})] == [(7,)]  # still usable
+
+
+async def test_a_connection_given_back_inside_a_transaction_is_dropped(
+    postgres_store: PostgresStore,
+) -> None:
+    engine = postgres_store.engine
+    async with driver_of(engine) as driver:
+        await driver.execute("BEGIN")
+        await driver.execute("SELECT 1")
+    for _ in range(3):  # whichever connection comes next is outside any transaction
+        async with driver_of(engine) as driver:
+            assert not driver.is_in_transaction()

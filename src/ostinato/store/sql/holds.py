@@ -5,7 +5,8 @@ already ours (a new worker token) or its holder's lease is not live (missing or
 expired, by the store's clock), else inserted if there is none; never while another
 server's turn of the conversation is still marked running (a dead server's turn is
 first closed by recovery, so a new turn never overlaps it in the records). Two servers that try at
-once: one wins. See ``ostinato.holds``.
+once: one wins. On PostgreSQL the three steps are one statement (``_claim_at_once``), one
+round trip; a hold is released by one statement alone. See ``ostinato.holds``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,28 @@ def _statements(dialect: str) -> dict[str, sa.Executable]:
     }
 
 
+@cache
+def _claim_at_once() -> sa.Executable:
+    """PostgreSQL's claim as one statement (``claim_conversation``): the three steps of
+    the transaction as parts of one, each but the first only where the ones before it
+    did not decide; a row for a hold taken or made, none for a refusal."""
+    stmts = _statements("postgresql")
+    running = stmts["running"].cte("running")  # type: ignore[attr-defined]
+    first = ~sa.exists(running.select())
+    hit: sa.Label[Any] = sa.literal_column("1").label("hit")
+    take = stmts["take"].where(first).returning(hit).cte("take")  # type: ignore[attr-defined]
+    values = [sa.bindparam(name, type_=sa.String()) for name in ("cid", "me", "token")]
+    made = sa.select(*values).where(first, ~sa.exists(take.select()))
+    add = (
+        postgresql.insert(holds)
+        .from_select(["conversation_id", "holder", "token"], made)
+        .on_conflict_do_nothing()
+        .returning(hit)
+        .cte("add")
+    )
+    return sa.select(take.c.hit).union_all(sa.select(add.c.hit))
+
+
 class SQLHolds(SQLLeases):
     """The hold methods of ``SQLiteStore`` and ``PostgresStore``."""
 
@@ -63,6 +86,8 @@ class SQLHolds(SQLLeases):
     async def claim_conversation(self, conversation_id: str, holder: str, token: str) -> bool:
         stmts = _statements(self._dialect)
         params = {"cid": conversation_id, "me": holder, "token": token, **self._now_params()}
+        if self._dialect == "postgresql":  # one statement: one round trip
+            return bool(await self._lease_one(_claim_at_once(), params))
 
         def work(tx: Any) -> bool:
             if tx.rows(stmts["running"], params):  # a gone server's turn, not yet recovered
@@ -75,9 +100,7 @@ class SQLHolds(SQLLeases):
 
     async def release_conversation(self, conversation_id: str, token: str) -> None:
         params = {"cid": conversation_id, "token": token}
-        await self._lease_write(
-            lambda tx: tx.execute(_statements(self._dialect)["release"], params)
-        )
+        await self._lease_one(_statements(self._dialect)["release"], params)
 
     async def held_elsewhere(self, conversation_id: str, holder: str) -> bool:
         """Whether another live server holds the conversation."""

@@ -61,6 +61,9 @@ class SQLRequestKeys(ABC):
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T: ...
 
     @abstractmethod
+    async def _lease_one(self, stmt: sa.Executable, params: dict[str, Any]) -> int: ...
+
+    @abstractmethod
     def _bind_time(self, value: datetime) -> Any: ...
 
     @abstractmethod
@@ -110,4 +113,4 @@ class SQLRequestKeys(ABC):
 
     async def release_request(self, owner: str, key: str) -> None:
         stmt = statements(self._dialect)["release"]
-        await self._lease_write(lambda tx: tx.execute(stmt, {"b_owner": owner, "b_key": key}))
+        await self._lease_one(stmt, {"b_owner": owner, "b_key": key})

@@ -2,8 +2,10 @@
 
 Each method is one small transaction of its own, apart from the store's write path (a
 renewal every few seconds has no business in a turn's group commit): PostgreSQL runs it
-on a pooled connection; SQLite on a connection of its own in a thread, under ``BEGIN
-IMMEDIATE``, waiting for the write lock like any other writer of the file.
+on a pooled connection, straight on asyncpg (``pg_tx``; a transaction of one statement
+is that statement alone, ``_lease_one``); SQLite on the writer's connection when it is
+free, else on a connection of its own in a thread, under ``BEGIN IMMEDIATE``, waiting
+for the write lock like any other writer of the file.
 
 The clock is the store's: on PostgreSQL every time is ``now()`` in the statement, so
 servers on several hosts judge expiry by one clock; on SQLite (one host) it is the
@@ -109,9 +111,23 @@ class SQLLeases(ABC):
             "expires_at": self._bind_time(now + timedelta(seconds=ttl)),
         }
 
-    async def _change(self, name: str, params: dict[str, Any]) -> int:
-        stmt = statements(self._dialect)[name]
+    async def _lease_one(self, stmt: sa.Executable, params: dict[str, Any]) -> int:
+        """One statement in a transaction of its own; the rows it changed. (PostgreSQL
+        sends it alone, in one round trip: ``PostgresStore._lease_one``.)"""
         return await self._lease_write(lambda tx: tx.execute(stmt, params))
+
+    async def _lease_many(self, stmt: sa.Executable, params: Sequence[dict[str, Any]]) -> None:
+        """One statement run for each of ``params``, all in one transaction of their own.
+        (PostgreSQL sends them together, in one round trip: ``PostgresStore._lease_many``.)"""
+
+        def work(tx: LeaseTx) -> None:
+            for each in params:
+                tx.execute(stmt, each)
+
+        await self._lease_write(work)
+
+    async def _change(self, name: str, params: dict[str, Any]) -> int:
+        return await self._lease_one(statements(self._dialect)[name], params)
 
     async def acquire_lease(self, lease: ServerLease, ttl: float) -> ServerLease:
         params = {

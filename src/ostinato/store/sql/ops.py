@@ -5,7 +5,7 @@ one function per op dispatched from one table (``OPS``; memory facts are in
 ``fact_ops``), and runs them through an ``Executor`` (``executor.py``), the one seam
 between the op logic and an engine:
 SQLite's executor runs compiled text on its ``sqlite3`` cursor in the writer thread,
-PostgreSQL's runs the SQLAlchemy constructs on a ``Connection`` (inside ``run_sync``).
+PostgreSQL's runs their compiled text on asyncpg inside a transaction (``pg_tx``).
 The caller owns the transaction; a raised error means the caller must roll it back.
 
 Unknown rows are found by row counts, never by parsing driver errors: an ``UPDATE``

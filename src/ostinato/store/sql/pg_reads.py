@@ -12,8 +12,10 @@ cache (on unless the URL says ``statement_cache=off``) saves the parse and plan.
 A statement is compiled at its second use, found by ``id``: one built for a single call
 dies after it and never comes back, and goes SQLAlchemy's way, whose cache knows it by
 its structure; an entry goes with its statement (``by_statement``). A statement whose text alone
-would not run it (a list it expands, a type that converts a value on its way in or
-out) is never compiled: it goes SQLAlchemy's way each time.
+would not run it (a list it expands, a type that converts a value on its way out) is
+never compiled: it goes SQLAlchemy's way each time. A value a bind type converts on its
+way in (a boolean's check) is converted as SQLAlchemy would, by the type's own
+processor.
 
 The rows are asyncpg's ``Record``: read by position, as every read of the store does
 (the SQLite store's rows are plain tuples), with the same Python values SQLAlchemy gives
@@ -22,6 +24,7 @@ for the column types the tables use (text, integers, booleans, floats, timestamp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -45,10 +48,15 @@ class RawSQL:
     names: tuple[str, ...]
     defaults: dict[str, Any]
     floats: tuple[int, ...] = ()  # columns typed Float: a NUMERIC value comes as a Decimal
+    # the bind types' own conversions, by parameter position (SQLAlchemy's processors)
+    converts: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
 
     def args(self, params: dict[str, Any]) -> list[Any]:
         values = self.defaults | params if self.defaults else params
-        return [values[name] for name in self.names]
+        found = [values[name] for name in self.names]
+        for index, convert in self.converts:
+            found[index] = convert(found[index])
+        return found
 
     def rows(self, records: list[Any]) -> list[Any]:
         """The rows as SQLAlchemy would give them: a Float column's value a ``float``."""
@@ -67,11 +75,9 @@ def _floated(record: Any, floats: tuple[int, ...]) -> tuple[Any, ...]:
 
 def compile_raw(stmt: sa.Executable, dialect: sa.Dialect) -> RawSQL | None:
     """``stmt`` for asyncpg, or None when its text alone would not run it the way
-    SQLAlchemy would (an expanding list, a bind or result type that converts values)."""
+    SQLAlchemy would (an expanding list, a result type that converts values)."""
     compiled: Any = stmt.compile(dialect=dialect)  # type: ignore[attr-defined]
     if any(bind.expanding or bind.literal_execute for bind in compiled.binds.values()):
-        return None
-    if compiled._bind_processors:
         return None
     floats = []
     for index, column in enumerate(compiled._result_columns):
@@ -82,7 +88,9 @@ def compile_raw(stmt: sa.Executable, dialect: sa.Dialect) -> RawSQL | None:
             return None
     names = tuple(compiled.positiontup or ())
     defaults = {k: v for k, v in compiled.params.items() if v is not None}
-    return RawSQL(str(compiled), names, defaults, tuple(floats))
+    processors = compiled._bind_processors
+    converts = tuple((i, processors[name]) for i, name in enumerate(names) if name in processors)
+    return RawSQL(str(compiled), names, defaults, tuple(floats), converts)
 
 
 class RawStatements(ByStatement["RawSQL | str"]):

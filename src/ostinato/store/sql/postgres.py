@@ -5,7 +5,9 @@ goes to ``PostgresWriter``: one statement, grouped with the other writes of the 
 pass of the event loop into one round trip and one commit (``pg_writer``). Any other
 write, and a planned one PostgreSQL refused, is one transaction on a pooled connection
 (``_write_in_transaction``): its ops run through the same ``apply_ops`` as SQLite's,
-via ``AsyncConnection.run_sync``. There, concurrent appenders to one conversation are
+straight on asyncpg (``pg_tx``), as do the small transactions of the leases, holds,
+spend and schedules (``_lease_write``; one of a single statement is that statement
+alone, ``_lease_one``). There, concurrent appenders to one conversation are
 serialised by locking the conversation's row before the ``seq`` is allocated; should
 two inserts still meet on one ``seq``, the loser's ``ON CONFLICT DO NOTHING`` leaves
 its transaction intact and it retries (READ COMMITTED, so the retry sees the winner's
@@ -35,6 +37,7 @@ from ostinato.errors import StoreBusy, StoreError
 from ostinato.observe import backend as observed
 from ostinato.store.base import WriteOp
 from ostinato.store.inflight import settle_in_task, written
+from ostinato.store.spend import Charge, SettleSpend
 from ostinato.store.sql.holds import SQLHolds
 from ostinato.store.sql.idempotency import SQLRequestKeys
 from ostinato.store.sql.leases import LeaseTx
@@ -43,6 +46,7 @@ from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.pg_driver import driver_of
 from ostinato.store.sql.pg_reads import RawStatements
+from ostinato.store.sql.pg_tx import NotRaw, RawTransactions, TxExecutor, rowcount, run_work
 from ostinato.store.sql.pg_writer import PostgresWriter, WriterStats
 from ostinato.store.sql.protocol_sql import SQLProtocolRecords
 from ostinato.store.sql.reads import SQLReads
@@ -50,7 +54,7 @@ from ostinato.store.sql.rows import MessageCache, Row, time_from_postgres, utc_t
 from ostinato.store.sql.schedule_sql import SQLSchedules
 from ostinato.store.sql.speculate import plan
 from ostinato.store.sql.spend_sql import SQLSpend
-from ostinato.store.sql.statements import WriteName, write_statements
+from ostinato.store.sql.statements import write_statements
 from ostinato.store.sql.version_sql import SQLVersions
 
 POOL_SIZE, MAX_OVERFLOW, POOL_TIMEOUT_S = 10, 20, 30.0
@@ -69,42 +73,12 @@ _CUSTOM_PLAN = sa.text(
 )
 
 
-class _ConnectionExecutor:
-    """``ops.Executor`` over a SQLAlchemy ``Connection`` (inside ``run_sync``)."""
-
-    serialise_appends = True  # other transactions append too
-
-    _statements = write_statements("postgresql")
-
-    def __init__(self, connection: sa.Connection) -> None:
-        self._connection = connection
-
-    def execute(self, name: WriteName, params: dict[str, Any]) -> int:
-        return self._connection.execute(self._statements[name], params).rowcount
-
-    def returning(self, name: WriteName, params: dict[str, Any]) -> Any:
-        row = self._connection.execute(self._statements[name], params).first()
-        return None if row is None else row[0]
-
-    def row(self, name: WriteName, params: dict[str, Any]) -> Row | None:
-        return self._connection.execute(self._statements[name], params).first()
-
-    def rows(self, name: WriteName, params: dict[str, Any]) -> Sequence[Row]:
-        return self._connection.execute(self._statements[name], params).all()
-
-    time = staticmethod(utc_time)
-    read_time = staticmethod(time_from_postgres)
-
-
-def _apply(connection: sa.Connection, ops: tuple[WriteOp, ...]) -> list[Any]:
-    return apply_ops(_ConnectionExecutor(connection), ops)
-
-
 T = TypeVar("T")
 
 
 class _LeaseTx:
-    """``leases.LeaseTx`` over a SQLAlchemy ``Connection`` (inside ``run_sync``)."""
+    """``leases.LeaseTx`` over a SQLAlchemy ``Connection`` (inside ``run_sync``): the
+    old way, for work with a statement that cannot be sent as text (``pg_tx.NotRaw``)."""
 
     def __init__(self, connection: sa.Connection) -> None:
         self._connection = connection
@@ -130,10 +104,10 @@ class PostgresStore(
         # round trips). Same pool as the writes.
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._raw = RawStatements(engine.dialect)
+        self._tx_sql = RawTransactions(engine.dialect)
+        self._statements = write_statements("postgresql")
         self._message_cache = MessageCache()
-        self._writer = PostgresWriter(
-            engine, write_statements("postgresql"), self._write_in_transaction
-        )
+        self._writer = PostgresWriter(engine, self._statements, self._write_in_transaction)
 
     @classmethod
     async def open(cls, url: str | sa.URL, **engine_options: Any) -> PostgresStore:
@@ -188,19 +162,67 @@ class PostgresStore(
     async def _write_in_transaction(self, ops: tuple[WriteOp, ...]) -> list[Any]:
         """``ops`` in a transaction of their own, statement by statement; a transaction
         PostgreSQL rolled back as a deadlock's victim is run again (``RETRIES`` times)."""
-        for attempt in range(RETRIES + 1):
-            try:
-                async with self.engine.begin() as connection:
-                    return await connection.run_sync(_apply, ops)
-            except sa.exc.DBAPIError as exc:
-                if attempt < RETRIES and getattr(exc.orig, "sqlstate", None) in _RETRIED:
-                    continue
-                raise StoreError(f"postgresql: {exc.orig}") from exc
-            except sa.exc.TimeoutError as exc:
-                raise pool_busy(exc) from exc
-        raise AssertionError("unreachable")
+        statements = self._statements
+        return await self._transaction(
+            lambda tx: apply_ops(TxExecutor(tx, statements), ops), retries=RETRIES
+        )
 
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T:
+        return await self._transaction(work)
+
+    async def _lease_one(self, stmt: sa.Executable, params: dict[str, Any]) -> int:
+        """One statement in a transaction of its own: sent alone, outside a transaction
+        block, which PostgreSQL runs as one (no ``BEGIN`` and ``COMMIT`` round trips)."""
+        try:
+            sql = self._tx_sql.get(stmt)
+        except NotRaw:
+            return await self._lease_write(lambda tx: tx.execute(stmt, params))
+        return rowcount(await self._execute_raw(sql.text, sql.args(params)))
+
+    async def _lease_many(self, stmt: sa.Executable, params: Sequence[dict[str, Any]]) -> None:
+        """One statement for each of ``params`` in one transaction: sent together, in one
+        round trip (asyncpg's ``executemany``: one implicit transaction, all or none)."""
+        try:
+            sql = self._tx_sql.get(stmt)
+        except NotRaw:
+            await super()._lease_many(stmt, params)
+            return
+        if params:
+            await self._on_driver("executemany", sql.text, [[sql.args(p) for p in params]])
+
+    async def settle_spend(self, hold_id: str | None, charge: Charge) -> None:
+        """A call's charge without a hold to read is a planned write (``speculate``):
+        one statement, grouped with the other writes of the moment (``pg_writer``)."""
+        if hold_id is None:
+            await self.write(SettleSpend(None, charge))
+        else:
+            await super().settle_spend(hold_id, charge)
+
+    async def _transaction(self, work: Callable[[LeaseTx], T], retries: int = 0) -> T:
+        """``work`` in a transaction of its own, straight on asyncpg (``pg_tx``); one
+        PostgreSQL rolled back as a deadlock's victim is run again, ``retries`` times."""
+        import asyncpg
+
+        for attempt in range(retries + 1):
+            try:
+                async with driver_of(self.engine) as driver:
+                    outcome = await run_work(driver, self._tx_sql, work)
+            except NotRaw:
+                return await self._sqlalchemy_transaction(work)
+            except asyncpg.PostgresError as exc:  # the server's answer: nothing broke
+                if attempt < retries and exc.sqlstate in _RETRIED:
+                    continue
+                raise StoreError(f"postgresql: {exc}") from exc
+            except sa.exc.TimeoutError as exc:
+                raise pool_busy(exc) from exc
+            except Exception as exc:  # the connection (given up by ``driver_of``)
+                raise StoreError(f"postgresql: {exc!r}") from exc
+            return outcome.unwrap()  # the work's own refusal, rolled back, is raised
+        raise AssertionError("unreachable")
+
+    async def _sqlalchemy_transaction(self, work: Callable[[LeaseTx], T]) -> T:
+        """``work`` in a transaction through SQLAlchemy (one with a statement that
+        cannot be sent as text)."""
         try:
             async with self.engine.begin() as connection:
                 return await connection.run_sync(lambda sync: work(_LeaseTx(sync)))
@@ -228,18 +250,26 @@ class PostgresStore(
             raise pool_busy(exc) from exc
 
     async def _fetch_raw(self, text: str, args: list[Any]) -> list[Any]:
+        found: list[Any] = await self._on_driver("fetch", text, args)
+        return found
+
+    async def _execute_raw(self, text: str, args: list[Any]) -> str:
+        """One statement outside a transaction block; its command tag."""
+        status: str = await self._on_driver("execute", text, args)
+        return status
+
+    async def _on_driver(self, method: str, text: str, args: list[Any]) -> Any:
         import asyncpg
 
         try:
             async with driver_of(self.engine) as driver:
-                found: list[Any] = await driver.fetch(text, *args)
+                return await getattr(driver, method)(text, *args)
         except asyncpg.PostgresError as exc:  # the server's answer: nothing broke
             raise StoreError(f"postgresql: {exc}") from exc
         except sa.exc.TimeoutError as exc:
             raise pool_busy(exc) from exc
         except Exception as exc:  # the connection (given up by ``driver_of``)
             raise StoreError(f"postgresql: {exc!r}") from exc
-        return found
 
     async def _fetch_planned(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
         """``_fetch``, with the statement planned for these parameters' values: a prepared

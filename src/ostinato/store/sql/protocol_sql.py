@@ -1,7 +1,7 @@
 """``ProtocolRecords`` for both SQL engines: the ``protocol_records`` table
 (``store.protocol_records``).
 
-Each write is one small transaction of its own on the lease path (``_lease_write``);
+Each write is one statement, a transaction of its own on the lease path (``_lease_one``);
 creating is an ``INSERT ... ON CONFLICT DO NOTHING`` on the key, so of two requests
 making one record exactly one does.
 """
@@ -65,11 +65,11 @@ def _listing(dialect: str, owner: bool, conversation: bool, prefix: bool) -> sa.
 
 class SQLProtocolRecords:
     """The record methods of ``SQLiteStore`` and ``PostgresStore`` (which supply
-    ``_lease_write``, ``_bind_time``, ``_fetch`` and ``_decode_time``)."""
+    ``_lease_one``, ``_bind_time``, ``_fetch`` and ``_decode_time``)."""
 
     _dialect: str
     _decode_time: TimeDecoder
-    _lease_write: Callable[..., Any]
+    _lease_one: Callable[..., Any]
     _bind_time: Callable[[datetime], Any]
     _fetch: Callable[..., Any]
 
@@ -91,7 +91,7 @@ class SQLProtocolRecords:
         params["data"] = dump_json(record.data)
         params["created_at"] = self._bind_time(record.created_at)
         params["updated_at"] = self._bind_time(record.updated_at)
-        changed: int = await self._lease_write(lambda tx: tx.execute(stmt, params))
+        changed: int = await self._lease_one(stmt, params)
         return changed > 0
 
     async def get_record(self, kind: str, record_id: str) -> ProtocolRecord | None:
@@ -129,5 +129,5 @@ class SQLProtocolRecords:
             return False
         stmt = statements(self._dialect)["delete"]
         params = {"b_kind": kind, "b_id": record_id}
-        changed: int = await self._lease_write(lambda tx: tx.execute(stmt, params))
+        changed: int = await self._lease_one(stmt, params)
         return changed > 0

@@ -81,11 +81,12 @@ def schedule_from(row: Row, decode: TimeDecoder) -> Schedule:
 
 class SQLSchedules:
     """The schedule methods of ``SQLiteStore`` and ``PostgresStore`` (which supply
-    ``_lease_write``, ``_bind_time``, ``_fetch`` and ``_decode_time``)."""
+    ``_lease_write``, ``_lease_one``, ``_bind_time``, ``_fetch`` and ``_decode_time``)."""
 
     _dialect: str
     _decode_time: TimeDecoder
     _lease_write: Callable[..., Any]
+    _lease_one: Callable[..., Any]
     _bind_time: Callable[[datetime], Any]
     _fetch: Callable[..., Any]
 
@@ -127,7 +128,7 @@ class SQLSchedules:
             return False
         stmt = statements(self._dialect)["delete"]
         params = {"b_id": schedule_id, "owner": owner}
-        changed: int = await self._lease_write(lambda tx: tx.execute(stmt, params))
+        changed: int = await self._lease_one(stmt, params)
         return changed > 0
 
     async def revise_schedule(self, schedule: Schedule) -> bool:
@@ -137,7 +138,7 @@ class SQLSchedules:
         wake = schedule.wake_at
         params["wake_at"] = None if wake is None else self._bind_time(wake)
         stmt = statements(self._dialect)["revise"]
-        changed: int = await self._lease_write(lambda tx: tx.execute(stmt, params))
+        changed: int = await self._lease_one(stmt, params)
         return changed > 0
 
     async def claim_schedules(
@@ -164,5 +165,5 @@ class SQLSchedules:
         params |= {"b_id": schedule.id, "b_holder": holder}
         params["wake_at"] = None if wake is None else self._bind_time(wake)
         stmt = statements(self._dialect)["move"]
-        changed: int = await self._lease_write(lambda tx: tx.execute(stmt, params))
+        changed: int = await self._lease_one(stmt, params)
         return changed > 0

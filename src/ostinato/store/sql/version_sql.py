@@ -73,6 +73,9 @@ class SQLVersions:
     async def _lease_write(self, work: Callable[[LeaseTx], T]) -> T: ...
 
     @abstractmethod
+    async def _lease_many(self, stmt: sa.Executable, params: Sequence[dict[str, Any]]) -> None: ...
+
+    @abstractmethod
     def _bind_time(self, value: datetime) -> Any: ...
 
     @abstractmethod
@@ -121,11 +124,8 @@ class SQLVersions:
     async def pin_versions(
         self, conversation_id: str, pins: Mapping[str, int | None], *, move: bool = False
     ) -> None:
-        stmt = _pin(self._dialect, move)
-
-        def work(tx: LeaseTx) -> None:
-            for agent, number in pins.items():
-                params = {"conversation_id": conversation_id, "agent": agent, "version": number}
-                tx.execute(stmt, params)
-
-        await self._lease_write(work)
+        every = [
+            {"conversation_id": conversation_id, "agent": agent, "version": number}
+            for agent, number in pins.items()
+        ]
+        await self._lease_many(_pin(self._dialect, move), every)

@@ -17,7 +17,9 @@ from ostinato.attachments import (
 )
 from ostinato.errors import InvalidRequest
 from ostinato.messages import FileBlock, ImageBlock, Message, TextBlock
-from ostinato.models.scripted import text_step
+from ostinato.models.scripted import text_step, tool_step
+from ostinato.store.base import FinishToolCall, WriteOp
+from ostinato.store.sql.wal_sync import acknowledges
 from ostinato.tools.builtins import builtin_tools
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
@@ -131,3 +133,37 @@ async def test_turn_zero_seeds_read_files_and_recall_before_the_first_call() -> 
     visible = await h.store.list_messages(cid, include_hidden=False)
     assert [m.role for m in visible] == ["user", "assistant"]
     assert base64.b64decode(files[0].data or "") == b"alpha"  # stored as sent
+
+
+async def test_a_seed_s_result_acknowledges_nothing_and_a_model_s_call_does() -> None:
+    """A turn-zero seed's read changed nothing: its record's end is not waited for on
+    disk (``wal_sync``); the end of a call the model made is."""
+
+    async def recall(query: str, limit: int = 10) -> str:
+        """Search memory."""
+        return "the user likes tea"
+
+    async def note(text: str) -> str:
+        """Write a note."""
+        return "noted"
+
+    tools = ToolRegistry(
+        [*builtin_tools(), function_tool(recall, category="read"), function_tool(note)]
+    )
+    h = Harness(tool_step(("note", {"text": "tea"}, "n1")), text_step("Done."), tools=tools)
+    cid = await h.conversation()
+    written: list[tuple[WriteOp, ...]] = []
+    write = h.store.write
+
+    async def recording(*ops: WriteOp) -> list[object]:
+        written.append(ops)
+        return await write(*ops)
+
+    h.store.write = recording  # type: ignore[method-assign]
+    await h.runtime.run_turn(cid, "remember that I like tea")
+    ends = [(ops, op) for ops in written for op in ops if isinstance(op, FinishToolCall)]
+    seed = [(ops, op) for ops, op in ends if op.tool_call_id != "n1"]
+    made = [(ops, op) for ops, op in ends if op.tool_call_id == "n1"]
+    assert len(seed) == 1 and len(made) == 1
+    assert not seed[0][1].side_effects and not acknowledges(seed[0][0])
+    assert made[0][1].side_effects and acknowledges(made[0][0])

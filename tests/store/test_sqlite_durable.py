@@ -17,6 +17,7 @@ from ostinato.store.base import (
     AppendMessage,
     Conversation,
     CreateConversation,
+    FinishToolCall,
     SetTurnMetrics,
     StartTurn,
     Turn,
@@ -95,3 +96,10 @@ def test_which_writes_acknowledge_something() -> None:
     reply = AppendMessage(cid, Message("assistant", (TextBlock("a"),)))
     settled = SettleSpend(None, Charge("ann", "2026-12-04", "offline:ostinato", "", (), None))
     assert not acknowledges((reply, settled))
+    # a tool call's end acknowledges (its tool may have changed something), unless the
+    # call changed nothing: a turn-zero seed's read
+    now = utcnow()
+    assert acknowledges((FinishToolCall(tid, "u1", "ok", "done", False, now, 0.1),))
+    seed = FinishToolCall(tid, "u2", "ok", "tea", False, now, 0.1, side_effects=False)
+    result = AppendMessage(cid, Message("tool", (TextBlock("x"),), hidden=True), tid)
+    assert not acknowledges((result, seed))

@@ -67,6 +67,7 @@ class TurnRecord:
         self.written: list[Message] = []
         self.open_calls: dict[str, ToolUseBlock] = {}  # committed tool_use without result
         self.unfinished: set[str] = set()  # tool-call records still marked running
+        self.seeded: frozenset[str] = frozenset()  # the turn-zero seed calls (reads)
         self.begun: dict[str, float] = {}  # when each call started (monotonic)
         self.so_far: dict[str, str] = {}  # what a call cut short had done (ToolContext)
         # the turn that recorded each call (a carried call's record is its earlier turn's)
@@ -152,6 +153,7 @@ class TurnRecord:
     def opened(self, calls: Sequence[ToolUseBlock], starts: Sequence[StartToolCall]) -> None:
         """The calls are committed (as tool_use blocks) and these records started (the
         seed calls, committed with the turn's start)."""
+        self.seeded = self.seeded | {call.id for call in calls}
         for call in calls:
             self.open_calls[call.id] = call
         self.unfinished.update(op.record.id for op in starts if op.record.status == "running")
@@ -180,6 +182,7 @@ class TurnRecord:
             run.error is not None,
             now or utcnow(),
             run.duration_s,
+            run.call.id not in self.seeded,  # a seed's read changed nothing
         )
 
     async def finish_one(self, run: ToolRun) -> None:

@@ -264,6 +264,11 @@ class FinishToolCall:
     is_error: bool
     finished_at: datetime
     duration_s: float
+    # Whether the call may have changed anything outside the turn, so that its record
+    # acknowledges something (SQLite's durable commits wait for it: ``wal_sync``). A
+    # turn-zero seed (a memory recall, an attachment read) changed nothing: recovery may
+    # replace its lost result like a reply's.
+    side_effects: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,9 @@ waits, after its commit, for an fsync of the WAL file; every such write committe
 the fsync began rides on it (group commit: writes that arrive while one fsync runs wait
 for the next one, which takes them all). The fsync runs on a thread of its own, never on
 the event loop. Everything else (a step's reply and the settlement of its call's cost,
-tool calls' records, metrics, a turn's end) is answered at once and made durable by the
-next fsync or checkpoint; what a power loss can take from it, recovery redoes.
+tool calls' records as they start, a turn-zero seed's result, metrics, a turn's end) is
+answered at once and made durable by the next fsync or checkpoint; what a power loss can
+take from it, recovery redoes.
 
 ``durability=relaxed`` in the database URL answers every write at once (what
 ``synchronous = NORMAL`` alone gives). Idea: PostgreSQL's group commit of its WAL
@@ -43,8 +44,7 @@ DURABILITIES: tuple[Durability, ...] = ("acknowledged", "relaxed")
 
 # Ops that, by their own type, acknowledge what a client sent.
 _ACKNOWLEDGING: frozenset[type] = frozenset(
-    {CreateConversation, StartTurn, Enqueue, FinishToolCall, DecideApproval}
-    | {CreateGrant, RevokeGrant}
+    {CreateConversation, StartTurn, Enqueue, DecideApproval, CreateGrant, RevokeGrant}
 )
 # Ops of a turn's own bookkeeping: never waited for (the rest of ``WriteOp`` is).
 _BOOKKEEPING_NAMES = frozenset(
@@ -59,11 +59,17 @@ _BOOKKEEPING_NAMES = frozenset(
 def acknowledges(ops: tuple[WriteOp, ...]) -> bool:
     """Whether a write acknowledges something to a client, so must be durable before
     its ``write()`` returns: any op of ``_ACKNOWLEDGING``, a message of the person's
-    (their text, or tool results), and any op that is not a turn's bookkeeping."""
+    (their text, or tool results), a tool call's end unless the call changed nothing (a
+    turn-zero seed's read: ``FinishToolCall.side_effects``), and any op that is not a
+    turn's bookkeeping."""
     for op in ops:
         kind = type(op)
         if kind in _ACKNOWLEDGING:
             return True
+        if kind is FinishToolCall:
+            if op.side_effects:  # type: ignore[union-attr]
+                return True
+            continue
         if kind is AppendMessage:
             if op.message.role == "user":  # type: ignore[union-attr]
                 return True

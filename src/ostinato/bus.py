@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from ostinato.frames import Frame
 
@@ -60,17 +60,23 @@ class Subscription:
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self._max_backlog = max_backlog
         self.overflowed = False
+        # called when a frame (or the end) is put: a reader that ``poll``s waits for it
+        self.bell: Callable[[], None] | None = None
 
     def _put(self, frame: Frame) -> None:
         if self._queue.qsize() >= self._max_backlog:
             self.overflow()
             return
         self._queue.put_nowait(frame)
+        if self.bell is not None:
+            self.bell()
 
     def overflow(self) -> None:
         """End the iterator with ``BacklogOverflow``: the subscriber must replay."""
         self.overflowed = True
         self._queue.put_nowait(None)
+        if self.bell is not None:
+            self.bell()
         self.close()
 
     def __aiter__(self) -> AsyncIterator[Frame]:
@@ -79,9 +85,7 @@ class Subscription:
     async def __anext__(self) -> Frame:
         frame = await self._queue.get()
         if frame is None:
-            if self.overflowed:
-                raise BacklogOverflow(f"subscriber on {self.conversation_id} fell behind")
-            raise StopAsyncIteration
+            self._end()
         return frame
 
     def take(self) -> Frame | None:
@@ -93,6 +97,23 @@ class Subscription:
         if frame is None:
             self._queue.put_nowait(None)  # the end: nothing is put after it
         return frame
+
+    def poll(self) -> Frame | None:
+        """The next frame if one is waiting, else ``None``; at the end, raises what
+        ``__anext__`` does (``StopAsyncIteration``, or ``BacklogOverflow``). With ``bell``
+        set, a reader waits for the bell between polls instead of a pending ``__anext__``."""
+        if self._queue.empty():
+            return None
+        frame = self._queue.get_nowait()
+        if frame is None:
+            self._queue.put_nowait(None)  # the end: nothing is put after it
+            self._end()
+        return frame
+
+    def _end(self) -> NoReturn:
+        if self.overflowed:
+            raise BacklogOverflow(f"subscriber on {self.conversation_id} fell behind")
+        raise StopAsyncIteration
 
     async def get(self, within: float | None = None) -> Frame:
         """The next frame; raises ``TimeoutError`` after ``within`` seconds."""

@@ -55,6 +55,7 @@ from ostinato.frames import (
 )
 from ostinato.messages import Message
 from ostinato.redaction import redact
+from ostinato.server.stream_wake import Bell, Silence
 from ostinato.store.base import STATE_AFTER, Store, Turn
 from ostinato.turns import TurnHandle
 
@@ -135,79 +136,51 @@ async def _frames(
 ) -> AsyncGenerator[Frame | None, None]:
     """The subscription's frames, with ``None`` for each ``ping_interval`` of silence and
     once when ``wake`` completes; raises ``_Closing`` once ``closing`` is set and no
-    frame is waiting."""
+    frame is waiting.
+
+    Between frames it waits on one bell (``stream_wake.Bell``) that each of those
+    rings: a frame put on the subscription, the server closing, the credential revoked,
+    ``wake``, the silence over; then it looks at each in that order. (``asyncio.wait`` on
+    them all put a callback on each and took it off again, and a task read the
+    subscription, for every frame.)"""
+    bell = Bell(asyncio.get_running_loop())
     closed = asyncio.ensure_future(live.closing.wait())
     revoked = asyncio.ensure_future(live.revoked.wait()) if live.revoked is not None else None
-    getter: asyncio.Future[Frame] | None = None
-    silence = _Silence(live.ping_interval)
+    ringing = [f for f in (closed, revoked, wake) if f is not None]
+    for future in ringing:
+        future.add_done_callback(bell.ring)
+    silence = Silence(live.ping_interval, bell.ring)
+    subscription.bell = bell.ring
     observe.streams(1)  # open streams, for the metrics
     try:
         while True:
-            if getter is None and (ready := subscription.take()) is not None:
+            try:
+                frame = subscription.poll()
+            except StopAsyncIteration:
+                return
+            if frame is not None:
                 silence.heard()
-                yield ready  # a frame was waiting: no futures, no wait
-                continue
-            if getter is None:
-                getter = asyncio.ensure_future(subscription.__anext__())
-            waiting = {f for f in (getter, closed, revoked, wake, silence.over) if f is not None}
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            silence.heard()
-            if getter in done:
-                finished, getter = getter, None
-                try:
-                    frame = finished.result()
-                except StopAsyncIteration:
-                    return
-                yield frame
-            elif revoked is not None and revoked in done:
+                yield frame  # a frame was waiting: no futures, no wait
+            elif revoked is not None and revoked.done():
                 raise _Revoked
-            elif closed in done:
+            elif closed.done():
                 raise _Closing
-            else:
-                if wake is not None and wake in done:
+            elif (wake is not None and wake.done()) or silence.over:
+                if wake is not None and wake.done():
                     wake = None
+                silence.heard()
                 yield None
+            else:
+                await bell.wait()
     finally:
+        subscription.bell = None
+        for future in ringing:
+            future.remove_done_callback(bell.ring)
         observe.streams(-1)
         silence.stop()
         closed.cancel()
         if revoked is not None:
             revoked.cancel()
-        if getter is not None:
-            getter.cancel()
-
-
-class _Silence:
-    """A future done once ``seconds`` pass with nothing ``heard``: one timer for the
-    stream, moved on lazily (``heard`` notes the time; the timer, when it fires early,
-    waits the rest), where a timeout on every wait made and cancelled a timer per frame."""
-
-    def __init__(self, seconds: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._seconds = seconds
-        self._until = self._loop.time() + seconds
-        self.over: asyncio.Future[None] = self._loop.create_future()
-        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._until, self._check)
-
-    def heard(self) -> None:
-        """Something was said: the silence starts again (and a done one is renewed)."""
-        self._until = self._loop.time() + self._seconds
-        if self.over.done():
-            self.over = self._loop.create_future()
-            self._timer = self._loop.call_at(self._until, self._check)
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _check(self) -> None:
-        if self._loop.time() < self._until:
-            self._timer = self._loop.call_at(self._until, self._check)
-            return
-        self._timer = None
-        if not self.over.done():
-            self.over.set_result(None)
 
 
 async def turn_frames(

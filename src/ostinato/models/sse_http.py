@@ -6,8 +6,8 @@ decodes its server-sent events line by line in Python; with aiohttp's read timeo
 armed, every chunk also moves a timer. Together that was about a quarter of the
 server's CPU with 1,000 streams open (issue 32, docs/performance.md). A ``Channel``
 sends the same request (the SDK client's own headers, base URL and timeouts) straight on
-an aiohttp session of its own and reads the body as it comes (an idea as old as the SDKs'
-own transports; the code is ostinato's):
+an aiohttp session of its own and reads the body as it comes (the SDKs' own aiohttp
+transport, ``httpx-aiohttp``, showed the way to aiohttp; this code is ostinato's):
 
 - the events are cut out of the bytes by ``EventParser`` (the WHATWG HTML standard's
   event stream format: ``data`` lines joined, ``event`` kept, comments and other fields

@@ -26,7 +26,7 @@ import argparse
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,6 +38,14 @@ def body_for(text: str) -> bytes:
     request = {"model": "fake", "messages": messages, "stream": True}
     request["stream_options"] = {"include_usage": True}
     return json.dumps(request).encode()
+
+
+def contents(chunk: Any) -> Iterator[str]:
+    """A ``chat.completion.chunk``'s content deltas (the floors relay nothing else)."""
+    for choice in chunk["choices"]:
+        content = choice["delta"].get("content")
+        if content:
+            yield content
 
 
 async def socket_tokens(base_url: str, text: str) -> AsyncIterator[str]:
@@ -64,10 +72,8 @@ async def socket_tokens(base_url: str, text: str) -> AsyncIterator[str]:
                 data = event[6:]
                 if data == b"[DONE]":
                     return
-                for choice in json.loads(data)["choices"]:
-                    content = choice["delta"].get("content")
-                    if content:
-                        yield content
+                for content in contents(json.loads(data)):
+                    yield content
     finally:
         writer.close()
 
@@ -95,10 +101,8 @@ def sdk_tokens(base_url: str, transport: str) -> Callable[[str], AsyncIterator[s
         try:
             async for chunk in stream:
                 assert isinstance(chunk, dict)
-                for choice in chunk["choices"]:
-                    content = choice["delta"].get("content")
-                    if content:
-                        yield content
+                for content in contents(chunk):
+                    yield content
         finally:
             await stream.close()
 
@@ -119,10 +123,8 @@ def lean_tokens(base_url: str) -> Callable[[str], AsyncIterator[str]]:
         events = await channel.post("/chat/completions", body_for(text))
         try:
             async for chunk in events:
-                for choice in chunk["choices"]:
-                    content = choice["delta"].get("content")
-                    if content:
-                        yield content
+                for content in contents(chunk):
+                    yield content
         finally:
             await events.close()
 

@@ -171,8 +171,7 @@ class Channel:
             raw = await response.read()
         finally:
             response.release()
-        headers = {k: v for k, v in response.headers.items()}
-        return self._status_error(response.status, headers, raw, url)
+        return self._status_error(response.status, dict(response.headers), raw, url)
 
     async def close(self) -> None:
         if self._session is not None:

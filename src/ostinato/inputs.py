@@ -6,11 +6,14 @@ it (``ostinato.observe``)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from ostinato import observe
 from ostinato.loop.begin import begin
 from ostinato.loop.opening import Parts, open_input
 from ostinato.store.base import Conversation, HistoryWindow, Turn
-from ostinato.turns import Submission, TurnHandle
+from ostinato.turns import Input, Submission, TurnHandle, Workers
 
 
 async def begin_input(
@@ -29,3 +32,16 @@ async def begin_input(
         )
         begun = await begin(parts, conversation, window, turn, opening, submission.model)
     return TurnHandle(begun.turn, begun.rows, begun.task, begun.position)
+
+
+async def continued(workers: Workers, conversation_id: str, work: Input, most_s: float) -> None:
+    """Queue ``work``, an input stored already (an approval decided after its turn had
+    stopped), and return once its turn has begun, so that whoever reads the conversation
+    after the caller's answer finds it ``running`` (or done), not still ``paused``.
+    At most ``most_s`` (the turn may wait for a slot); whatever stops the turn from
+    beginning is not raised here: the input is stored either way, and this wait changes
+    nothing of what becomes of it."""
+    submission = Submission(work)
+    workers.add(conversation_id, submission)
+    with contextlib.suppress(Exception):  # TimeoutError too; a cancel still ends the wait
+        await asyncio.wait_for(submission.handle(), most_s)

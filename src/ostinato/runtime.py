@@ -22,7 +22,7 @@ from ostinato.frames import Frame, TurnFinished
 from ostinato.handover import HANDED
 from ostinato.holds import Holds
 from ostinato.ids import new_id
-from ostinato.inputs import begin_input
+from ostinato.inputs import begin_input, continued
 from ostinato.leases import Lease
 from ostinato.loop.begin import commit_rows
 from ostinato.loop.driver import TurnResult
@@ -37,14 +37,7 @@ from ostinato.skills import Router, Skill
 from ostinato.spend.gate import SpendGate
 from ostinato.spend.seam import GATE
 from ostinato.steered_elsewhere import follow, taken_late
-from ostinato.store.base import (
-    Conversation,
-    CreateConversation,
-    QueuedInput,
-    Store,
-    Turn,
-    utcnow,
-)
+from ostinato.store.base import Conversation, CreateConversation, QueuedInput, Store, Turn, utcnow
 from ostinato.store.leases import ConversationHolds
 from ostinato.switches import ToolSwitches, ToolSwitchState
 from ostinato.switching import TreeMoves, answer_waiting
@@ -354,8 +347,9 @@ class Runtime(TreeMoves, QueueEdits):
         )
         if not waiting and not self._workers.busy(conversation_id):
             conversation = await self.conversation(conversation_id)
-            if conversation.state == "paused":
-                self._workers.add(conversation_id, Submission(ApprovalOutcome(decided)))
+            if conversation.state == "paused":  # answered once the continuation began
+                work = ApprovalOutcome(decided)
+                await continued(self._workers, conversation_id, work, self.admission.wait)
         return decided
 
     async def cancel(self, conversation_id: str) -> CancelOutcome:

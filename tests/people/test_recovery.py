@@ -183,3 +183,17 @@ async def test_a_decision_saved_just_before_a_crash_is_acted_on_after_the_restar
     assert rows[-1].text == "sent it after all"
     await again.recover()  # a third start finds nothing left to do
     assert RAN == ["x@example.com"]
+
+
+async def test_a_decision_after_a_restart_is_answered_once_its_turn_has_begun() -> None:
+    """Whoever reads the conversation after the decision's answer finds the continuation
+    running (or done), never the conversation still ``paused`` as if nothing happened."""
+    h = Harness(text_step("sent it"), tools=registry())
+    cid, _ = await crashed(h, approval=True)
+    await h.runtime.recover()
+    RAN.clear()
+    await h.runtime.decide(cid, "ap1", approve=True)
+    conversation = await h.store.get_conversation(cid)
+    assert conversation is not None and conversation.state != "paused"
+    kinds = [t.kind for t in await h.store.list_turns(cid)]
+    assert kinds == ["user", "approval"]

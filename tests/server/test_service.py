@@ -3,6 +3,7 @@ everything that is not a route's own error."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -14,6 +15,7 @@ from ostinato.models.choice import DefaultModel, Tiers, describe_models
 from ostinato.models.scripted import ScriptedModel
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
+from ostinato.server.loops import loop_name
 from ostinato.store.base import AppendMessage, StartTurn, Turn, utcnow
 from ostinato.store.memory import MemoryStore
 
@@ -39,6 +41,7 @@ async def test_healthz_and_models(client: httpx.AsyncClient) -> None:
     assert body == {"status": "ok", "store": "test", "detail": None, "model_server": None}
     assert load["turns_running"] == 0 and load["turns_waiting"] == 0
     assert load["loop_lag_ms"] >= 0 and load["loop_lag_max_ms"] >= 0
+    assert load["loop"] == loop_name(asyncio.get_running_loop())  # the one the test runs on
     live = await client.get("/livez")
     assert live.status_code == 200 and live.json() == {"status": "alive", "draining": False}
     models = (await client.get("/v1/models")).json()

@@ -177,7 +177,9 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace, argv: list[str]) -> int:
-    """``ostinato serve``, with the cyclic collector off while it starts.
+    """``ostinato serve``, with the cyclic collector off while it starts, on the event
+    loop ``server.loop`` names (``server.loops``): the settings are read before the loop is
+    made.
 
     What start-up makes (modules, routes, schemas, settings) lives as long as the
     process, so the collector's passes over it while it is made free nothing. Serve,
@@ -186,17 +188,32 @@ def _serve(args: argparse.Namespace, argv: list[str]) -> int:
     however serve ends."""
     gc.disable()
     try:
-        from ostinato.cli.serve import serve
+        from ostinato.cli.serve import hold_hangups, serve, settings
+        from ostinato.server.loops import LoopUnavailable, loop_factory
 
-        return asyncio.run(
-            serve(
-                args.config,
-                overrides=serve_overrides(args),
-                dangerously_public=args.dangerously_public,
-                worker_of=args.worker_of,
-                argv=argv,
+        hold_hangups()  # a SIGHUP while starting must not end the process
+        overrides = serve_overrides(args)
+        loaded = settings(args.config, overrides, args.dangerously_public)
+        if isinstance(loaded, int):
+            return loaded
+        try:
+            factory = loop_factory(loaded[0].server.loop)
+        except LoopUnavailable as exc:
+            print(f"ostinato serve: {exc}", file=sys.stderr)
+            return 2
+        if args.worker_of is None and loaded[0].server.workers > 1:
+            factory = None  # a supervisor: little work, and uvloop has no process_group
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(
+                serve(
+                    args.config,
+                    overrides=overrides,
+                    dangerously_public=args.dangerously_public,
+                    worker_of=args.worker_of,
+                    argv=argv,
+                    loaded=loaded,
+                )
             )
-        )
     finally:
         gc.enable()
 

@@ -246,17 +246,22 @@ async def serve(
     dangerously_public: bool = False,
     worker_of: str | None = None,
     argv: Sequence[str] = (),
+    loaded: tuple[Config, str] | None = None,
 ) -> int:
     """Run the server until it is stopped; ``overrides`` are the command line's settings.
     In auth mode ``none`` it listens only on a loopback address, unless
     ``dangerously_public`` (``--dangerously-serve-without-auth``). With ``server.workers``
     over 1 this process supervises that many workers (``cli.workers``), each started with
-    ``argv`` (this command's arguments) and a ``worker_of`` role."""
+    ``argv`` (this command's arguments) and a ``worker_of`` role. ``loaded``: the
+    settings and their source, read already (``cli.main`` reads them to choose the event
+    loop); else they are read here."""
     hold_hangups()  # a SIGHUP while starting must not end the process
     logging.basicConfig(level=logging.INFO, format=logs.PLAIN)
-    loaded = settings(config_path, overrides, dangerously_public)
-    if isinstance(loaded, int):
-        return loaded
+    if loaded is None:
+        read = settings(config_path, overrides, dangerously_public)
+        if isinstance(read, int):
+            return read
+        loaded = read
     config, source = loaded
     logs.configure(config.observability.log_format)
     role = WorkerRole.decode(worker_of) if worker_of else None

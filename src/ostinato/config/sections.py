@@ -140,6 +140,13 @@ class ServerSection(Section):
         ge=0,
         description="New messages that may wait for a turn slot at once; past it a 503.",
     )
+    loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="The event loop `serve` runs on: `uvloop` (libuv's, in C; installed "
+        "with the server where it builds), `asyncio` (Python's own) or `auto`: uvloop when "
+        "it is installed, else asyncio. `/healthz` says which (a `--workers` supervisor, "
+        "which only watches its workers, stays on asyncio); see performance.md.",
+    )
 
 
 class ModelsSection(Section):

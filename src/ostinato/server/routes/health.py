@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Literal
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ostinato.models.reach import ServerReach
 from ostinato.server.context import Context, ServerContext
+from ostinato.server.loops import loop_name
 
 router = APIRouter(tags=["service"])
 log = logging.getLogger("ostinato.server")
@@ -26,6 +28,10 @@ class Load(BaseModel):
         default=None,
         description="This process's lease id (servers and `--workers` processes each have "
         "their own; null without a lease, e.g. on the memory store).",
+    )
+    loop: Literal["uvloop", "asyncio"] = Field(
+        default="asyncio",
+        description="The event loop this process runs on (`server.loop`).",
     )
 
 
@@ -113,6 +119,7 @@ async def healthz(context: Context, request: Request) -> Health | JSONResponse:
         loop_lag_ms=round(admission.lag.last * 1000, 3),
         loop_lag_max_ms=round(admission.lag.take_max() * 1000, 3),
         server=context.runtime.holder,
+        loop=loop_name(asyncio.get_running_loop()),
     )
     health = Health(status="ok", store=context.store_name, load=load)
     reach: ServerReach | None = getattr(request.app.state, "model_server", None)

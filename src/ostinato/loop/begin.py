@@ -28,13 +28,13 @@ from ostinato.context.keeper import ContextKeeper
 from ostinato.context.window import build as build_window
 from ostinato.frames import BranchChanged, MessageCommitted, TurnStarted
 from ostinato.loop.after import accounted
-from ostinato.loop.driver import Seeded, TurnDriver, TurnResult
+from ostinato.loop.driver import TurnDriver, TurnResult
 from ostinato.loop.opening import AfterTurn as AfterTurn  # (its home was here)
 from ostinato.loop.opening import Opening, Parts, pinned_route
-from ostinato.loop.record import start_op
+from ostinato.loop.seeding import Seeded, SeedStart, seed_start
 from ostinato.loop.steering import Steering
 from ostinato.memory.facts import scope_for
-from ostinato.messages import Message, ToolUseBlock
+from ostinato.messages import Message
 from ostinato.models.base import Model
 from ostinato.skills import Route, Skill
 from ostinato.store.answered import write_answers
@@ -43,12 +43,10 @@ from ostinato.store.base import (
     Conversation,
     HistoryWindow,
     SetConversationState,
-    StartToolCall,
     StartTurn,
     Store,
     Turn,
     WriteOp,
-    utcnow,
 )
 from ostinato.store.tree import Branch
 from ostinato.tools import processes, small
@@ -172,31 +170,6 @@ async def _commit_start(
         background_run_id=opening.background_run_id,
     )
     return rows, moved
-
-
-@dataclass(frozen=True, slots=True)
-class SeedStart:
-    """The turn-zero calls as written with the turn's start: their hidden row, then their
-    started records."""
-
-    row: AppendMessage
-    starts: tuple[StartToolCall, ...]
-
-    @property
-    def ops(self) -> tuple[WriteOp, ...]:
-        return (self.row, *self.starts)
-
-
-def seed_start(turn: Turn, seeds: Sequence[ToolUseBlock], catalog: ToolCatalog) -> SeedStart | None:
-    """The seed calls the turn's catalog offers, to be committed with the turn's start
-    (one write fewer before the first model call than committing them on their own)."""
-    offered = tuple(call for call in seeds if call.name in catalog.by_name)
-    if not offered:
-        return None
-    now = utcnow()
-    row = Message("assistant", offered, hidden=True, metadata={"seed": True})
-    starts = tuple(start_op(turn, call, now) for call in offered)
-    return SeedStart(AppendMessage(turn.conversation_id, row, turn.id), starts)
 
 
 def with_instructions(agent: AgentConfig, instructions: str | None) -> AgentConfig:

@@ -40,6 +40,7 @@ from ostinato.loop.decision import (
 from ostinato.loop.history import as_sent, repair, unique_tool_ids
 from ostinato.loop.record import TurnRecord, start_op
 from ostinato.loop.running import ToolRunner
+from ostinato.loop.seeding import Seeded, run_seeds
 from ostinato.loop.spending import SpendAsker, Stopped, TurnSpend
 from ostinato.loop.steering import Steering
 from ostinato.loop.tools import Consent, ToolRun, validated
@@ -56,15 +57,6 @@ log = logging.getLogger("ostinato.loop")
 INTERRUPTED = "interrupted: the turn was cancelled before this tool call finished"
 FAILED = "not run: the turn failed before this tool call could run"
 TAKEN_OVER = "interrupted: the turn was taken over before this tool call finished"
-
-
-@dataclass(frozen=True, slots=True)
-class Seeded:
-    """The turn-zero calls, committed with the turn's start (``loop.begin``): their
-    hidden row as stored and their started records. The driver runs them first."""
-
-    row: Message
-    starts: tuple[StartToolCall, ...]
 
 
 @dataclass(slots=True)
@@ -164,7 +156,7 @@ class TurnDriver:
         attached = self.watch.attach()
         try:
             if self.seeds:
-                await self._seed()
+                await run_seeds(self.record, self.tools, self.seeds)
             while True:
                 match step:
                     case CallModel(tools_off=tools_off):
@@ -468,15 +460,6 @@ class TurnDriver:
                 if call.id not in step.broken and call.id != step.awaiting:
                     tool = self.catalog.by_name.get(call.name)
                     self.record.started(call, tool.category if tool else "action")
-
-    async def _seed(self) -> None:
-        """Turn-zero seeds: real tool calls (a memory recall, one read per attachment) run
-        before the first model call; the call (committed with the turn's start) and its
-        results are hidden ``read`` rows of the turn's working set."""
-        for call in self.seeds:
-            self.record.started(call, "read")
-        runs = await self.tools.run(self.seeds, {})
-        await self.record.commit_results(runs, None, hidden=True)
 
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
         self.tools.stop()

@@ -16,6 +16,7 @@ from ostinato.store.base import (
     MemoryFull,
     RememberFact,
 )
+from ostinato.store.sql.sqlite import SQLiteStore
 
 
 async def remember(store: Store, scope: str, text: str, **kw: object) -> MemoryFact:
@@ -235,6 +236,28 @@ async def test_search_leaves_out_closed_facts_and_other_scopes(store: Store) -> 
     ]
     assert [f.text for f in await store.list_memories("bob")] == ["Bob's bike is black"]
     assert await store.list_memories("carol") == []
+
+
+async def test_sqlite_searches_a_scope_without_current_facts_by_its_index_alone(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A scope with no current fact (none, or only forgotten ones) is answered without an
+    FTS5 query, which reloads its index's structure after every write; one with facts
+    still gets the ranked search."""
+    await remember(sqlite_store, "bob", "Bob's bike is black")
+    forgotten = await remember(sqlite_store, "ann", "Ann's bike is red")
+    await sqlite_store.write(ForgetFact("ann", forgotten.id))
+    made: list[str] = []
+    sqlite_store._reader().set_trace_callback(made.append)
+    try:
+        assert await sqlite_store.search_memories("ann", "bike") == []
+        assert await sqlite_store.search_memories("carol", "bike") == []
+        assert not [s for s in made if "memories_fts" in s]
+        hits = await sqlite_store.search_memories("bob", "bike")
+    finally:
+        sqlite_store._reader().set_trace_callback(None)
+    assert [h.fact.text for h in hits] == ["Bob's bike is black"]
+    assert [s for s in made if "memories_fts MATCH" in s]
 
 
 async def test_listing_is_newest_first_and_limited(store: Store) -> None:

@@ -46,6 +46,18 @@ def list_memories(include_closed: bool, paged: bool = False) -> sa.Select[Any]:
 
 
 @cache
+def holds_facts() -> sa.Select[Any]:
+    """One row if ``:scope`` has a current fact, none if not: a probe of the scope's
+    index, which ``SQLReads.search_memories`` makes before an FTS5 query on SQLite."""
+    scope = _param(memories.c.scope, "scope")
+    return (
+        sa.select(sa.literal(1))
+        .where(memories.c.scope == scope, memories.c.valid_to.is_(None))
+        .limit(1)
+    )
+
+
+@cache
 def search_memories(dialect: str) -> sa.TextClause:
     """Current facts of ``:scope`` matching ``:match``, best first, then a ``score``
     column (higher is better). ``:match`` comes from ``ostinato.store.search``."""

@@ -159,6 +159,12 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, S
         match = websearch_query(terms) if postgres else fts5_query(terms)
         if not match:
             return []
+        # FTS5 loads its index's structure again for a query on a snapshot newer than its
+        # last one (any write to the file): on a server that is every recall. A scope with
+        # no current fact (a new owner, a conversation without one) is answered by a
+        # probe of the scope's index instead (docs/memory.md).
+        if not postgres and not await self._fetch(fact_reads.holds_facts(), {"scope": scope}):
+            return []
         params = {"scope": scope, "match": match, "limit": limit}
         found = await self._fetch(fact_reads.search_memories(self._dialect), params)
         return [MemoryHit(rows.memory(r, self._decode_time), float(r[-1])) for r in found]

@@ -35,7 +35,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from ostinato import observe
 from ostinato.errors import StoreBusy, StoreError
 from ostinato.observe import backend as observed
-from ostinato.store.base import WriteOp
+from ostinato.store.accounts import UpdateConversation
+from ostinato.store.base import WriteOp, utcnow
 from ostinato.store.inflight import settle_in_task, written
 from ostinato.store.spend import Charge, SettleSpend
 from ostinato.store.sql.holds import SQLHolds
@@ -46,6 +47,7 @@ from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
 from ostinato.store.sql.pg_driver import driver_of
 from ostinato.store.sql.pg_reads import RawStatements
+from ostinato.store.sql.pg_title import first_title, write_first_title
 from ostinato.store.sql.pg_tx import NotRaw, RawTransactions, TxExecutor, rowcount, run_work
 from ostinato.store.sql.pg_writer import PostgresWriter, WriterStats
 from ostinato.store.sql.protocol_sql import SQLProtocolRecords
@@ -145,7 +147,10 @@ class PostgresStore(
         started = time.perf_counter() if timed else 0.0
         try:
             planned = plan(ops)
-            if planned is None:
+            titled = first_title(ops) if planned is None else None
+            if titled is not None:  # one statement (``pg_title``)
+                inflight = settle_in_task(self._first_title(titled))
+            elif planned is None:
                 inflight = settle_in_task(self._write_in_transaction(ops))
             else:
                 inflight = self._writer.submit(planned, ops)
@@ -158,6 +163,20 @@ class PostgresStore(
                 observe.store_write(time.perf_counter() - started)
         self._message_cache.written(results)
         return results
+
+    async def _first_title(self, op: UpdateConversation) -> list[Any]:
+        now = utcnow()
+        fetch = self._fetch_in_transaction
+        return [await write_first_title(op, now, fetch, time_from_postgres)]
+
+    async def _fetch_in_transaction(self, stmt: sa.Executable, params: dict[str, Any]) -> Any:
+        """One statement that writes, in a transaction of its own (sent alone: no
+        ``BEGIN`` and ``COMMIT`` round trips); its rows."""
+        try:
+            sql = self._tx_sql.get(stmt)
+        except NotRaw:
+            return await self._lease_write(lambda tx: tx.rows(stmt, params))
+        return sql.rows(await self._fetch_raw(sql.text, sql.args(params)))
 
     async def _write_in_transaction(self, ops: tuple[WriteOp, ...]) -> list[Any]:
         """``ops`` in a transaction of their own, statement by statement; a transaction

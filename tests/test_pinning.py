@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -248,3 +249,29 @@ async def test_a_conversation_is_pinned_when_it_is_made(tmp_path: Path) -> None:
     model.add(text_step("hello"))
     await runtime.run_turn((await runtime.create_conversation()).id, "hi")
     assert "New prompt." in model.requests[-1].system
+
+
+async def test_a_new_conversation_and_its_pins_are_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ostinato.toml"
+    write(path, "Old prompt.")
+    deployment, _reloader, _model = await deployed(path)
+    runtime = deployment.runtime
+    writes: list[tuple[Any, ...]] = []
+    write_ops = runtime.store.write
+
+    async def counted(*ops: Any) -> list[Any]:
+        writes.append(ops)
+        return await write_ops(*ops)
+
+    async def refused(*_: Any, **__: Any) -> None:
+        raise AssertionError("pinned apart from the conversation's creation")
+
+    monkeypatch.setattr(runtime.store, "write", counted)
+    monkeypatch.setattr(runtime.store, "pin_versions", refused)
+    cid = (await runtime.create_conversation()).id
+    assert len(writes) == 1
+    assert runtime.pinning is not None
+    pins = await runtime.pinning.store.conversation_versions(cid)
+    assert pins and pins == {a: v.number for a, v in runtime.pinning.current.items()}

@@ -36,11 +36,10 @@ class Pinning:
             self._skills[(skill.id, found.number)] = skill
         return [self.current[s.id] for s in skills]
 
-    async def pin_current(self, conversation_id: str) -> None:
-        """Pin a new conversation to every agent's current version."""
-        current = {agent: version.number for agent, version in self.current.items()}
-        if current:
-            await self.store.pin_versions(conversation_id, current)
+    def pins(self) -> tuple[tuple[str, int | None], ...]:
+        """Every agent's current version: a new conversation's pins, written with it
+        (``CreateConversation.pins``)."""
+        return tuple((agent, version.number) for agent, version in self.current.items())
 
     async def resolve(self, conversation_id: str, skill: Skill) -> tuple[Skill, int | None]:
         """The agent ``skill`` names as this conversation runs it, and its version number

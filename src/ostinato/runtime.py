@@ -180,9 +180,8 @@ class Runtime(TreeMoves, QueueEdits):
     ) -> Conversation:
         now = utcnow()
         conversation = Conversation(new_id(), "idle", now, now, owner, None, title, metadata or {})
-        await self.store.write(CreateConversation(conversation))
-        if self.pinning is not None:  # pinned to the agents as they are now
-            await self.pinning.pin_current(conversation.id)
+        pins = self.pinning.pins() if self.pinning is not None else ()
+        await self.store.write(CreateConversation(conversation, pins))  # pinned as they are now
         return conversation
 
     async def conversation(self, conversation_id: str) -> Conversation:

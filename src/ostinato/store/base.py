@@ -157,7 +157,11 @@ class QueuedInput:
 
 @dataclass(frozen=True, slots=True)
 class CreateConversation:
+    """A new conversation, pinned to the agent versions ``pins`` names (agent, version;
+    ``ostinato.pinning``) in the same write."""
+
     conversation: Conversation
+    pins: tuple[tuple[str, int | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

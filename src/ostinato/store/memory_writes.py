@@ -115,6 +115,9 @@ def _create_conversation(t: MemoryTables, op: CreateConversation, undo: Undo) ->
     _restore(t._messages, conv.id, undo)
     t._conversations[conv.id] = conv
     t._messages[conv.id] = []
+    if op.pins:
+        _restore(t._pins, conv.id, undo)
+        t._pins[conv.id] = dict(op.pins)
 
 
 def _set_state(t: MemoryTables, cid: str, state: ConversationState, undo: Undo) -> None:

@@ -114,6 +114,8 @@ def _create_conversation(ex: Executor, op: CreateConversation, now: WriteTime) -
     if not ex.execute("insert_conversation", params):
         raise StoreError(f"conversation {conv.id!r} exists")
     index_title(ex, conv.id, conv.owner, conv.title)
+    for agent, number in op.pins:
+        ex.execute("pin_version", {"conversation_id": conv.id, "agent": agent, "version": number})
 
 
 def _set_conversation_state(ex: Executor, op: SetConversationState, now: WriteTime) -> None:

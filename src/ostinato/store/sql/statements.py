@@ -50,6 +50,7 @@ from ostinato.store.sql.tables import (
 )
 from ostinato.store.sql.tree_sql import TreeWriteName, tree_statements
 from ostinato.store.sql.turn_sql import TurnWriteName, turn_statements
+from ostinato.store.sql.version_sql import VersionWriteName, version_statements
 
 WriteName: TypeAlias = (
     AccountWriteName
@@ -61,6 +62,7 @@ WriteName: TypeAlias = (
     | McpWriteName
     | JobWriteName
     | SearchWriteName
+    | VersionWriteName
     | SpendWriteName
     | Literal[
         "insert_conversation",
@@ -151,6 +153,7 @@ def write_statements(dialect: str) -> Mapping[WriteName, sa.Executable]:
         **job_statements(dialect),
         **search_statements(dialect),
         **spend_write_statements(dialect),
+        **version_statements(dialect),
         **erasure_statements(),
         **tree_statements(),
     }

@@ -10,7 +10,7 @@ import json
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -62,6 +62,20 @@ def _pin(dialect: str, move: bool) -> Any:
 
 def _version(agent: str, row: Row) -> AgentVersion:
     return AgentVersion(agent, int(row[0]), str(row[1]), json.loads(row[2]))
+
+
+VersionWriteName: TypeAlias = Literal["pin_version"]
+
+
+def version_statements(dialect: str) -> dict[Any, sa.Executable]:
+    """A new conversation's pins, written with it (``CreateConversation.pins``): one
+    row each, with its values named so a planned write can send it (``pg_writer``)."""
+    values = {
+        "conversation_id": sa.bindparam("conversation_id", type_=sa.String()),
+        "agent": sa.bindparam("agent", type_=sa.String()),
+        "version": sa.bindparam("version", type_=sa.Integer()),
+    }
+    return {"pin_version": _insert(dialect)(_C).values(values).on_conflict_do_nothing()}
 
 
 class SQLVersions:

@@ -221,6 +221,7 @@ class Runtime(TreeMoves, QueueEdits):
         model: Model | None = None,
         skill: str | None = None,
         instructions: str | None = None,
+        known: Conversation | None = None,
     ) -> Submission:
         """Accept a user message. Returns once it is stored or its turn has begun;
         ``await submission.handle()`` gives the turn when it starts. ``skill`` names the
@@ -233,6 +234,8 @@ class Runtime(TreeMoves, QueueEdits):
             raise NotFound(f"no agent named {skill!r}")
         message = user_message(message, client_message_id)
         new = NewMessage(message, client_message_id, None, skill, instructions)
+        if known is None or known.id != conversation_id:  # ``known``: the caller's own read
+            await self.conversation(conversation_id)  # (the turn reads it afresh to begin)
         slot = await self._workers.slot_for(conversation_id)
         try:
             return await self._submit(conversation_id, new, policy, model, slot)
@@ -242,7 +245,6 @@ class Runtime(TreeMoves, QueueEdits):
     async def _submit(
         self, conversation_id: str, new: NewMessage, policy: Policy, model: Model | None, slot: Held
     ) -> Submission:
-        await self.conversation(conversation_id)
         self._workers.refuse_new()
         worker = self._workers.get(conversation_id)
         holds = self._workers.holds  # another server may run it (``ostinato.holds``)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI, Request
 
 from ostinato.models.base import Model
@@ -182,3 +184,28 @@ async def test_error_messages_read_as_sentences(
     ]
     missing = (await client.post(url, json={})).json()["error"]
     assert missing["message"] == "text is required (or tool_response, to answer a question card)"
+
+
+async def test_a_posted_message_reads_its_conversation_once_to_submit_it(
+    client: httpx.AsyncClient,
+    runtime: Runtime,
+    model: ScriptedModel,
+    conversation_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owner's check reads the conversation; submitting the message reads it no
+    second time (the turn reads it afresh as it begins: two reads in all)."""
+    reads: list[str] = []
+    read = runtime.store.get_conversation
+
+    async def counted(cid: str) -> Any:
+        reads.append(cid)
+        return await read(cid)
+
+    monkeypatch.setattr(runtime.store, "get_conversation", counted)
+    model.add(text_step("Hi."))
+    response = await client.post(f"/v1/conversations/{conversation_id}/turns", json={"text": "hi"})
+    assert response.status_code == 200 and response.json()["stop_reason"] == "end_turn"
+    assert reads == [conversation_id, conversation_id]
+    missing = await client.post("/v1/conversations/nope/turns", json={"text": "hi"})
+    assert missing.status_code == 404

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -147,9 +148,10 @@ async def post_turn(
     frames; otherwise: its result once it ends. 409 when the policy is `reject` and a
     turn runs, or when the card answered is not the one waiting; 429 over a limit of
     the caller's (turns at once, turns a minute, files in a turn, open streams)."""
-    await owned(context.runtime, caller, conversation_id)
+    found = await owned(context.runtime, caller, conversation_id)
     body, files = await read_turn_request(request)
-    return await answer_turn_request(context, caller, request, conversation_id, body, files)
+    how = partial(context.runtime.submit, known=found)  # not read again to submit
+    return await answer_turn_request(context, caller, request, conversation_id, body, files, how)
 
 
 async def answer_turn_request(

@@ -221,3 +221,37 @@ async def _counts_every_call(timelines: bool) -> None:
     assert [c["purpose"] for c in timeline["after_turn"]] == ["extraction"]
     for step in steps:
         assert step["duration_s"] is not None and step["duration_s"] >= 0
+
+
+async def test_work_after_a_turn_keeps_its_route_without_reading_the_turn_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lead = ScriptedModel([text_step("hello", usage=Usage(1, 1))], name="test:lead")
+    extract = ScriptedModel([text_step("[]", usage=Usage(9, 1))], name="test:extract")
+    router = ScriptedModel([text_step("lead", usage=Usage(1, 1))], name="test:router")
+
+    async def after(**kw: Any) -> None:
+        request = ModelRequest(system="x", messages=(Message("user", (TextBlock("y"),)),))
+        await complete(extract, request, deadline=5.0, what="extraction")
+
+    store = MemoryStore()
+    rt = Runtime(
+        store,
+        model=lead,
+        router=Router([LEAD, HELPER], default=LEAD, classifier=router),
+        seed_recall=False,
+        after_turn=after,
+    )
+    cid = (await rt.create_conversation()).id
+
+    async def unread(turn_id: str) -> None:
+        raise AssertionError("the turn was read back")
+
+    monkeypatch.setattr(store, "get_turn", unread)
+    result = await rt.run_turn(cid, "hi")
+    await rt.settle()
+    (stored,) = await store.list_turns(cid)
+    assert stored.id == result.turn_id
+    assert stored.metrics["model_calls_by_purpose"]["extraction"] == 1
+    assert stored.metrics["route"] == result.metrics["route"]
+    assert stored.metrics["route"]["skill"] == "lead"

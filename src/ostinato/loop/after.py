@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ostinato import observe
 from ostinato.store.base import SetTurnMetrics, Store
@@ -28,11 +28,18 @@ async def accounted(store: Store, work: Awaitable[T], name: str = "after_turn") 
     if isinstance(turn, observe.TurnScope) and job.ledger.calls:
         turn.ledger.absorb(job.ledger)
         metrics = turn.ledger.snapshot(turn.model)
-        stored = await store.get_turn(turn.turn_id)
-        if stored is not None and "route" in stored.metrics:
-            metrics["route"] = stored.metrics["route"]
+        route = turn.route if turn.route is not None else await _stored_route(store, turn)
+        if route is not None:
+            metrics["route"] = route
         try:
             await store.write(SetTurnMetrics(turn.turn_id, metrics, turn.ledger.timeline()))
         except Exception:  # the turn's answer is out already; its record stays as it was
             log.exception("could not add the calls after turn %s to its record", turn.turn_id)
     return result
+
+
+async def _stored_route(store: Store, turn: observe.TurnScope) -> Any:
+    """The routing in the turn's stored metrics (a turn whose driver had none to give
+    its scope)."""
+    stored = await store.get_turn(turn.turn_id)
+    return stored.metrics.get("route") if stored is not None else None

@@ -128,7 +128,7 @@ class TurnDriver:
             extras=tool_extras or {},
             heartbeat_interval=settings.heartbeat_interval,
         )
-        self.route = route  # recorded with the turn's metrics
+        self.route = self.watch.route = route  # recorded with the turn's metrics
         self.context = context
         self.prior_count = len(repaired) - turn_rows  # rows before this turn's own
         self.carried = tuple(call for call, _ in carried)

@@ -141,6 +141,7 @@ class TurnScope(Holder):
         "adopted",
         "agent",
         "model",
+        "route",
         "step",
         "stop_reason",
         "timed",
@@ -155,6 +156,7 @@ class TurnScope(Holder):
         self.agent: str | None = None
         self.version: int | None = None  # the agent's version (``ostinato.pinning``)
         self.model: str | None = None
+        self.route: dict[str, Any] | None = None  # the routing its metrics block records
         self.adopted = False
         self.stop_reason: str | None = None
         self.step: StepScope | None = None

@@ -37,6 +37,11 @@ async def holders(store: PostgresStore, cid: str) -> list[str]:
     return [row[0] for row in await store._fetch(HOLDERS, {"cid": cid})]
 
 
+def given_back(store: PostgresStore) -> bool:
+    """Every connection is back in the pool, or kept idle by the store."""
+    return bool(store.engine.sync_engine.pool.checkedout() == store._drivers.kept)
+
+
 def no_sqlalchemy_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(self: AsyncEngine) -> Any:
         raise AssertionError("a transaction through SQLAlchemy")
@@ -140,7 +145,7 @@ async def test_a_refusal_inside_the_transaction_rolls_it_back(
     with pytest.raises(StoreError, match="nowhere"):
         await store._lease_write(went_on)
     assert await holders(store, "c1") == []
-    assert store.engine.sync_engine.pool.checkedout() == 0  # each given back
+    assert given_back(store)
     assert await store.claim_conversation("c1", lease.id, "w1")  # the connections go on
     assert await holders(store, "c1") == [lease.id]
 
@@ -162,7 +167,7 @@ async def test_a_cancelled_transaction_commits_nothing_and_its_connection_is_dro
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await holders(store, "c1") == []
-    assert store.engine.sync_engine.pool.checkedout() == 0
+    assert given_back(store)
     assert await store.claim_conversation("c1", lease.id, "w2")
 
 

@@ -146,7 +146,7 @@ async def run_work(
     raised, after a rollback where the connection still answers; so is ``NotRaw``. An
     error the work raised itself is rolled back and given back in the ``Outcome``. A
     cancel is raised as it is: the transaction is left open, and the caller must throw
-    the connection away (``pg_driver.driver_of`` does)."""
+    the connection away (``pg_driver.Drivers.use`` does)."""
     transaction = driver.transaction()
     await transaction.start()
     tx = RawTx(driver, compiled)

@@ -42,7 +42,7 @@ from sqlalchemy.sql import visitors
 from ostinato.errors import StoreBusy, StoreError
 from ostinato.store.base import WriteOp
 from ostinato.store.inflight import InFlight
-from ostinato.store.sql.pg_driver import driver_of
+from ostinato.store.sql.pg_driver import Drivers
 from ostinato.store.sql.speculate import Plan
 from ostinato.store.sql.statements import WriteName
 
@@ -138,6 +138,7 @@ class PostgresWriter:
     """Sends planned writes in groups; ``slow`` is the ordinary way, for redoing."""
 
     engine: AsyncEngine
+    drivers: Drivers
     statements: Mapping[WriteName, sa.Executable]
     slow: Slow
     stats: WriterStats = field(default_factory=WriterStats)
@@ -218,7 +219,7 @@ class PostgresWriter:
         import asyncpg
 
         try:
-            async with driver_of(self.engine) as driver:
+            async with self.drivers.use() as driver:
                 rows: list[Any] = await driver.fetchmany(sql, args)
         except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
             if isinstance(exc, asyncpg.DeadlockDetectedError):

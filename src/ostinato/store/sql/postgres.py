@@ -45,7 +45,7 @@ from ostinato.store.sql.leases import LeaseTx
 from ostinato.store.sql.meta import metadata
 from ostinato.store.sql.migrate import migrate_postgres
 from ostinato.store.sql.ops import apply_ops
-from ostinato.store.sql.pg_driver import driver_of
+from ostinato.store.sql.pg_driver import Drivers
 from ostinato.store.sql.pg_reads import RawStatements
 from ostinato.store.sql.pg_title import first_title, write_first_title
 from ostinato.store.sql.pg_tx import NotRaw, RawTransactions, TxExecutor, rowcount, run_work
@@ -109,7 +109,10 @@ class PostgresStore(
         self._tx_sql = RawTransactions(engine.dialect)
         self._statements = write_statements("postgresql")
         self._message_cache = MessageCache()
-        self._writer = PostgresWriter(engine, self._statements, self._write_in_transaction)
+        self._drivers = Drivers(engine)  # asyncpg connections, a few kept between uses
+        self._writer = PostgresWriter(
+            engine, self._drivers, self._statements, self._write_in_transaction
+        )
 
     @classmethod
     async def open(cls, url: str | sa.URL, **engine_options: Any) -> PostgresStore:
@@ -224,7 +227,7 @@ class PostgresStore(
 
         for attempt in range(retries + 1):
             try:
-                async with driver_of(self.engine) as driver:
+                async with self._drivers.use() as driver:
                     outcome = await run_work(driver, self._tx_sql, work)
             except NotRaw:
                 return await self._sqlalchemy_transaction(work)
@@ -234,7 +237,7 @@ class PostgresStore(
                 raise StoreError(f"postgresql: {exc}") from exc
             except sa.exc.TimeoutError as exc:
                 raise pool_busy(exc) from exc
-            except Exception as exc:  # the connection (given up by ``driver_of``)
+            except Exception as exc:  # the connection (given up by ``Drivers.use``)
                 raise StoreError(f"postgresql: {exc!r}") from exc
             return outcome.unwrap()  # the work's own refusal, rolled back, is raised
         raise AssertionError("unreachable")
@@ -281,13 +284,13 @@ class PostgresStore(
         import asyncpg
 
         try:
-            async with driver_of(self.engine) as driver:
+            async with self._drivers.use() as driver:
                 return await getattr(driver, method)(text, *args)
         except asyncpg.PostgresError as exc:  # the server's answer: nothing broke
             raise StoreError(f"postgresql: {exc}") from exc
         except sa.exc.TimeoutError as exc:
             raise pool_busy(exc) from exc
-        except Exception as exc:  # the connection (given up by ``driver_of``)
+        except Exception as exc:  # the connection (given up by ``Drivers.use``)
             raise StoreError(f"postgresql: {exc!r}") from exc
 
     async def _fetch_planned(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:
@@ -314,6 +317,7 @@ class PostgresStore(
 
     async def close(self) -> None:
         await self._writer.wait()
+        await self._drivers.close()
         await self.engine.dispose()
 
 

@@ -1,18 +1,25 @@
 """The PostgreSQL store keeps a few asyncpg connections between uses
 (``store.sql.pg_driver.Drivers``): statements one after another take no connection from
 the pool; a connection is kept only in the state the pool hands one out in; a small
-pool keeps one for SQLAlchemy's own statements; closing gives every one back."""
+pool keeps one for SQLAlchemy's own statements; closing gives every one back. A turn's
+bookkeeping commits on a connection that does not wait for the WAL's flush, which never
+goes back to the pool so."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ostinato.ids import new_id
+from ostinato.messages import Message, TextBlock, user_text
 from ostinato.store import PostgresStore
+from ostinato.store.base import Conversation, CreateConversation, append, utcnow
 from ostinato.store.sql.pg_driver import KEEP, Drivers
 
 ONE = "SELECT $1::int"
@@ -86,3 +93,64 @@ async def test_closing_the_store_gives_every_connection_back(postgres_url: sa.UR
     assert pool.checkedout() == KEEP  # type: ignore[attr-defined]
     await store.close()
     assert pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def setting(driver: Any) -> str:
+    found: str = await driver.fetchval("SHOW synchronous_commit")
+    return found
+
+
+async def test_a_turns_bookkeeping_commits_without_waiting_for_the_flush(
+    postgres_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, now = postgres_store, utcnow()
+    used: list[tuple[bool, Any]] = []
+    use = Drivers.use
+
+    @contextlib.asynccontextmanager
+    async def seen(self: Drivers, *, relaxed: bool = False) -> AsyncIterator[Any]:
+        async with use(self, relaxed=relaxed) as driver:
+            used.append((relaxed, driver))
+            yield driver
+
+    monkeypatch.setattr(Drivers, "use", seen)
+    made = Conversation(new_id(), "idle", now, now, "ann")
+    await store.write(CreateConversation(made))  # acknowledges a client's request
+    await append(store, made.id, user_text("hello"))  # the person's words: the same
+    await append(store, made.id, Message("assistant", (TextBlock("hi"),)))  # bookkeeping
+    assert [relaxed for relaxed, _ in used] == [False, False, True]
+    assert [await setting(driver) for _, driver in used] == ["on", "on", "off"]
+
+
+async def test_no_relaxed_connection_goes_back_to_the_pool_relaxed(
+    postgres_store: PostgresStore,
+) -> None:
+    engine = postgres_store.engine
+    drivers = Drivers(engine)
+
+    async def relaxed_use() -> str:
+        async with drivers.use(relaxed=True) as driver:
+            await asyncio.sleep(0.05)  # all at once: more than are kept
+            return await setting(driver)
+
+    assert await asyncio.gather(*(relaxed_use() for _ in range(5))) == ["off"] * 5
+    async with drivers.use() as ordinary:
+        assert await setting(ordinary) == "on"
+    connections = [await engine.raw_connection() for _ in range(8)]
+    try:
+        assert {await setting(c.driver_connection) for c in connections} == {"on"}
+    finally:
+        for each in connections:
+            each.close()
+    await drivers.close()
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def test_a_small_pool_keeps_no_relaxed_connection(postgres_url: sa.URL) -> None:
+    sized = {"pool_size": "2", "max_overflow": "0"}
+    store = await PostgresStore.open(postgres_url.update_query_dict(sized))
+    try:
+        async with store._drivers.use(relaxed=True) as driver:
+            assert await setting(driver) == "on"
+    finally:
+        await store.close()

@@ -179,7 +179,9 @@ async def test_a_lost_connection_fails_the_group_without_redoing(
     store = postgres_store
     conv = await new_conversation(store)
 
-    async def lost(self: PostgresWriter, sql: str, args: list[list[object]]) -> list[object]:
+    async def lost(
+        self: PostgresWriter, sql: str, args: list[list[object]], **_: object
+    ) -> list[object]:
         raise ConnectionResetError("gone")
 
     monkeypatch.setattr(PostgresWriter, "_fetchmany", lost)

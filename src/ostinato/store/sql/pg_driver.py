@@ -12,6 +12,12 @@ always left to the pool): a statement sent when one is idle costs no checkout an
 return at all, each of which is a pass through SQLAlchemy's greenlet bridge and its pool
 (the 25 µs). A kept connection is in the state the pool would hand it out in: outside
 any transaction block, or it is not kept.
+
+A *relaxed* connection (``use(relaxed=True)``) commits without waiting for the WAL's
+flush (``synchronous_commit`` off for its session): for a turn's own bookkeeping, which
+SQLite answers at its commit too (``wal_sync.acknowledges``; docs/storage.md). One is
+kept for that; one that is not kept has the setting reset before it goes back to the
+pool, and one in an unknown state is invalidated, so no other use ever gets it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
 KEEP = 2  # connections kept between uses, at most
+RELAX, UNRELAX = "SET synchronous_commit TO off", "RESET synchronous_commit"
 
 
 @contextlib.asynccontextmanager
@@ -46,42 +53,71 @@ class Drivers:
     """``driver_of`` for one store, with up to ``KEEP`` connections kept between uses
     (``close`` gives them back to the pool)."""
 
-    __slots__ = ("_engine", "_idle", "_keep")
+    __slots__ = ("_engine", "_idle", "_keep", "_keep_relaxed", "_relaxed")
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._idle: list[Any] = []  # pooled connections, outside any transaction
+        self._relaxed: list[Any] = []  # the same, committing without waiting (at most one)
         size = getattr(engine.pool, "size", None)
         self._keep = max(0, min(KEEP, size() - 1)) if callable(size) else 0
+        self._keep_relaxed = 1 if callable(size) and size() - 1 > self._keep else 0
 
     @contextlib.asynccontextmanager
-    async def use(self) -> AsyncIterator[Any]:
-        """An asyncpg connection: a kept one if one is idle, else one from the pool."""
-        pooled = self._idle.pop() if self._idle else await self._engine.raw_connection()
+    async def use(self, *, relaxed: bool = False) -> AsyncIterator[Any]:
+        """An asyncpg connection: a kept one if one is idle, else one from the pool;
+        ``relaxed``: one whose commits do not wait for the WAL's flush (when the pool
+        leaves room to keep one; else an ordinary one)."""
+        relaxed = relaxed and self._keep_relaxed > 0
+        idle = self._relaxed if relaxed else self._idle
+        pooled = idle.pop() if idle else await self._take(relaxed)
         try:
             yield _driver(pooled)
         except BaseException as exc:
-            await self._back(pooled, usable=_answered(exc))
+            await self._back(pooled, usable=_answered(exc), relaxed=relaxed)
             raise
         else:
-            await self._back(pooled, usable=True)
+            await self._back(pooled, usable=True, relaxed=relaxed)
 
-    async def _back(self, pooled: Any, *, usable: bool) -> None:
-        if usable and len(self._idle) < self._keep and not _driver(pooled).is_in_transaction():
-            self._idle.append(pooled)
-        else:
-            await _given_back(pooled, usable=usable)
+    async def _take(self, relaxed: bool) -> Any:
+        pooled = await self._engine.raw_connection()
+        if relaxed:
+            try:
+                await _driver(pooled).execute(RELAX)
+            except BaseException:
+                await _given_back(pooled, usable=False)
+                raise
+        return pooled
+
+    async def _back(self, pooled: Any, *, usable: bool, relaxed: bool) -> None:
+        usable = usable and not _driver(pooled).is_in_transaction()
+        idle, room = (self._relaxed, self._keep_relaxed) if relaxed else (self._idle, self._keep)
+        if usable and len(idle) < room:
+            idle.append(pooled)
+            return
+        if usable and relaxed:  # back to the pool as the pool gave it
+            try:
+                await _driver(pooled).execute(UNRELAX)
+            except BaseException as exc:
+                await _given_back(pooled, usable=False)  # the setting may stay: never reused
+                if isinstance(exc, Exception):
+                    return  # what it was used for went through
+                raise
+        await _given_back(pooled, usable=usable)
 
     @property
     def kept(self) -> int:
         """How many are kept now (each checked out of the pool, idle)."""
-        return len(self._idle)
+        return len(self._idle) + len(self._relaxed)
 
     async def close(self) -> None:
-        """Give the kept connections back to the pool; none is kept after."""
-        self._keep = 0
+        """Give the kept connections back to the pool (a relaxed one invalidated); none
+        is kept after."""
+        self._keep = self._keep_relaxed = 0
         while self._idle:
             await greenlet_spawn(self._idle.pop().close)
+        while self._relaxed:
+            await _given_back(self._relaxed.pop(), usable=False)
 
 
 def _driver(pooled: Any) -> Any:

@@ -121,6 +121,7 @@ class _Call:
     plan: Plan
     ops: tuple[WriteOp, ...]
     inflight: InFlight
+    relaxed: bool  # a turn's bookkeeping: committed without waiting for the WAL's flush
 
 
 @dataclass(slots=True)
@@ -146,13 +147,15 @@ class PostgresWriter:
     _composed: dict[tuple[WriteName, ...], Composed] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def submit(self, plan: Plan, ops: tuple[WriteOp, ...]) -> InFlight:
-        """Queue a planned write; it is sent at the end of this pass of the event loop."""
+    def submit(self, plan: Plan, ops: tuple[WriteOp, ...], *, relaxed: bool = False) -> InFlight:
+        """Queue a planned write; it is sent at the end of this pass of the event loop
+        (``relaxed``: on a connection that does not wait for the WAL's flush, grouped
+        only with other such writes)."""
         loop = asyncio.get_running_loop()
         inflight = InFlight(loop)
         if not self._pending:
             loop.call_soon(self._flush)
-        self._pending.append(_Call(plan, ops, inflight))
+        self._pending.append(_Call(plan, ops, inflight, relaxed))
         return inflight
 
     async def wait(self) -> None:
@@ -164,9 +167,9 @@ class PostgresWriter:
 
     def _flush(self) -> None:
         calls, self._pending = self._pending, []
-        groups: dict[tuple[WriteName, ...], list[_Call]] = {}
+        groups: dict[tuple[tuple[WriteName, ...], bool], list[_Call]] = {}
         for call in calls:
-            groups.setdefault(call.plan.shape, []).append(call)
+            groups.setdefault((call.plan.shape, call.relaxed), []).append(call)
         for group in groups.values():
             group.sort(key=_in_lock_order)  # stable: one conversation's writes keep order
             for start in range(0, len(group), MAX_BATCH):
@@ -179,7 +182,8 @@ class PostgresWriter:
         self.stats.writes += len(calls)
         self.stats.round_trips += 1
         try:
-            rows = await self._fetchmany(composed.sql, [composed.args(c.plan) for c in calls])
+            args = [composed.args(c.plan) for c in calls]
+            rows = await self._fetchmany(composed.sql, args, relaxed=calls[0].relaxed)
         except _Refused:
             self.stats.redone += len(calls)
             await asyncio.gather(*(self._alone(call) for call in calls))
@@ -215,11 +219,11 @@ class PostgresWriter:
                 self._composed[shape] = found
         return found
 
-    async def _fetchmany(self, sql: str, args: list[list[Any]]) -> list[Any]:
+    async def _fetchmany(self, sql: str, args: list[list[Any]], *, relaxed: bool) -> list[Any]:
         import asyncpg
 
         try:
-            async with self.drivers.use() as driver:
+            async with self.drivers.use(relaxed=relaxed) as driver:
                 rows: list[Any] = await driver.fetchmany(sql, args)
         except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
             if isinstance(exc, asyncpg.DeadlockDetectedError):

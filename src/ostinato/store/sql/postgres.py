@@ -58,6 +58,7 @@ from ostinato.store.sql.speculate import plan
 from ostinato.store.sql.spend_sql import SQLSpend
 from ostinato.store.sql.statements import write_statements
 from ostinato.store.sql.version_sql import SQLVersions
+from ostinato.store.sql.wal_sync import acknowledges
 
 POOL_SIZE, MAX_OVERFLOW, POOL_TIMEOUT_S = 10, 20, 30.0
 # A transaction rolled back whole as a deadlock's victim (or a serialisation failure)
@@ -156,7 +157,8 @@ class PostgresStore(
             elif planned is None:
                 inflight = settle_in_task(self._write_in_transaction(ops))
             else:
-                inflight = self._writer.submit(planned, ops)
+                relaxed = not acknowledges(ops)  # a turn's bookkeeping (as on SQLite)
+                inflight = self._writer.submit(planned, ops, relaxed=relaxed)
             results = await inflight.wait()
         except asyncio.CancelledError as cancel:
             self._message_cache.written(written(cancel) or [])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,12 @@ __all__ = ["postgres_url"]  # the session's PostgreSQL database (skips without o
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param == "memory":
-        return MemoryStore()
-    if request.param == "sqlite":
-        return await open_store(f"sqlite:///{tmp_path}/s.db")
-    return await open_postgres(request.getfixturevalue("postgres_url"))
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        yield await open_store(f"sqlite:///{tmp_path}/s.db")
+    else:
+        opened = await open_postgres(request.getfixturevalue("postgres_url"))
+        yield opened
+        await opened.close()  # the connections it keeps back to the pool (closing twice: fine)

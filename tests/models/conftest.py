@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -22,13 +22,16 @@ __all__ = ["postgres_url"]  # the session's PostgreSQL database (skips without o
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Each store engine, for the whole-turn tests."""
     if request.param == "memory":
-        return MemoryStore()
-    if request.param == "sqlite":
-        return await open_store(f"sqlite:///{tmp_path / 'turns.db'}")
-    return await open_postgres(request.getfixturevalue("postgres_url"))
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        yield await open_store(f"sqlite:///{tmp_path / 'turns.db'}")
+    else:
+        opened = await open_postgres(request.getfixturevalue("postgres_url"))
+        yield opened
+        await opened.close()  # the connections it keeps back to the pool (closing twice: fine)
 
 
 @pytest.fixture(scope="session")

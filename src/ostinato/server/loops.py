@@ -1,10 +1,10 @@
 """The event loop ``ostinato serve`` runs on (``server.loop``).
 
 ``auto`` takes uvloop (libuv's loop, written in C) when it is installed, as uvicorn's own
-``--loop auto`` does; uvloop comes with ``uvicorn[standard]`` on the platforms it builds
-for. Its scheduling, timers and socket transports cost less CPU than asyncio's, which are
-Python (docs/performance.md, "Round five"). ``asyncio`` keeps Python's own loop, e.g. to
-rule the loop out while looking into a fault.
+``--loop auto`` does; uvloop is one of ostinato's dependencies (and uvicorn[standard]'s)
+on the platforms it builds for. Its scheduling, timers and socket transports cost less
+CPU than asyncio's, which are Python (docs/performance.md, "Round five"). ``asyncio``
+keeps Python's own loop, e.g. to rule the loop out while looking into a fault.
 """
 
 from __future__ import annotations

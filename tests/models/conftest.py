@@ -13,10 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # makes `fakes` im
 
 from fakes.harness import FAKES, Harness
 from fakes.server import FakeProvider
-from ostinato.store import open_store
 from ostinato.store.base import Store
-from ostinato.store.memory import MemoryStore
-from tests.store.conftest import open_postgres, postgres_url
+from tests.store.conftest import _open, postgres_url
 
 __all__ = ["postgres_url"]  # the session's PostgreSQL database (skips without one)
 
@@ -24,14 +22,9 @@ __all__ = ["postgres_url"]  # the session's PostgreSQL database (skips without o
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Each store engine, for the whole-turn tests."""
-    if request.param == "memory":
-        yield MemoryStore()
-    elif request.param == "sqlite":
-        yield await open_store(f"sqlite:///{tmp_path / 'turns.db'}")
-    else:
-        opened = await open_postgres(request.getfixturevalue("postgres_url"))
-        yield opened
-        await opened.close()  # the connections it keeps back to the pool (closing twice: fine)
+    opened = await _open(request.param, tmp_path, request)
+    yield opened
+    await opened.close()  # PostgreSQL's kept connections back to the pool
 
 
 @pytest.fixture(scope="session")

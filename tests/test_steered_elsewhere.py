@@ -26,7 +26,8 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.memory import MemoryStore
-from ostinato.turns import NewMessage, Submission, TurnHandle, Workers
+from ostinato.submissions import NewMessage, Submission, TurnHandle
+from ostinato.turns import Workers
 from tests.loop.test_steering import Gate
 
 

@@ -14,6 +14,15 @@ taken the process is ``busy``, and the work a turn does after its answer (fact
 extraction) is skipped first. (Compaction is not shed: it is what lets a long history's
 request fit the model's window at all.)
 
+Beginning a turn (its conversation and history read, its first rows written and
+committed) is the costly part of it; streaming its reply costs little a token. With
+``starts`` set, at most that many turns are being begun at once (``beginning``) and the
+rest wait their turn in order: a burst of new messages then begins a few at a time,
+between the token writes of the streams already running, instead of all at once, which
+holds up every running stream and gets no new one to its first token sooner. (The same
+idea as a server's bounded accept backlog, or an inference server that schedules a few
+prefills between decode steps: the work that delays everyone runs in small batches.)
+
 ``LoopLag`` measures how late the event loop wakes a timer: the figure of how far the
 process is behind (``/healthz`` reports it).
 """
@@ -23,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
 from ostinato.errors import Unavailable
 
@@ -54,15 +64,37 @@ class Held:
 
 
 class Admission:
-    """At most ``limit`` turns carried at once (``None``: no bound)."""
+    """At most ``limit`` turns carried at once, and at most ``starts`` of them being begun
+    at once (``None``: no bound)."""
 
-    def __init__(self, limit: int | None = None, wait: float = 30.0, queue: int = 4096) -> None:
+    def __init__(
+        self,
+        limit: int | None = None,
+        wait: float = 30.0,
+        queue: int = 4096,
+        starts: int | None = None,
+    ) -> None:
         self.limit = limit
         self.wait = wait
         self.queue = queue
+        self.starts = starts
         self.running = 0
+        self.starting = 0  # turns being begun now (``beginning``)
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._starts = asyncio.Semaphore(starts) if starts is not None else None
         self.lag = LoopLag()
+
+    @asynccontextmanager
+    async def beginning(self) -> AsyncIterator[None]:
+        """Hold one of the ``starts`` places while a turn is begun (waiting, in order,
+        for one to come free)."""
+        places: AbstractAsyncContextManager[object] = self._starts or nullcontext()
+        async with places:
+            self.starting += 1
+            try:
+                yield
+            finally:
+                self.starting -= 1
 
     @property
     def waiting(self) -> int:

@@ -13,7 +13,8 @@ from ostinato import observe
 from ostinato.loop.begin import begin
 from ostinato.loop.opening import Parts, open_input
 from ostinato.store.base import Conversation, HistoryWindow, Turn
-from ostinato.turns import Input, Submission, TurnHandle, Workers
+from ostinato.submissions import Input, Submission, TurnHandle
+from ostinato.turns import Workers
 
 
 async def begin_input(

@@ -17,7 +17,8 @@ from ostinato.ids import new_id
 from ostinato.messages import Message
 from ostinato.models.base import Model
 from ostinato.store.base import STEER, Enqueue, QueuedInput, Store, utcnow
-from ostinato.turns import NewMessage, Submission, Worker
+from ostinato.submissions import NewMessage, Submission
+from ostinato.turns import Worker
 
 
 def steer_marked(message: Message) -> Message:

@@ -39,6 +39,16 @@ from ostinato.spend.seam import GATE
 from ostinato.steered_elsewhere import follow, taken_late
 from ostinato.store.base import Conversation, CreateConversation, QueuedInput, Store, Turn, utcnow
 from ostinato.store.leases import ConversationHolds
+from ostinato.submissions import (
+    ApprovalOutcome,
+    CancelOutcome,
+    CardAnswer,
+    Continued,
+    NewMessage,
+    Submission,
+    TurnHandle,
+    user_message,
+)
 from ostinato.switches import ToolSwitches, ToolSwitchState
 from ostinato.switching import TreeMoves, answer_waiting
 from ostinato.tools import processes
@@ -48,18 +58,7 @@ from ostinato.tools.manage import PROTECTED
 from ostinato.tools.mounting import Mount, Source
 from ostinato.tools.processes import stop_left
 from ostinato.tools.registry import ToolRegistry
-from ostinato.turns import (
-    ApprovalOutcome,
-    CancelOutcome,
-    CardAnswer,
-    Continued,
-    NewMessage,
-    Policy,
-    Submission,
-    TurnHandle,
-    Workers,
-    user_message,
-)
+from ostinato.turns import Policy, Workers
 from ostinato.waiting import QueueEdits, fresh
 
 PROTECTED_TOOLS = frozenset({"ask_user", "read_attachment"})  # never switched off by default

@@ -28,7 +28,8 @@ from ostinato.loop.driver import TurnResult
 from ostinato.loop.steering import QUEUED_ID
 from ostinato.messages import Message
 from ostinato.store.base import QueuedInput, Store, Turn
-from ostinato.turns import Submission, TurnHandle, Workers
+from ostinato.submissions import Submission, TurnHandle
+from ostinato.turns import Workers
 
 CHECK_S = 2.0  # how often the store is read while frames say nothing
 LOOK_BACK = 50  # recent rows read to find the steered row

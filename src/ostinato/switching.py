@@ -24,7 +24,8 @@ from ostinato.messages import Message
 from ostinato.store.base import Conversation, SetConversationState, WriteOp
 from ostinato.store.branches import MoveBranch
 from ostinato.store.tree import Branch
-from ostinato.turns import Submission, Workers, user_message
+from ostinato.submissions import Submission, user_message
+from ostinato.turns import Workers
 
 
 async def switch_branch(

@@ -16,7 +16,9 @@ policy:
 A busy worker holds one admission slot (``ostinato.admission``) from its first turn
 until it winds down: whoever starts a worker for a new input takes the slot first (so a
 full process refuses before anything is stored), and a worker started for input that is
-stored already takes one itself, waiting in the same line as long as it takes.
+stored already takes one itself, waiting in the same line as long as it takes. Each
+turn is begun in one of the process's places for beginning turns (``Admission.beginning``),
+so a burst of inputs begins a few turns at a time.
 
 At shutdown ``Workers.drain`` begins no new turn (waiting submissions are refused with
 ``ShuttingDown``; a queued message stays in the store's queue), gives running turns a
@@ -28,116 +30,26 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ostinato.admission import Admission, Held, Release
 from ostinato.approvals import Approval
-from ostinato.errors import InvalidRequest, ShuttingDown
+from ostinato.errors import ShuttingDown
 from ostinato.handover import others_alive
 from ostinato.holds import Holds
 from ostinato.ids import new_id
-from ostinato.loop.driver import TurnResult
-from ostinato.messages import JSON, Message, TextBlock
-from ostinato.models.base import Model
 from ostinato.store.base import QueuedInput, Turn
+from ostinato.submissions import (
+    ApprovalOutcome,
+    Begin,
+    Continued,
+    NewMessage,
+    Submission,
+    TurnHandle,
+)
 
 Policy: TypeAlias = Literal["queue", "supersede", "reject", "steer"]
 POLICIES: tuple[str, ...] = ("queue", "supersede", "reject", "steer")
-
-
-@dataclass(frozen=True, slots=True)
-class TurnHandle:
-    """A started turn: its row, the rows that started it, and its running task."""
-
-    turn: Turn
-    rows: tuple[Message, ...]  # the rows committed as the turn began (user message, ...)
-    task: asyncio.Task[TurnResult]
-    position: Callable[[], int] = lambda: 0  # the seq of the turn's last committed row
-
-    @property
-    def run_id(self) -> str:
-        return self.turn.run_id
-
-    async def result(self) -> TurnResult:
-        return await asyncio.shield(self.task)
-
-
-@dataclass(frozen=True, slots=True)
-class NewMessage:
-    message: Message
-    client_message_id: str | None = None
-    queued: QueuedInput | None = None  # set when it waited in the store's queue
-    skill: str | None = None  # the agent the request named (instead of the router's pick)
-    instructions: str | None = None  # the request's addition to the system prompt
-
-
-def user_message(message: Message | str, client_message_id: str | None) -> Message:
-    """A user message as a turn starts with it (``client_message_id`` in its metadata)."""
-    if isinstance(message, str):
-        message = Message(role="user", blocks=(TextBlock(message),))
-    if message.role != "user" or not message.blocks:
-        raise InvalidRequest("a turn starts with a non-empty user message")
-    if not client_message_id:
-        return message
-    metadata = {**message.metadata, "client_message_id": client_message_id}
-    return Message("user", message.blocks, message.hidden, metadata)
-
-
-@dataclass(frozen=True, slots=True)
-class CardAnswer:
-    """The answer to a question card (a paused ``ui`` tool call)."""
-
-    tool_use_id: str
-    result: JSON | str | list[object] | int | float | bool | None
-
-
-@dataclass(frozen=True, slots=True)
-class CancelOutcome:
-    """What a cancel did: the running turn it cancelled, and the tool_use ids of the
-    cards and approvals it resolved."""
-
-    cancelled_turn: str | None
-    dismissed: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalOutcome:
-    """An approval decided after the turn that asked for it had stopped (a restart)."""
-
-    approval: Approval
-
-
-@dataclass(frozen=True, slots=True)
-class Continued:
-    """A running turn another server handed over at a step boundary as it shut down
-    (``ostinato.handover``), claimed here: it goes on from its stored rows."""
-
-    turn: Turn
-
-
-Input: TypeAlias = NewMessage | CardAnswer | ApprovalOutcome | Continued
-
-
-@dataclass(slots=True)
-class Submission:
-    input: Input
-    model: Model | None = None
-    started: asyncio.Future[TurnHandle] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-
-    @property
-    def queued(self) -> QueuedInput | None:
-        return self.input.queued if isinstance(self.input, NewMessage) else None
-
-    async def handle(self) -> TurnHandle:
-        """The turn once it has started (raises what stopped it from starting)."""
-        return await asyncio.shield(self.started)
-
-
-Begin: TypeAlias = Callable[[str, Submission], Awaitable[TurnHandle]]
-
 
 QUEUED_KEPT = (
     "the server is shutting down before this message's turn began; the message stays in "
@@ -365,7 +277,7 @@ class Workers:
             return None
         worker = self._workers.get(conversation_id)
         if worker is None:
-            worker = Worker(conversation_id, self._begin)
+            worker = Worker(conversation_id, self._paced)
             worker.slot = slot
             self._workers[conversation_id] = worker
             worker.put(submission)
@@ -382,7 +294,7 @@ class Workers:
         runs: the worker waits for its hold, then runs what was queued here."""
         worker = self._workers.get(conversation_id)
         if worker is None:
-            worker = Worker(conversation_id, self._begin)
+            worker = Worker(conversation_id, self._paced)
             self._workers[conversation_id] = worker
             worker.task = asyncio.create_task(self._run(worker), name=f"worker-{conversation_id}")
         return worker
@@ -405,6 +317,12 @@ class Workers:
                 worker.slot()
             if holds is not None:
                 await holds.release(cid, token)
+
+    async def _paced(self, conversation_id: str, submission: Submission) -> TurnHandle:
+        """Begin a turn once one of the process's places for beginning turns is free
+        (``Admission.beginning``)."""
+        async with self._admission().beginning():
+            return await self._begin(conversation_id, submission)
 
     def __len__(self) -> int:
         return len(self._workers)

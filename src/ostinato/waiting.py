@@ -14,7 +14,8 @@ from ostinato.errors import Conflict, InvalidRequest
 from ostinato.frames import InputChanged
 from ostinato.messages import Message, TextBlock
 from ostinato.store.base import Conversation, EditQueued, QueuedInput, Store
-from ostinato.turns import NewMessage, Submission, Workers
+from ostinato.submissions import NewMessage, Submission
+from ostinato.turns import Workers
 
 GONE = (
     "this message no longer waits in the queue: it was withdrawn, or a turn (on another "

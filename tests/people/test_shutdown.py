@@ -18,9 +18,10 @@ from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.store.base import Enqueue
 from ostinato.store.memory import MemoryStore
+from ostinato.submissions import TurnHandle
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
-from ostinato.turns import QUEUED_KEPT, TurnHandle
+from ostinato.turns import QUEUED_KEPT
 from tests.loop.harness import Harness
 from tests.people.test_approvals import RUNS, harness, start
 

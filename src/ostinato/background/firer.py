@@ -60,7 +60,7 @@ from ostinato.errors import NotFound
 from ostinato.identity.limits import Limiter
 from ostinato.ids import new_id
 from ostinato.store.schedules import Schedule
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 log = logging.getLogger(__name__)
 

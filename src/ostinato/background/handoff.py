@@ -29,7 +29,7 @@ from ostinato.loop.opening import BACKGROUND
 from ostinato.messages import Message, TextBlock
 from ostinato.store.base import AppendMessage, Store
 from ostinato.store.schedules import Schedule
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 CUT_OFF = "[The reply to this before was cut off (the server stopped); give it again.]"
 

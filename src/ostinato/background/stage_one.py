@@ -35,7 +35,7 @@ from ostinato.errors import NotFound, StoreError
 from ostinato.messages import Message, TextBlock
 from ostinato.store.base import Conversation, CreateConversation, Store, utcnow
 from ostinato.store.schedules import Schedule
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 MARKER = "schedule"  # metadata key of a firing's rows: "<schedule id>:<slot number>"
 BACKGROUND = "background"  # metadata key of a background conversation

@@ -341,7 +341,9 @@ async def run(
     """Serve the app on ``sock`` under uvicorn until a signal stops it (gracefully:
     ``ostinato.server.process``; SIGHUP reloads: ``reloader``); 0 once it has served."""
     runtime, url, bounds = deployment.runtime, config.server.database_url, config.server
-    runtime.admission = Admission(bounds.max_turns, bounds.admission_wait_s, bounds.admission_queue)
+    runtime.admission = Admission(
+        bounds.max_turns, bounds.admission_wait_s, bounds.admission_queue, bounds.max_starting
+    )
     chooser: ModelChooser = setup.choose
     limits = body_limits(config)
     app = create_app(

@@ -131,6 +131,14 @@ class ServerSection(Section):
         "slot (one queued behind its conversation's running turn takes none). Unset: no "
         "bound; see performance.md. With `workers`, a bound for each process.",
     )
+    max_starting: int | None = Field(
+        default=8,
+        ge=1,
+        description="Turns one process begins at once (a turn's history read and its first "
+        "rows committed); more wait their turn, in order. A burst of messages then begins a "
+        "few at a time between the running streams' tokens. Unset: no bound; see "
+        "performance.md.",
+    )
     admission_wait_s: Seconds = Field(
         default=30.0,
         description="How long a new message waits for a turn slot before a 503 with Retry-After.",

@@ -47,8 +47,8 @@ from ostinato.store.base import (
     WriteOp,
 )
 from ostinato.store.branches import MoveBranch
+from ostinato.submissions import ApprovalOutcome, CardAnswer, Continued, Input, NewMessage
 from ostinato.tools.mounting import Mount
-from ostinato.turns import ApprovalOutcome, CardAnswer, Continued, Input, NewMessage
 
 BACKGROUND = "background_run_id"  # a user row's metadata: it hands on background work
 

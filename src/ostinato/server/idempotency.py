@@ -44,7 +44,7 @@ from ostinato.errors import Conflict, InvalidRequest
 from ostinato.messages import Block, blocks_to_json
 from ostinato.store.base import QueuedInput, Store, utcnow
 from ostinato.store.idempotency import KEY_LIMIT, RequestKey, RequestKeys
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 HEADER = "Idempotency-Key"
 KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"  # printable ASCII, no space at either end

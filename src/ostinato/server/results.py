@@ -18,7 +18,7 @@ from ostinato.loop.driver import TurnResult
 from ostinato.messages import Message
 from ostinato.server.schemas import MessageOut, TurnOut
 from ostinato.store.base import Store, Turn
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 PAGE = 200
 

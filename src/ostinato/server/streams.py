@@ -57,7 +57,7 @@ from ostinato.messages import Message
 from ostinato.redaction import redact
 from ostinato.server.stream_wake import Bell, Silence
 from ostinato.store.base import STATE_AFTER, Store, Turn
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 if TYPE_CHECKING:
     from ostinato.server.auth.caller import Caller

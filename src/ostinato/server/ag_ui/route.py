@@ -44,7 +44,7 @@ from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
 from ostinato.store.base import AppendMessage, Conversation, CreateConversation, utcnow
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 router = APIRouter(tags=["ag-ui"])
 THREAD_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

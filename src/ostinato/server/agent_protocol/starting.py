@@ -29,7 +29,7 @@ from ostinato.server.routes.turns import cancel_when_begun, release_when_done
 from ostinato.server.streams import Live, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
 from ostinato.store.base import AppendMessage
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 POLICIES: dict[str, Literal["queue", "supersede", "reject"]] = {
     "reject": "reject",

@@ -54,7 +54,7 @@ from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, Watched, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
 from ostinato.store.base import AppendMessage, Conversation, CreateConversation, utcnow
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 router = APIRouter(tags=["ai-sdk"])
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}

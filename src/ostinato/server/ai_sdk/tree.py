@@ -21,7 +21,7 @@ from typing import Protocol
 from ostinato.errors import InvalidRequest
 from ostinato.messages import Message
 from ostinato.runtime import Runtime
-from ostinato.turns import Submission
+from ostinato.submissions import Submission
 
 
 class Asked(Protocol):

@@ -35,7 +35,7 @@ from ostinato.server.context import ServerContext
 from ostinato.server.routes.turns import release_when_done
 from ostinato.server.streams import run_frames, turn_frames
 from ostinato.server.waiting import what_waits
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 Progress = Callable[[str], Awaitable[None]]
 Frames = AsyncGenerator[Frame | None, None]

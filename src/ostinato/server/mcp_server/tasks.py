@@ -49,7 +49,7 @@ from ostinato.server.mcp_server import elicit
 from ostinato.server.mcp_server.calls import owned
 from ostinato.server.routes.turns import release_when_done
 from ostinato.server.waiting import what_waits
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 IDENTIFIER = "io.modelcontextprotocol/tasks"
 POLL_MS = 1000

@@ -50,7 +50,7 @@ from ostinato.server.routes.turns import cancel_when_begun, release_when_done
 from ostinato.server.sse import FrameStream
 from ostinato.server.streams import Live, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
-from ostinato.turns import Submission, TurnHandle
+from ostinato.submissions import Submission, TurnHandle
 
 router = APIRouter(tags=["openai"])
 Frames = AsyncGenerator[Frame | None, None]

@@ -48,7 +48,7 @@ from ostinato.server.routes.turns import cancel_when_begun, release_when_done
 from ostinato.server.streams import Live, run_frames, turn_frames
 from ostinato.server.waiting import what_waits
 from ostinato.store.base import AppendMessage
-from ostinato.turns import TurnHandle
+from ostinato.submissions import TurnHandle
 
 Frames = asyncio.Future[TurnHandle]
 

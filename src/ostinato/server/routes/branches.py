@@ -41,7 +41,7 @@ from ostinato.server.schemas import (
 )
 from ostinato.server.uploads import read_turn_request
 from ostinato.store.tree import Tree
-from ostinato.turns import Submission
+from ostinato.submissions import Submission
 
 router = APIRouter(prefix="/v1/conversations", tags=["branches"])
 

@@ -22,6 +22,9 @@ log = logging.getLogger("ostinato.server")
 class Load(BaseModel):
     turns_running: int = Field(description="Turns this process runs (each holding a slot).")
     turns_waiting: int = Field(description="New messages waiting for a turn slot.")
+    turns_beginning: int = Field(
+        default=0, description="Turns being begun now (at most `server.max_starting`)."
+    )
     loop_lag_ms: float = Field(description="How late the event loop last ran a timer.")
     loop_lag_max_ms: float = Field(description="The largest lag since the last /healthz.")
     server: str | None = Field(
@@ -116,6 +119,7 @@ async def healthz(context: Context, request: Request) -> Health | JSONResponse:
     load = Load(
         turns_running=admission.running,
         turns_waiting=admission.waiting,
+        turns_beginning=admission.starting,
         loop_lag_ms=round(admission.lag.last * 1000, 3),
         loop_lag_max_ms=round(admission.lag.take_max() * 1000, 3),
         server=context.runtime.holder,

@@ -62,7 +62,7 @@ from ostinato.server.sse import FrameStream, frame_events
 from ostinato.server.streams import Live, turn_frames
 from ostinato.server.uploads import read_turn_request
 from ostinato.store.base import QueuedInput
-from ostinato.turns import Submission, TurnHandle
+from ostinato.submissions import Submission, TurnHandle
 
 router = APIRouter(prefix="/v1/conversations", tags=["turns"])
 

@@ -94,12 +94,21 @@ class ServerContext:
             self.choices.check(name)
 
 
+def context_of(request: Request) -> ServerContext:
+    """The app's ``ServerContext``, read from the request: what the routes asked most
+    (a conversation made, a turn posted) do instead of taking ``Context`` and
+    ``CurrentCaller`` (``auth.caller.signed_in``), because FastAPI solves each
+    dependency on every request as a graph of its own (about 15 microseconds each on
+    this kind of machine; docs/performance.md, "Round six")."""
+    context: ServerContext = request.app.state.ostinato
+    return context
+
+
 async def _context(request: Request) -> ServerContext:
     # async, though it never awaits: FastAPI runs a plain ``def`` dependency in a worker
     # thread, a thread hand-off there and back on every request (the same for
     # ``current_caller`` and ``request_owner``).
-    context: ServerContext = request.app.state.ostinato
-    return context
+    return context_of(request)
 
 
 Context = Annotated[ServerContext, Depends(_context)]

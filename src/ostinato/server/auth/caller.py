@@ -67,13 +67,18 @@ def required_caller(request: object) -> Caller:
     return found
 
 
-async def current_caller(connection: HTTPConnection) -> Caller:
+def signed_in(connection: HTTPConnection) -> Caller:
     """The caller the middleware resolved for this request (401 if none was: a route
     on a public path cannot act for anyone)."""
     found = connection.scope.get(SCOPE_KEY)
     if not isinstance(found, Caller):
         raise SignInRequired("sign in to use this route")
     return found
+
+
+async def current_caller(connection: HTTPConnection) -> Caller:
+    """``signed_in``, as a dependency."""
+    return signed_in(connection)
 
 
 CurrentCaller = Annotated[Caller, Depends(current_caller)]

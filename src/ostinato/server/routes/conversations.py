@@ -15,7 +15,8 @@ from ostinato.background.stage_one import is_background
 from ostinato.errors import InvalidRequest
 from ostinato.runtime import Runtime
 from ostinato.server.auth import CurrentCaller, owned
-from ostinato.server.context import Context
+from ostinato.server.auth.caller import signed_in
+from ostinato.server.context import Context, context_of
 from ostinato.server.conversation_schemas import (
     ConversationOut,
     ConversationPage,
@@ -44,8 +45,6 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
     responses={422: ERROR_RESPONSES[422], **CONFLICT, **MODEL_NOT_ALLOWED},
 )
 async def create_conversation(
-    context: Context,
-    caller: CurrentCaller,
     request: Request,
     body: Annotated[CreateConversationRequest | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
@@ -53,6 +52,7 @@ async def create_conversation(
     """Open a conversation, owned by the caller. The body is optional. With an
     `Idempotency-Key`, the same request sent again answers with the same conversation
     (and creates none); another request with that key is a 422."""
+    context, caller = context_of(request), signed_in(request)  # no dependencies: hot
     body = body or CreateConversationRequest()
     if isinstance(model := (body.metadata or {}).get("model"), str):
         context.check_model(model)  # metadata.model is the conversation's model

@@ -36,7 +36,8 @@ from ostinato.messages import FileBlock, ImageBlock, Message, TextBlock
 from ostinato.models.base import Model
 from ostinato.runtime import Runtime
 from ostinato.server.auth import Caller, CurrentCaller, owned
-from ostinato.server.context import Context, ServerContext
+from ostinato.server.auth.caller import signed_in
+from ostinato.server.context import Context, ServerContext, context_of
 from ostinato.server.idempotency import (
     Claimed,
     Earlier,
@@ -137,17 +138,14 @@ TURN_REQUEST_BODY: dict[str, Any] = {
     openapi_extra=TURN_REQUEST_BODY,
 )
 async def post_turn(
-    context: Context,
-    caller: CurrentCaller,
-    request: Request,
-    conversation_id: str,
-    idempotency_key: IdempotencyKey = None,
+    request: Request, conversation_id: str, idempotency_key: IdempotencyKey = None
 ) -> TurnOut | Response:
     """Send a user message (`text`), or answer the question card that waits
     (`tool_response`); either starts a turn. With `Accept: text/event-stream`: the turn's
     frames; otherwise: its result once it ends. 409 when the policy is `reject` and a
     turn runs, or when the card answered is not the one waiting; 429 over a limit of
     the caller's (turns at once, turns a minute, files in a turn, open streams)."""
+    context, caller = context_of(request), signed_in(request)  # no dependencies: hot
     found = await owned(context.runtime, caller, conversation_id)
     body, files = await read_turn_request(request)
     how = partial(context.runtime.submit, known=found)  # not read again to submit

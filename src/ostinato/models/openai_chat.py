@@ -138,15 +138,20 @@ class OpenAIChatModel:
         return f"OpenAIChatModel({self.name!r})"
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        params = self.encode_request(request)
-        body = request_body({**params, "stream": True}, request.tools, tool_wire)
+        params = self._params(request, tools=False)  # ``request_body`` puts each tool in
+        params["stream"] = True
+        body = request_body(params, request.tools, tool_wire)
         return with_retries(lambda: self._attempt(body), self._retry)
 
     def encode_request(self, request: ModelRequest) -> JSON:
+        return self._params(request, tools=True)
+
+    def _params(self, request: ModelRequest, *, tools: bool) -> JSON:
         messages = encode_messages(request, self._rules)
         params: JSON = {"model": self.model, "messages": messages}
         if request.tools:
-            params["tools"] = [tool_wire(t) for t in request.tools]
+            if tools:
+                params["tools"] = [tool_wire(t) for t in request.tools]
             params["tool_choice"] = request.tool_choice
         if request.max_tokens is not None:
             params[self._max_tokens_field] = request.max_tokens

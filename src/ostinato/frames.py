@@ -26,11 +26,17 @@ class _Frame:
     durable: ClassVar[bool] = False
 
     def to_json(self) -> JSON:
+        names = _NAMES.get(type(self))
+        if names is None:  # each class's field names, found once (``fields`` makes a tuple)
+            names = _NAMES[type(self)] = tuple(f.name for f in fields(self))
         out: JSON = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = message_to_json(value) if isinstance(value, Message) else value
+        for name in names:
+            value = getattr(self, name)
+            out[name] = message_to_json(value) if isinstance(value, Message) else value
         return out
+
+
+_NAMES: dict[type[_Frame], tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

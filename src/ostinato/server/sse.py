@@ -45,7 +45,7 @@ def encode_frame(frame: Frame) -> bytes:
     kind = _DELTA_FRAMES.get(type(frame))
     if kind is not None and frame.type == kind:
         return _delta_event(frame, kind)  # type: ignore[arg-type]
-    return encode_event(frame)
+    return _any_event(frame)
 
 
 def encode_event(frame: Frame) -> bytes:
@@ -56,6 +56,27 @@ def encode_event(frame: Frame) -> bytes:
         event=frame.type,
         id=str(frame.seq) if frame.durable else None,
     )
+
+
+# ``json.dumps``'s encoder for ``encode_event``'s options, made once (``dumps`` makes one
+# per call when given options)
+_FRAME_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _any_event(frame: Frame) -> bytes:
+    """``encode_event(frame)``'s bytes for any frame whose type is one line: JSON writes
+    no line break (it escapes every control character), so the data is one ``data:``
+    line, which ``format_sse_event`` would split the data into lines to find."""
+    kind: object = frame.type  # a frame made with an odd type or seq goes the general way
+    if type(kind) is not str or "\n" in kind or "\r" in kind or not _plain_int(frame.seq):
+        return encode_event(frame)
+    data = _FRAME_JSON.encode(frame.to_json())
+    end = f"id: {frame.seq}\n\n" if frame.durable else "\n"
+    return f"event: {kind}\ndata: {data}\n{end}".encode()
+
+
+def _plain_int(value: object) -> bool:
+    return type(value) is int
 
 
 def _delta_event(frame: TextDeltaFrame | ThinkingDeltaFrame, kind: str) -> bytes:

@@ -44,8 +44,11 @@ async def enqueue(
     item = QueuedInput(new_id(), cid, message, utcnow(), new.client_message_id, holder=holder)
 
     async def store_it() -> Submission:
-        await consent.dismiss(cid)  # the user typed instead of answering
         (queued,) = await store.write(Enqueue(item))
+        # The user typed instead of answering. Only now that the message is in the queue:
+        # the dismissal lets the waiting turn go on at once, and a steered message must
+        # be there for its next step to take.
+        await consent.dismiss(cid)
         return Submission(dataclasses.replace(new, queued=queued), model)
 
     return await worker.queue(store_it)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import httpx2
@@ -22,7 +23,7 @@ from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
 from ostinato.server.surfaces import AgentSurfaces, Surfaces
-from ostinato.store.base import Store
+from ostinato.store.base import Enqueue, Store, WriteOp
 from ostinato.tools.functions import function_tool
 from ostinato.tools.registry import ToolRegistry
 from tests.server.people import client_for, deploy_tool, eventually, sse_turn
@@ -225,3 +226,29 @@ async def test_a_message_steered_while_an_approval_waits_dismisses_it_and_joins_
         ("user", "no, wait", True),
         ("assistant", "Not deploying, then.", False),
     ]
+
+
+async def test_the_message_is_queued_before_the_approval_it_dismisses_lets_the_turn_go_on(
+    app: FastAPI,
+    store: Store,
+    model: ScriptedModel,
+    deployed: list[str],
+    conversation_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dismissing the approval lets its turn go on at once. Were the message not in the
+    queue by then (its write slow, as under load), the turn would reach its next step
+    without it, answer without it, and the message would run as a turn of its own: a
+    model call more than there are replies (the race behind a flaky run of the test
+    above). The queue write comes first, so the turn takes it."""
+    write = store.write
+
+    async def slow_queue_write(*ops: WriteOp) -> list[Any]:
+        if any(isinstance(op, Enqueue) for op in ops):
+            await asyncio.sleep(0.2)
+        return await write(*ops)
+
+    monkeypatch.setattr(store, "write", slow_queue_write)
+    await test_a_message_steered_while_an_approval_waits_dismisses_it_and_joins_the_turn(
+        app, store, model, deployed, conversation_id
+    )

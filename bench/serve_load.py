@@ -34,7 +34,10 @@ the concurrent ones). ``--before DIR`` serves them from the checkout at ``DIR`` 
 
 Run: ``python bench/serve_load.py [--levels 100,300,1000] [--sequential 100]``; with
 ``--postgres postgresql://user@host/db`` each run's server is on a database of its own
-created on that server (and dropped after) instead of a SQLite file.
+created on that server (and dropped after) instead of a SQLite file; ``--pg-log`` has
+PostgreSQL log every statement on that database (its server log: statements per turn).
+``--py-spy-arg=--gil`` passes an option to py-spy (``--gil``: only samples that hold the
+interpreter, which leaves the event loop's waits out).
 Targets (issue 14): 1,000 concurrent with none failed and wall time under 3 s; at 300,
 added delay per token p99 under 100 ms; RSS under 1 GB; POST -> model called p50 under
 2 ms and server CPU per turn start under 1.5 ms. Issue 32: CPU per streamed turn at most
@@ -77,7 +80,9 @@ from tests.e2e.loadkit import (
 from tests.patience import start_timeout
 
 PY_SPY = ""  # --py-spy
+PY_SPY_ARGS: list[str] = []  # --py-spy-arg: more of py-spy's options (e.g. --gil)
 POSTGRES = ""  # --postgres: an admin URL; each run gets a scratch database there
+PG_LOG = False  # --pg-log: PostgreSQL logs every statement of the scratch database
 DURABILITY = ""  # --durability: SQLite's (store.sql.wal_sync); empty: the default
 SERVE_ENV: dict[str, str] = {}  # --env
 PROVIDER_ENV = ("OSTINATO_", "ANTHROPIC_", "OPENAI_", "OLLAMA_")
@@ -126,6 +131,8 @@ def database(tmp: str) -> Iterator[str]:
 
     name = f"serve_load_{os.getpid()}_{int(time.monotonic() * 1000)}"
     asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    if PG_LOG:
+        asyncio.run(_admin(f"ALTER DATABASE \"{name}\" SET log_statement = 'all'"))
     try:
         url = sa.make_url(POSTGRES).set(drivername="postgresql+asyncpg", database=name)
         yield url.render_as_string(hide_password=False)
@@ -260,6 +267,7 @@ def profiled(server: psutil.Process, name: str) -> Iterator[None]:
         yield
         return
     argv = [PY_SPY, "record", "--pid", str(server.pid), "-f", "raw", "-r", "500", "--nonblocking"]
+    argv += PY_SPY_ARGS
     spy = subprocess.Popen([*argv, "-o", f"py-spy-{name}.txt"], stdout=subprocess.DEVNULL)
     time.sleep(1.0)  # py-spy attaches
     try:
@@ -351,15 +359,21 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=100, help="sequential turns")
     parser.add_argument("--serve-arg", action="append", default=[], help="passed to serve")
     parser.add_argument("--py-spy", default="", help="a py-spy binary: profile the server")
+    parser.add_argument("--py-spy-arg", action="append", default=[], help="e.g. =--gil")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for serve")
     parser.add_argument("--settle", type=float, default=0.0, help="s between sequential turns")
     parser.add_argument("--before", default="", help="a checkout of ostinato to compare")
     parser.add_argument("--floors", default="socket,lean", help="bench/floor.py clients")
     parser.add_argument("--postgres", default="", help="admin URL: serve on PostgreSQL")
+    parser.add_argument(
+        "--pg-log", action="store_true", help="log every statement of the scratch database"
+    )
     parser.add_argument("--durability", default="", help="SQLite: acknowledged or relaxed")
     args = parser.parse_args()
-    global PY_SPY, SETTLE_S, POSTGRES, DURABILITY
+    global PY_SPY, SETTLE_S, POSTGRES, DURABILITY, PG_LOG
     PY_SPY, SETTLE_S, POSTGRES = args.py_spy, args.settle, args.postgres
+    PG_LOG = args.pg_log
+    PY_SPY_ARGS.extend(args.py_spy_arg)
     DURABILITY = args.durability
     SERVE_ENV.update(pair.split("=", 1) for pair in args.env)
     servers, floors = targets(args.before, args.floors)

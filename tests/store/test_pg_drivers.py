@@ -75,6 +75,25 @@ async def test_a_connection_is_kept_only_as_the_pool_would_hand_it_out(
     assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
 
 
+async def test_a_call_keeps_its_connection_only_as_the_pool_would_hand_it_out(
+    postgres_store: PostgresStore,
+) -> None:
+    engine = postgres_store.engine
+    drivers = Drivers(engine)
+    pid = "SELECT pg_backend_pid()"
+    first = await drivers.call("fetchval", pid)
+    assert await drivers.call("fetchval", pid) == first  # kept, and used again
+    await drivers.call("execute", "BEGIN")  # that one again, left in a transaction block
+    assert await drivers.call("fetchval", pid) != first  # so it was not kept
+    with pytest.raises(Exception, match="division by zero"):  # PostgreSQL's answer: kept
+        await drivers.call("fetch", "SELECT 1 / $1::int", 0)
+    answered = await drivers.call("fetchval", pid)
+    assert await drivers.call("fetchval", pid) == answered
+    assert await drivers.call("fetchval", "SHOW synchronous_commit", relaxed=True) == "off"
+    await drivers.close()
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
 async def test_a_pool_of_one_keeps_none(postgres_url: sa.URL) -> None:
     sized = {"pool_size": "1", "max_overflow": "0", "pool_timeout": "2"}
     store = await PostgresStore.open(postgres_url.update_query_dict(sized))
@@ -104,22 +123,28 @@ async def test_a_turns_bookkeeping_commits_without_waiting_for_the_flush(
     postgres_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, now = postgres_store, utcnow()
-    used: list[tuple[bool, Any]] = []
-    use = Drivers.use
+    used: list[tuple[bool, str]] = []
+    use, call = Drivers.use, Drivers.call
 
     @contextlib.asynccontextmanager
     async def seen(self: Drivers, *, relaxed: bool = False) -> AsyncIterator[Any]:
         async with use(self, relaxed=relaxed) as driver:
-            used.append((relaxed, driver))
+            used.append((relaxed, await setting(driver)))
             yield driver
 
+    async def called(self: Drivers, method: str, *args: Any, relaxed: bool = False) -> Any:
+        found = await call(self, method, *args, relaxed=relaxed)
+        show = await call(self, "fetchval", "SHOW synchronous_commit", relaxed=relaxed)
+        used.append((relaxed, show))  # the kept connection the statement just used
+        return found
+
     monkeypatch.setattr(Drivers, "use", seen)
+    monkeypatch.setattr(Drivers, "call", called)
     made = Conversation(new_id(), "idle", now, now, "ann")
     await store.write(CreateConversation(made))  # acknowledges a client's request
     await append(store, made.id, user_text("hello"))  # the person's words: the same
     await append(store, made.id, Message("assistant", (TextBlock("hi"),)))  # bookkeeping
-    assert [relaxed for relaxed, _ in used] == [False, False, True]
-    assert [await setting(driver) for _, driver in used] == ["on", "on", "off"]
+    assert used == [(False, "on"), (False, "on"), (True, "off")]
 
 
 async def test_no_relaxed_connection_goes_back_to_the_pool_relaxed(

@@ -223,8 +223,7 @@ class PostgresWriter:
         import asyncpg
 
         try:
-            async with self.drivers.use(relaxed=relaxed) as driver:
-                rows: list[Any] = await driver.fetchmany(sql, args)
+            rows: list[Any] = await self.drivers.call("fetchmany", sql, args, relaxed=relaxed)
         except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
             if isinstance(exc, asyncpg.DeadlockDetectedError):
                 self.stats.deadlocks += 1

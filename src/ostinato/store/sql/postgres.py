@@ -286,13 +286,12 @@ class PostgresStore(
         import asyncpg
 
         try:
-            async with self._drivers.use() as driver:
-                return await getattr(driver, method)(text, *args)
+            return await self._drivers.call(method, text, *args)
         except asyncpg.PostgresError as exc:  # the server's answer: nothing broke
             raise StoreError(f"postgresql: {exc}") from exc
         except sa.exc.TimeoutError as exc:
             raise pool_busy(exc) from exc
-        except Exception as exc:  # the connection (given up by ``Drivers.use``)
+        except Exception as exc:  # the connection (given up by ``Drivers.call``)
             raise StoreError(f"postgresql: {exc!r}") from exc
 
     async def _fetch_planned(self, stmt: sa.Executable, params: dict[str, Any]) -> Sequence[Row]:

@@ -267,6 +267,24 @@ async def test_a_dropped_connection_makes_subscribers_replay_and_frames_flow_aga
         await b.runtime.close()
 
 
+async def test_a_notify_connection_is_not_handed_its_own_payloads(postgres_url: sa.URL) -> None:
+    channel = f"test_{uuid.uuid4().hex[:12]}"
+    a, b = (PostgresTransport(postgres_url, channel=channel) for _ in range(2))
+    heard_a, heard_b = asyncio.Queue[str](), asyncio.Queue[str]()
+    await a.connect(heard_a.put_nowait, lambda _e: None)
+    await b.connect(heard_b.put_nowait, lambda _e: None)
+    try:
+        await a.send(["one", "two"])
+        await b.send(["three"])  # sent after a's: reaches a after a's own would have
+        async with asyncio.timeout(10):
+            assert [await heard_b.get(), await heard_b.get()] == ["one", "two"]
+            assert await heard_a.get() == "three"
+        assert heard_a.empty() and heard_b.empty()
+    finally:
+        await a.close()
+        await b.close()
+
+
 class _Wire:
     """A transport that only hands the test the receiving callback."""
 

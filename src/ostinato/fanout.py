@@ -65,8 +65,8 @@ class Transport(Protocol):
     async def connect(
         self, received: Callable[[str], None], lost: Callable[[BaseException | None], None]
     ) -> None:
-        """Connect and subscribe; ``received`` gets each payload (own ones too), ``lost``
-        is called once if the connection later breaks."""
+        """Connect and subscribe; ``received`` gets each payload (one's own may come
+        too), ``lost`` is called once if the connection later breaks."""
         ...
 
     async def send(self, payloads: list[str]) -> None:

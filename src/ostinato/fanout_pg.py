@@ -5,7 +5,10 @@ one channel and sends each batch of payloads with one statement, so a batch is o
 transaction and its notifications reach every listener together and in order
 (PostgreSQL delivers a transaction's notifications in the order they were sent, and
 drops a duplicate of one already sent in the same transaction: each payload carries its
-sender's counter, so none is a duplicate). A payload must be shorter than 8000 bytes;
+sender's counter, so none is a duplicate). PostgreSQL hands a listening connection the
+notifications it sent itself as well; those are left out where they arrive, before the
+relay's queue and its task's wake-up (seven batches a turn). A payload must be shorter
+than 8000 bytes;
 ``ostinato.fanout`` cuts longer bodies into parts of at most ``LIMIT`` bytes.
 """
 
@@ -42,9 +45,11 @@ class PostgresTransport:
     ) -> None:
         await self.close()
         connection = await asyncpg.connect(self.dsn)
+        own = connection.get_server_pid()  # what this connection sent comes back to it
 
-        def on_notify(_c: object, _pid: int, _channel: str, payload: str) -> None:
-            received(payload)
+        def on_notify(_c: object, pid: int, _channel: str, payload: str) -> None:
+            if pid != own:  # one's own payloads: the relay would only skip them
+                received(payload)
 
         def on_terminate(_c: object) -> None:
             if self._connection is connection:  # not one this transport closed itself

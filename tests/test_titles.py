@@ -10,11 +10,12 @@ import pytest
 
 from ostinato.config import load_config
 from ostinato.config.settings import ConfigError
+from ostinato.messages import user_text
 from ostinato.models.scripted import ScriptedModel, error_step, text_step
 from ostinato.runtime import Runtime
 from ostinato.store import MemoryStore
 from ostinato.store.accounts import UpdateConversation
-from ostinato.store.base import Store
+from ostinato.store.base import Conversation, Store
 from ostinato.titles import AfterTurns, Titler, cleaned, first_words
 
 
@@ -111,6 +112,51 @@ async def test_a_rename_while_the_title_is_made_wins(
     monkeypatch.setattr(titler, "_asked", asked)
     _, cid = await run(store, titler, "some question")
     assert await title_of(store, cid) == "Renamed by hand"
+
+
+async def test_the_title_is_made_against_the_row_the_turn_began_with_not_read_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given: list[Conversation | None] = []
+
+    class Seen(Titler):
+        async def __call__(self, **kw: Any) -> str | None:
+            given.append(kw.get("conversation"))
+            return await super().__call__(**kw)
+
+    reads: list[str] = []
+    read = store.get_conversation
+
+    async def counted(conversation_id: str) -> Conversation | None:
+        reads.append(conversation_id)
+        return await read(conversation_id)
+
+    runtime = Runtime(store, model=ScriptedModel([text_step("an answer")]), seed_recall=False)
+    runtime.after_turn = Seen(store)
+    made = await runtime.create_conversation(owner="ann")
+    await runtime.start_turn(made.id, "Plan a walk along the coast")
+    monkeypatch.setattr(store, "get_conversation", counted)  # from the turn's start on
+    await runtime.settle(5)
+    await runtime.close()
+    assert [c.id if c else None for c in given] == [made.id] and reads == []
+    assert await title_of(store, made.id) == "Plan a walk along the coast"
+
+
+async def test_a_rename_after_the_turn_began_still_wins(store: Store) -> None:
+    runtime = Runtime(store, model=ScriptedModel([]), seed_recall=False)
+    made = await runtime.create_conversation(owner="ann")
+    began = await store.get_conversation(made.id)  # the row as the turn read it
+    await store.write(UpdateConversation(made.id, title="Mine"))
+    titled = await Titler(store)(
+        conversation_id=made.id,
+        owner="ann",
+        turn_id="t",
+        user=user_text("Plan a walk"),
+        answer=None,
+        conversation=began,
+    )
+    assert titled is None and await title_of(store, made.id) == "Mine"
+    await runtime.close()
 
 
 async def test_after_turns_run_each_work_even_after_one_fails() -> None:

@@ -11,7 +11,10 @@ message (``first_words``); one the client named keeps its name. A title is writt
 if the conversation's title is still the one read
 (``UpdateConversation(expect_title=...)``), so a rename made meanwhile is never
 overwritten, and a title once made by the model is not automatic any more: it is made
-once. ``AfterTurns`` runs several after-turn works one after another.
+once. The title read is the one the turn began with (``AfterTurn``'s ``conversation``;
+not read again: that write is the check), so a rename made during the turn wins too; at
+worst, a model is asked for a title that is then not written. ``AfterTurns`` runs
+several after-turn works one after another.
 """
 
 from __future__ import annotations
@@ -89,10 +92,13 @@ class Titler:
         turn_id: str,
         user: Message,
         answer: Message | None,
+        conversation: Conversation | None = None,
     ) -> str | None:
         """The title written, or None (the title is not automatic, or there is nothing
-        to make one of)."""
-        conversation = await self.store.get_conversation(conversation_id)
+        to make one of). ``conversation``: the row the turn began with, whose title the
+        title is made against (read here when not given)."""
+        if conversation is None or conversation.id != conversation_id:
+            conversation = await self.store.get_conversation(conversation_id)
         if conversation is None or not await self._automatic(conversation):
             return None
         title = await self._asked(conversation, user, answer)

@@ -223,6 +223,7 @@ def _after(
                 turn_id=result.turn_id,
                 user=user,
                 answer=None if consent.outside else result.messages[-1],
+                conversation=conversation,
             ),
         )
     )

@@ -56,7 +56,9 @@ BACKGROUND = "background_run_id"  # a user row's metadata: it hands on backgroun
 class AfterTurn(Protocol):
     """Background work after a turn that ended with an answer (e.g. fact extraction).
     ``answer`` is None when the turn took in content from outside the conversation: the
-    answer may repeat it, and only the user's own words are the user's."""
+    answer may repeat it, and only the user's own words are the user's. ``conversation``
+    is the conversation's row as the turn read it when it began (not read again: a
+    work that must see a later change reads it itself)."""
 
     async def __call__(
         self,
@@ -66,6 +68,7 @@ class AfterTurn(Protocol):
         turn_id: str,
         user: Message,
         answer: Message | None,
+        conversation: Conversation | None = None,
     ) -> Any: ...
 
 

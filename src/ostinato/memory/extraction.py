@@ -22,6 +22,7 @@ from ostinato.memory.facts import Memory, scope_for
 from ostinato.messages import Message, TextBlock
 from ostinato.models.assembly import complete
 from ostinato.models.base import Model, ModelRequest
+from ostinato.store.base import Conversation
 
 log = logging.getLogger("ostinato.memory")
 
@@ -50,6 +51,7 @@ class FactExtractor:
         turn_id: str,
         user: Message,
         answer: Message | None,
+        conversation: Conversation | None = None,  # not needed: the exchange is all it reads
     ) -> int:
         """Extract and store; returns how many facts were written. With no ``answer``
         (the turn took in content from outside the conversation), the user's message

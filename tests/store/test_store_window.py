@@ -172,15 +172,11 @@ def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return nodes
 
 
-async def test_postgres_window_reads_limit_rows_by_index(postgres_store: PostgresStore) -> None:
-    long = await new_conversation(postgres_store, 3_000)
-    await new_conversation(postgres_store, 500)
-    async with postgres_store.engine.connect() as conn:
+async def _postgres_scans(store: PostgresStore, stmt: Any) -> list[dict[str, Any]]:
+    """The scans of ``messages`` in ``stmt``'s plan, as run (``EXPLAIN ANALYZE``)."""
+    async with store.engine.connect() as conn:
         await conn.execute(sa.text("ANALYZE messages"))
         await conn.execute(sa.text("ANALYZE summaries"))
-        stmt = tree_sql.window_rows().params(
-            conversation_id=long, after_seq=0, upto=SEQ_END, limit=41
-        )
         text = str(
             stmt.compile(
                 dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
@@ -190,10 +186,43 @@ async def test_postgres_window_reads_limit_rows_by_index(postgres_store: Postgre
         result = await conn.execute(sa.text("EXPLAIN (ANALYZE, FORMAT JSON) " + text))
         raw = result.scalar_one()
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    nodes = _plan_nodes(plan)
-    scans = [n for n in nodes if n.get("Relation Name") == "messages"]
+    return [n for n in _plan_nodes(plan) if n.get("Relation Name") == "messages"]
+
+
+async def test_postgres_window_reads_limit_rows_by_index(postgres_store: PostgresStore) -> None:
+    long = await new_conversation(postgres_store, 3_000)
+    await new_conversation(postgres_store, 500)
+    stmt = tree_sql.window_rows().params(conversation_id=long, after_seq=0, upto=SEQ_END, limit=41)
+    scans = await _postgres_scans(postgres_store, stmt)
     assert scans and all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in scans)
     assert all(n["Actual Rows"] <= 41 for n in scans)
     assert scans[0].get("Scan Direction") == "Backward"
     window = await postgres_store.window(long, limit=40)
     assert seqs(window.rows) == list(range(2_961, 3_001)) and window.more
+
+
+async def test_postgres_reads_a_never_branched_window_in_one_statement_by_index(
+    postgres_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = await new_conversation(postgres_store, 3_000)
+    await postgres_store.write(AppendSummary(long, summary("s", 10), through_seq=2_990))
+    stmt = tree_sql.window_in_one().params(
+        conversation_id=long, after_seq=0, upto=SEQ_END, limit=41
+    )
+    scans = await _postgres_scans(postgres_store, stmt)
+    assert scans and all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in scans)
+    assert all(n["Actual Rows"] <= 41 for n in scans)
+    assert any(n.get("Scan Direction") == "Backward" for n in scans)
+    fetched: list[Any] = []
+    fetch = postgres_store._fetch
+
+    async def counted(stmt: Any, params: dict[str, Any]) -> Any:
+        fetched.append(stmt)
+        return await fetch(stmt, params)
+
+    monkeypatch.setattr(postgres_store, "_fetch", counted)
+    window = await postgres_store.window(long, limit=5)
+    assert len(fetched) == 1  # the summary and the rows after it: one round trip
+    assert window.summary is not None and window.summary.text == "s"
+    assert seqs(window.rows) == [2_996, 2_997, 2_998, 2_999, 3_000] and window.more  # (the
+    # summary is row 3,001)

@@ -100,6 +100,7 @@ class PostgresStore(
 
     _decode_time = staticmethod(time_from_postgres)
     _dialect = "postgresql"
+    _window_in_one = True  # a round trip costs more than the statement (``tree_sql``)
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine

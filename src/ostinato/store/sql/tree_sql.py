@@ -24,7 +24,7 @@ from ostinato.store.branches import MoveBranch, moved
 from ostinato.store.sql import rows
 from ostinato.store.sql.rows import Row, TimeDecoder
 from ostinato.store.sql.tables import conversations, messages, summaries
-from ostinato.store.tree import WHOLE, Branch, Tree
+from ostinato.store.tree import SEQ_END, WHOLE, Branch, Tree
 
 TreeWriteName: TypeAlias = Literal["run_starts", "newest_seq", "move_branch"]
 
@@ -146,6 +146,28 @@ def all_summaries() -> sa.Select[Any]:
     )
 
 
+@cache
+def window_in_one() -> sa.CompoundSelect:
+    """``branch_and_summary``'s row (``part`` 0) and, when the conversation never
+    branched, the newest ``limit`` rows after its latest summary (``part`` 1; summary rows
+    left out; the same backward walk of the ``(conversation_id, seq)`` index as
+    ``window_rows``): a never-branched conversation's window in one round trip."""
+    head = branch_and_summary().cte("head")
+    through = sa.select(sa.func.coalesce(head.c.through_seq, 0)).scalar_subquery()
+    never = sa.or_(head.c.branch_ranges.is_(None), head.c.branch_since.is_(None))
+    whole = sa.exists(sa.select(sa.literal(1)).select_from(head).where(never))
+    newest = window_rows().where(whole, messages.c.seq > through)
+    newest = newest.with_only_columns(*messages.c).subquery("newest")
+    blank = [
+        sa.cast(sa.null(), column.type)
+        for column in (head.c.branch_ranges, head.c.branch_since, head.c.through_seq)
+    ]
+    return sa.union_all(
+        sa.select(sa.literal(0, sa.Integer).label("part"), *head.c),
+        sa.select(sa.literal(1, sa.Integer), *blank, *newest.c),
+    )
+
+
 def tree_statements() -> dict[Any, sa.Executable]:
     """The statements ``move_branch`` runs, by ``TreeWriteName`` (both engines)."""
     return {
@@ -178,7 +200,11 @@ def move_branch(ex: Any, op: MoveBranch, now: Any) -> Branch:
 
 
 class SQLTreeReads(ABC):
-    """The reads that follow a branch, for ``SQLReads``."""
+    """The reads that follow a branch, for ``SQLReads``. ``_window_in_one``: a
+    never-branched conversation's window is one statement (``window_in_one``), where
+    a round trip costs more than the statement (PostgreSQL)."""
+
+    _window_in_one = False
 
     _decode_time: TimeDecoder
     _message_cache: rows.MessageCache
@@ -232,17 +258,27 @@ class SQLTreeReads(ABC):
     ) -> HistoryWindow:
         """Two index reads for a branch of one range (every conversation that never
         branched): the branch and its latest summary, then a backward walk of the
-        ``(conversation_id, seq)`` index for ``limit + 1`` rows; one more per range."""
-        found = await self._fetch(branch_and_summary(), {"conversation_id": conversation_id})
-        if not found:
+        ``(conversation_id, seq)`` index for ``limit + 1`` rows; one more per range (with
+        ``_window_in_one``, both in one statement for a conversation that never branched)."""
+        params: dict[str, Any] = {"conversation_id": conversation_id, "limit": max(limit, 0) + 1}
+        newest: list[Row] | None = None
+        if branch is None and self._window_in_one:
+            found = await self._fetch(window_in_one(), {**params, **_EVERY_SEQ})
+            heads = [row[1:] for row in found if row[0] == 0]
+            if heads and Branch.stored(heads[0][0], heads[0][1]) == WHOLE:
+                newest = sorted((row[4:] for row in found if row[0] == 1), key=_seq, reverse=True)
+        else:
+            heads = list(await self._fetch(branch_and_summary(), params))
+        if not heads:
             return HistoryWindow(None, [], False)
-        head = found[0]
+        head = heads[0]
         if branch is None:
             branch = Branch.stored(head[0], head[1])
         summary, through = None, 0
         if head[2] is not None:
             summary, through = await self._summary(conversation_id, branch, head[2:])
-        newest = await self._newest_rows(conversation_id, branch, through, max(limit, 0) + 1)
+        if newest is None:
+            newest = await self._newest_rows(conversation_id, branch, through, params["limit"])
         if limit <= 0:
             return HistoryWindow(summary, [], bool(newest))
         picked = self._message_cache.messages(newest[:limit], self._decode_time)
@@ -280,3 +316,11 @@ class SQLTreeReads(ABC):
             }
             out.extend(await self._fetch(window_rows(), params))
         return out
+
+
+_SEQ = list(messages.c.keys()).index("seq")
+_EVERY_SEQ = {"after_seq": 0, "upto": SEQ_END}  # ``window_in_one``'s walk: every row
+
+
+def _seq(row: Row) -> int:
+    return int(row[_SEQ])

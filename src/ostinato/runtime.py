@@ -409,7 +409,10 @@ class Runtime(TreeMoves, QueueEdits):
     async def _begin(self, conversation_id: str, submission: Submission) -> TurnHandle:
         """Begin the turn an input causes (``loop.opening``, ``loop.begin``), observed from
         here: its routing is part of it (``ostinato.observe``)."""
-        conversation = await self.conversation(conversation_id)
+        read = self.store.conversation_and_window  # one round trip on PostgreSQL
+        conversation, window = await read(conversation_id, limit=self.history_limit)
+        if conversation is None:
+            raise NotFound(f"no conversation with id {conversation_id!r}")
         try:
             await fresh(self.store, submission)  # its latest text; gone: ``Conflict``
         except Conflict:  # a turn elsewhere may have taken a steered message
@@ -417,7 +420,6 @@ class Runtime(TreeMoves, QueueEdits):
             if not late:
                 raise
             return late
-        window = await self.store.window(conversation_id, limit=self.history_limit)
         turn = Turn(new_id(), conversation_id, new_id(), "running", utcnow(), holder=self.holder)
         turn = submission.input.turn if isinstance(submission.input, Continued) else turn
         paying = GATE.set(self.spend)  # the turn's calls, and work after it, are checked

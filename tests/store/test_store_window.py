@@ -22,6 +22,7 @@ from ostinato.store.base import (
     CreateConversation,
     utcnow,
 )
+from ostinato.store.branches import HistoryWindow, MoveBranch
 from ostinato.store.sql import tree_sql
 from ostinato.store.sql.sqlite_sql import compile_sqlite
 from ostinato.store.tree import SEQ_END
@@ -64,6 +65,26 @@ async def test_the_window_is_the_newest_rows_oldest_first(store: Store) -> None:
     whole = await store.window(cid, limit=10)
     assert seqs(whole.rows) == list(range(1, 11)) and not whole.more
     assert (await store.window(cid, limit=0)).more
+
+
+async def test_a_turn_reads_the_conversation_with_its_window(store: Store) -> None:
+    assert await store.conversation_and_window("unknown", limit=5) == (
+        None,
+        HistoryWindow(None, [], False),
+    )
+    cid = await new_conversation(store, 8)
+    await store.write(AppendSummary(cid, summary("s", 3), through_seq=3))
+    await store.write(AppendMessage(cid, user_text("m10")))
+    for limit in (0, 3, 20):
+        found, window = await store.conversation_and_window(cid, limit=limit)
+        assert found == await store.get_conversation(cid)
+        assert window == await store.window(cid, limit=limit)
+    (branch,) = await store.write(MoveBranch(cid, 5))  # branched: its ranges read after
+    await store.write(AppendMessage(cid, user_text("m11")))
+    found, window = await store.conversation_and_window(cid, limit=20)
+    assert found is not None and found.branch == branch
+    assert seqs(window.rows) == [4, 5, 11] and window.summary is not None
+    assert window == await store.window(cid, limit=20)
 
 
 async def test_a_summary_becomes_the_watermark(store: Store) -> None:
@@ -223,6 +244,9 @@ async def test_postgres_reads_a_never_branched_window_in_one_statement_by_index(
     monkeypatch.setattr(postgres_store, "_fetch", counted)
     window = await postgres_store.window(long, limit=5)
     assert len(fetched) == 1  # the summary and the rows after it: one round trip
+    found, same = await postgres_store.conversation_and_window(long, limit=5)
+    assert len(fetched) == 2 and same == window  # and the conversation's row with them
+    assert found == await postgres_store.get_conversation(long)
     assert window.summary is not None and window.summary.text == "s"
     assert seqs(window.rows) == [2_996, 2_997, 2_998, 2_999, 3_000] and window.more  # (the
     # summary is row 3,001)

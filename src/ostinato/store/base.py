@@ -389,6 +389,13 @@ class Store(
 
     async def get_conversation(self, conversation_id: str) -> Conversation | None: ...
 
+    async def conversation_and_window(
+        self, conversation_id: str, *, limit: int
+    ) -> tuple[Conversation | None, HistoryWindow]:
+        """The conversation (None: no such one) and its current branch's ``window``, read
+        together: what a turn begins with (one round trip on PostgreSQL)."""
+        ...
+
     async def list_conversations(
         self,
         *,

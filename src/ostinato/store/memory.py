@@ -187,6 +187,14 @@ class MemoryStore(
     ) -> HistoryWindow:
         return window_of(self, conversation_id, limit, branch)
 
+    async def conversation_and_window(
+        self, conversation_id: str, *, limit: int
+    ) -> tuple[Conversation | None, HistoryWindow]:
+        found = await self.get_conversation(conversation_id)
+        if found is None:
+            return None, HistoryWindow(None, [], False)
+        return found, window_of(self, conversation_id, limit, None)
+
     async def tree(self, conversation_id: str) -> Tree | None:
         return tree_of(self, conversation_id)
 

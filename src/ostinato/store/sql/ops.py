@@ -297,7 +297,7 @@ def _append(ex: Executor, op: AppendMessage, now: WriteTime) -> Message:
     """Insert a message with the next ``seq`` of its conversation; retry a lost race.
 
     The conversation row is not touched (its ``updated_at`` is read as the newer of the
-    stored one and the last message's time, ``statements.conversation_columns``): where
+    stored one and the last message's time, ``conversation_sql.conversation_columns``): where
     appenders must take turns (``Executor.serialise_appends``) it is locked instead.
     """
     cid = op.conversation_id

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from ostinato.approvals import Approval, Grant
 from ostinato.store.base import (
     Conversation,
+    HistoryWindow,
     MemoryConflict,
     MemoryFact,
     MemoryHit,
@@ -49,6 +50,20 @@ class SQLReads(AccountReads, ForgedReads, McpServerReads, JobReads, SQLSearch, S
     async def get_conversation(self, conversation_id: str) -> Conversation | None:
         found = await self._fetch(statements.get_conversation(), {"id": conversation_id})
         return rows.conversation(found[0], self._decode_time) if found else None
+
+    async def conversation_and_window(
+        self, conversation_id: str, *, limit: int
+    ) -> tuple[Conversation | None, HistoryWindow]:
+        """One statement with ``_window_in_one`` (``tree_sql.window_in_one``), else
+        ``get_conversation`` and ``window``."""
+        if self._window_in_one:
+            row, window = await self._in_one(conversation_id, limit, conversation=True)
+            found = rows.conversation(row, self._decode_time) if row is not None else None
+            return found, window
+        conversation = await self.get_conversation(conversation_id)
+        if conversation is None:
+            return None, HistoryWindow(None, [], False)
+        return conversation, await self.window(conversation_id, limit=limit)
 
     async def list_conversations(
         self,

@@ -29,6 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ostinato.store.sql.account_sql import AccountWriteName, account_statements
 from ostinato.store.sql.answer_sql import AnswerWriteName, answer_statements
+from ostinato.store.sql.conversation_sql import conversation_columns
 from ostinato.store.sql.erasure_sql import erasure_statements
 from ostinato.store.sql.forged_sql import ForgedWriteName, forged_statements
 from ostinato.store.sql.job_sql import JobWriteName, job_statements
@@ -359,28 +360,6 @@ def _memory_statements(dialect: str) -> dict[WriteName, sa.Executable]:
 
 def _param(column: sa.Column[Any], name: str) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=column.type)
-
-
-def conversation_columns() -> list[sa.ColumnElement[Any]]:
-    """A conversation's columns in table order, its ``updated_at`` the newer of the stored
-    one (set with its state, title, ...) and its last message's time: an append does not
-    write the conversation row (``ops._append``). The last message is found at the top
-    of the ``(conversation_id, seq)`` index."""
-    earlier = messages.alias("earlier")
-    last_seq = (
-        sa.select(sa.func.max(earlier.c.seq))
-        .where(earlier.c.conversation_id == conversations.c.id)
-        .correlate_except(earlier)
-        .scalar_subquery()
-    )
-    last = (
-        sa.select(messages.c.created_at)
-        .where(messages.c.conversation_id == conversations.c.id, messages.c.seq == last_seq)
-        .scalar_subquery()
-    )
-    stored = conversations.c.updated_at
-    updated = sa.case((last > stored, last), else_=stored).label("updated_at")
-    return [updated if c.name == "updated_at" else c for c in conversations.columns]
 
 
 @cache

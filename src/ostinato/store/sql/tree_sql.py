@@ -22,6 +22,7 @@ from ostinato.messages import Message
 from ostinato.store.base import HistoryWindow
 from ostinato.store.branches import MoveBranch, moved
 from ostinato.store.sql import rows
+from ostinato.store.sql.conversation_sql import conversation_columns
 from ostinato.store.sql.rows import Row, TimeDecoder
 from ostinato.store.sql.tables import conversations, messages, summaries
 from ostinato.store.tree import SEQ_END, WHOLE, Branch, Tree
@@ -147,21 +148,33 @@ def all_summaries() -> sa.Select[Any]:
 
 
 @cache
-def window_in_one() -> sa.CompoundSelect:
-    """``branch_and_summary``'s row (``part`` 0) and, when the conversation never
-    branched, the newest ``limit`` rows after its latest summary (``part`` 1; summary rows
-    left out; the same backward walk of the ``(conversation_id, seq)`` index as
-    ``window_rows``): a never-branched conversation's window in one round trip."""
-    head = branch_and_summary().cte("head")
+def opening_head() -> sa.Select[Any]:
+    """``branch_and_summary`` with the whole conversation row (``get_conversation``'s
+    columns) in place of its branch columns."""
+    joined = branch_and_summary().get_final_froms()[0]
+    return (
+        sa.select(*conversation_columns(), summaries.c.through_seq, messages)
+        .select_from(joined)
+        .where(conversations.c.id == _CID)
+    )
+
+
+@cache
+def window_in_one(conversation: bool = False) -> sa.CompoundSelect:
+    """The head row (``part`` 0: ``branch_and_summary``'s, or ``opening_head``'s with
+    ``conversation``) and, when the conversation never branched, the newest ``limit``
+    rows after its latest summary (``part`` 1, after as many NULLs as the head has
+    columns before its row; summary rows left out; the same backward walk of the
+    ``(conversation_id, seq)`` index as ``window_rows``): a never-branched
+    conversation's window in one round trip."""
+    head = (opening_head() if conversation else branch_and_summary()).cte("head")
     through = sa.select(sa.func.coalesce(head.c.through_seq, 0)).scalar_subquery()
     never = sa.or_(head.c.branch_ranges.is_(None), head.c.branch_since.is_(None))
     whole = sa.exists(sa.select(sa.literal(1)).select_from(head).where(never))
     newest = window_rows().where(whole, messages.c.seq > through)
     newest = newest.with_only_columns(*messages.c).subquery("newest")
-    blank = [
-        sa.cast(sa.null(), column.type)
-        for column in (head.c.branch_ranges, head.c.branch_since, head.c.through_seq)
-    ]
+    before_row = list(head.c)[: len(head.c) - len(messages.c)]
+    blank = [sa.cast(sa.null(), column.type) for column in before_row]
     return sa.union_all(
         sa.select(sa.literal(0, sa.Integer).label("part"), *head.c),
         sa.select(sa.literal(1, sa.Integer), *blank, *newest.c),
@@ -260,25 +273,52 @@ class SQLTreeReads(ABC):
         branched): the branch and its latest summary, then a backward walk of the
         ``(conversation_id, seq)`` index for ``limit + 1`` rows; one more per range (with
         ``_window_in_one``, both in one statement for a conversation that never branched)."""
-        params: dict[str, Any] = {"conversation_id": conversation_id, "limit": max(limit, 0) + 1}
-        newest: list[Row] | None = None
         if branch is None and self._window_in_one:
-            found = await self._fetch(window_in_one(), {**params, **_EVERY_SEQ})
-            heads = [row[1:] for row in found if row[0] == 0]
-            if heads and Branch.stored(heads[0][0], heads[0][1]) == WHOLE:
-                newest = sorted((row[4:] for row in found if row[0] == 1), key=_seq, reverse=True)
-        else:
-            heads = list(await self._fetch(branch_and_summary(), params))
-        if not heads:
+            return (await self._in_one(conversation_id, limit, conversation=False))[1]
+        params = {"conversation_id": conversation_id}
+        found = await self._fetch(branch_and_summary(), params)
+        if not found:
             return HistoryWindow(None, [], False)
-        head = heads[0]
+        return await self._window_after(conversation_id, found[0], branch, limit, None)
+
+    async def _in_one(
+        self, conversation_id: str, limit: int, *, conversation: bool
+    ) -> tuple[Row | None, HistoryWindow]:
+        """``window_in_one``: the conversation's row (with ``conversation``) and its
+        window; for a conversation that branched, its ranges are read after."""
+        params = {"conversation_id": conversation_id, "limit": max(limit, 0) + 1, **_EVERY_SEQ}
+        found = await self._fetch(window_in_one(conversation), params)
+        heads = [row[1:] for row in found if row[0] == 0]
+        if not heads:
+            return None, HistoryWindow(None, [], False)
+        first = heads[0]
+        row, head = None, first
+        if conversation:  # its branch columns in place, as ``branch_and_summary`` has them
+            row = first[:_CONVERSATION]
+            head = (row[_RANGES], row[_SINCE], *first[_CONVERSATION:])
+        newest = None
+        if Branch.stored(head[0], head[1]) == WHOLE:  # its rows came with it
+            skip = 1 + len(first) - len(messages.c)
+            newest = sorted((r[skip:] for r in found if r[0] == 1), key=_seq, reverse=True)
+        return row, await self._window_after(conversation_id, head, None, limit, newest)
+
+    async def _window_after(
+        self,
+        conversation_id: str,
+        head: Row,
+        branch: Branch | None,
+        limit: int,
+        newest: list[Row] | None,
+    ) -> HistoryWindow:
+        """The window from its head row (``branch_and_summary``'s) and, when they were
+        read with it, the newest rows (newest first)."""
         if branch is None:
             branch = Branch.stored(head[0], head[1])
         summary, through = None, 0
         if head[2] is not None:
             summary, through = await self._summary(conversation_id, branch, head[2:])
         if newest is None:
-            newest = await self._newest_rows(conversation_id, branch, through, params["limit"])
+            newest = await self._newest_rows(conversation_id, branch, through, max(limit, 0) + 1)
         if limit <= 0:
             return HistoryWindow(summary, [], bool(newest))
         picked = self._message_cache.messages(newest[:limit], self._decode_time)
@@ -320,6 +360,9 @@ class SQLTreeReads(ABC):
 
 _SEQ = list(messages.c.keys()).index("seq")
 _EVERY_SEQ = {"after_seq": 0, "upto": SEQ_END}  # ``window_in_one``'s walk: every row
+_CONVERSATION = len(conversations.c)  # ``opening_head``'s conversation columns
+_RANGES = list(conversations.c.keys()).index("branch_ranges")
+_SINCE = list(conversations.c.keys()).index("branch_since")
 
 
 def _seq(row: Row) -> int:

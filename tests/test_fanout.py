@@ -338,3 +338,35 @@ async def test_a_receiver_reads_rows_once_per_conversation_and_skips_the_unwatch
         assert reads == [conv.id] and relay.gaps == 0
     finally:
         await relay.aclose()
+
+
+async def test_frames_published_a_moment_apart_go_in_one_send(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A frame alone in the outbox waits ``GATHER_S`` for company (a turn publishes a few
+    frames after each of its commits): one send, one round trip, for both."""
+    from ostinato import fanout
+    from ostinato.store import MemoryStore
+
+    monkeypatch.setattr(fanout, "GATHER_S", 0.5)  # a slow machine still gathers both
+    sends: list[list[str]] = []
+    sent = asyncio.Event()
+
+    class Recorded(_Wire):
+        async def send(self, payloads: list[str]) -> None:
+            sends.append(payloads)
+            sent.set()
+
+    bus = LocalBus()
+    relay = Relay(Recorded(), MemoryStore())
+    await relay.start(bus)
+    try:
+        frame = ToolStarted(run_id="r", seq=0, tool_use_id="t", name="n", input={})
+        bus.publish("c", frame)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the send loop has the first, and waits
+        bus.publish("c", frame)
+        await asyncio.wait_for(sent.wait(), 10)
+        assert [len(payloads) for payloads in sends] == [2]
+    finally:
+        await relay.aclose()

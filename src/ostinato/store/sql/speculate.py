@@ -165,11 +165,23 @@ def plan(ops: tuple[WriteOp, ...]) -> Plan | None:
 
 
 def _filled(result: Any, values: Row) -> Any:
-    if result is None or not dataclasses.is_dataclass(result) or isinstance(result, type):
-        return result
+    names = _FIELDS.get(type(result))
+    if names is None:
+        names = _FIELDS[type(result)] = _fields_of(result)
     changes = {
-        field.name: value.value(values[value.index])
-        for field in dataclasses.fields(result)
-        if type(value := getattr(result, field.name)) is Pending
+        name: value.value(values[value.index])
+        for name in names
+        if type(value := getattr(result, name)) is Pending
     }
     return dataclasses.replace(result, **changes) if changes else result
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}  # a result's type -> its fields' names (``_filled``)
+
+
+def _fields_of(result: Any) -> tuple[str, ...]:
+    """The names of ``result``'s fields (none for what is not a dataclass instance): read
+    once per type, not for every write (``dataclasses.fields`` builds a tuple each time)."""
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        return ()
+    return tuple(field.name for field in dataclasses.fields(result))

@@ -160,7 +160,7 @@ def opening_head() -> sa.Select[Any]:
 
 
 @cache
-def window_in_one(conversation: bool = False) -> sa.CompoundSelect:
+def window_in_one(conversation: bool = False) -> sa.CompoundSelect[Any]:
     """The head row (``part`` 0: ``branch_and_summary``'s, or ``opening_head``'s with
     ``conversation``) and, when the conversation never branched, the newest ``limit``
     rows after its latest summary (``part`` 1, after as many NULLs as the head has
@@ -171,8 +171,8 @@ def window_in_one(conversation: bool = False) -> sa.CompoundSelect:
     through = sa.select(sa.func.coalesce(head.c.through_seq, 0)).scalar_subquery()
     never = sa.or_(head.c.branch_ranges.is_(None), head.c.branch_since.is_(None))
     whole = sa.exists(sa.select(sa.literal(1)).select_from(head).where(never))
-    newest = window_rows().where(whole, messages.c.seq > through)
-    newest = newest.with_only_columns(*messages.c).subquery("newest")
+    walk = window_rows().where(whole, messages.c.seq > through)
+    newest = walk.with_only_columns(*messages.c).subquery("newest")
     before_row = list(head.c)[: len(head.c) - len(messages.c)]
     blank = [sa.cast(sa.null(), column.type) for column in before_row]
     return sa.union_all(

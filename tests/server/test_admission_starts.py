@@ -120,8 +120,8 @@ async def test_a_burst_of_messages_begins_its_turns_within_the_bound(starts: int
         await runtime.close()
 
 
-def test_serve_begins_eight_turns_at_once_unless_told() -> None:
-    assert ServerSection().max_starting == 8
+def test_serve_begins_32_turns_at_once_unless_told() -> None:
+    assert ServerSection().max_starting == 32
     assert ServerSection.model_validate({"max_starting": None}).max_starting is None
     with pytest.raises(ValueError, match="max_starting"):
         ServerSection.model_validate({"max_starting": 0})

@@ -125,14 +125,14 @@ class ServerSection(Section):
         "deploy.md.",
     )
     max_turns: int | None = Field(
-        default=256,
+        default=1024,
         ge=1,
         description="Turns one process runs at once; past it a new message waits for a "
         "slot (one queued behind its conversation's running turn takes none). Unset: no "
         "bound; see performance.md. With `workers`, a bound for each process.",
     )
     max_starting: int | None = Field(
-        default=8,
+        default=32,
         ge=1,
         description="Turns one process begins at once (a turn's history read and its first "
         "rows committed); more wait their turn, in order. A burst of messages then begins a "
@@ -222,7 +222,7 @@ class ModelsSection(Section):
         "keep-alive) before the call's attempt fails as `stream_idle` and is retried.",
     )
     max_requests: int = Field(
-        default=256,
+        default=1024,
         ge=0,
         description="Model calls one provider endpoint (a provider and base URL) takes at "
         "once from this process; more wait in order (a local server that answers one at a "

@@ -22,7 +22,7 @@ from typing import Any
 
 from ostinato.models.base import Model, ModelEvent, ModelRequest
 
-DEFAULT_MAX_REQUESTS = 256  # the default server.max_turns: no bound below the turns' own
+DEFAULT_MAX_REQUESTS = 1024  # the default server.max_turns: no bound below the turns' own
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], RequestPool]] = (
     weakref.WeakKeyDictionary()

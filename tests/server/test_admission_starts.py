@@ -14,7 +14,7 @@ from ostinato.admission import Admission
 from ostinato.config import ServerSection
 from ostinato.runtime import Runtime
 from ostinato.server import create_app
-from ostinato.store.base import Branch, HistoryWindow
+from ostinato.store.base import Conversation, HistoryWindow
 from ostinato.store.memory import MemoryStore
 from tests.server.people import GatedModel, client_for, eventually
 
@@ -63,8 +63,8 @@ async def test_no_bound_begins_every_turn_at_once() -> None:
 
 
 class SlowHistory(MemoryStore):
-    """A store whose first history read of each conversation (the one a turn's beginning
-    makes) waits until the test lets it through (``let``, or ``let_all``)."""
+    """A store whose first read of each conversation and its history (the one a turn's
+    beginning makes) waits until the test lets it through (its gate, or ``let_all``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -72,15 +72,15 @@ class SlowHistory(MemoryStore):
         self.gates: dict[str, asyncio.Event] = {}
         self.open = False
 
-    async def window(
-        self, conversation_id: str, *, limit: int, branch: Branch | None = None
-    ) -> HistoryWindow:
+    async def conversation_and_window(
+        self, conversation_id: str, *, limit: int
+    ) -> tuple[Conversation | None, HistoryWindow]:
         if conversation_id not in self.gates:
             self.gates[conversation_id] = gate = asyncio.Event()
             self.reading.append(conversation_id)
             if not self.open:
                 await gate.wait()
-        return await super().window(conversation_id, limit=limit, branch=branch)
+        return await super().conversation_and_window(conversation_id, limit=limit)
 
     def let_all(self) -> None:
         self.open = True

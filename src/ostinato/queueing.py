@@ -7,6 +7,7 @@ next step boundary (``loop.steering``)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from ostinato import observe
 from ostinato.branching import FORK_AT
@@ -19,6 +20,8 @@ from ostinato.models.base import Model
 from ostinato.store.base import STEER, Enqueue, QueuedInput, Store, utcnow
 from ostinato.submissions import NewMessage, Submission
 from ostinato.turns import Worker
+
+log = logging.getLogger("ostinato.queueing")
 
 
 def steer_marked(message: Message) -> Message:
@@ -47,8 +50,12 @@ async def enqueue(
         (queued,) = await store.write(Enqueue(item))
         # The user typed instead of answering. Only now that the message is in the queue:
         # the dismissal lets the waiting turn go on at once, and a steered message must
-        # be there for its next step to take.
-        await consent.dismiss(cid)
+        # be there for its next step to take. The message is accepted once stored: an
+        # approval left undismissed ends as it would have (answered, or timed out).
+        try:
+            await consent.dismiss(cid)
+        except Exception:
+            log.warning("the approvals waiting in %s were not dismissed", cid, exc_info=True)
         return Submission(dataclasses.replace(new, queued=queued), model)
 
     return await worker.queue(store_it)

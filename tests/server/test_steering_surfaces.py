@@ -252,3 +252,30 @@ async def test_the_message_is_queued_before_the_approval_it_dismisses_lets_the_t
     await test_a_message_steered_while_an_approval_waits_dismisses_it_and_joins_the_turn(
         app, store, model, deployed, conversation_id
     )
+
+
+async def test_a_stored_message_stays_accepted_when_dismissing_the_approval_fails(
+    app: FastAPI,
+    runtime: Runtime,
+    store: Store,
+    model: ScriptedModel,
+    conversation_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The message is in the queue before the dismissal: a dismissal that fails (its
+    store write, say) does not turn the accepted message into an error."""
+    model.add(tool_step(("deploy", {"target": "prod"})), text_step("Not deploying."))
+
+    async def failing(conversation_id: str) -> list[object]:
+        raise RuntimeError("the store did not answer")
+
+    async with sse_turn(app, conversation_id, {"text": "deploy"}) as first:
+        await first.frames_until("approval.requested")
+        monkeypatch.setattr(runtime.consent, "dismiss", failing)
+        body = {"text": "later", "policy": "queue", "client_message_id": "q-1"}
+        async with sse_turn(app, conversation_id, body) as queued:
+            assert (await queued.next_frame()).event == "input.queued"
+        waiting = await store.list_queued(conversation_id)
+        assert [q.client_message_id for q in waiting] == ["q-1"]
+        pending = await store.list_approvals(conversation_id, pending_only=True)
+        assert len(pending) == 1  # not dismissed: it ends as it would have

@@ -71,6 +71,14 @@ class MessageCommitted(_Frame):
     type: Literal["message"] = "message"
     durable: ClassVar[bool] = True
 
+    @classmethod
+    def of(cls, run_id: str, seq: int, row: Message) -> MessageCommitted:
+        """The frame of a stored row, its sender's ``client_message_id`` echoed from a
+        user row's metadata: the same frame whether it is sent live or read back."""
+        echo = row.metadata.get("client_message_id") if row.role == "user" else None
+        echo = echo if isinstance(echo, str) else None
+        return cls(run_id=run_id, seq=seq, message=row, client_message_id=echo)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDeltaFrame(_Frame):

@@ -270,3 +270,19 @@ async def test_shutdown_closes_the_socket_after_a_closing_frame(
 
 async def _unwatched(runtime: Runtime, cid: str) -> bool:
     return runtime.bus.subscriber_count(cid) == 0
+
+
+async def test_a_user_row_read_back_from_the_store_echoes_its_client_message_id(
+    app: FastAPI, client: httpx.AsyncClient, model: ScriptedModel, conversation_id: str
+) -> None:
+    """A stream that catches up from the store (``after_seq``, or a gap in its frames)
+    sends the user row's ``message`` frame with the ``client_message_id`` it was sent
+    with, as the live frame has it: a client matching its own message finds it."""
+    model.add(text_step("Hi."))
+    body = {"text": "hello", "client_message_id": "c-1"}
+    response = await client.post(f"/v1/conversations/{conversation_id}/turns", json=body)
+    assert response.status_code == 200
+    async with open_websocket(app, f"/v1/conversations/{conversation_id}/ws?after_seq=0") as ws:
+        replayed = await ws.receive_json()
+    assert replayed["type"] == "message" and replayed["message"]["role"] == "user"
+    assert replayed["client_message_id"] == "c-1"

@@ -134,15 +134,7 @@ class TurnRecord:
             self._answered(call)
 
     def _committed(self, stored: Message) -> None:
-        echo = stored.metadata.get("client_message_id") if stored.role == "user" else None
-        self.emit(
-            MessageCommitted(
-                run_id=self.turn.run_id,
-                seq=stored.seq or 0,
-                message=stored,
-                client_message_id=echo if isinstance(echo, str) else None,
-            )
-        )
+        self.emit(MessageCommitted.of(self.turn.run_id, stored.seq or 0, stored))
 
     def _answered(self, tool_use_id: str) -> None:
         self.open_calls.pop(tool_use_id, None)

@@ -314,7 +314,7 @@ async def stored_turn_frames(
     last = after_seq
     for row in await turn_rows(store, turn, after_seq):
         last = row.seq or last
-        yield MessageCommitted(run_id=run_id, seq=last, message=row)
+        yield MessageCommitted.of(run_id, last, row)
     if turn.status == "finished":
         yield _finished(turn, last)
         return
@@ -429,7 +429,7 @@ class _Replay:
                 self.runs = {turn.id: turn.run_id for turn in turns}
                 self.runs.setdefault(row.turn_id, "")  # no record of it: do not look again
             run_id = self.runs.get(row.turn_id or "", "")
-            yield MessageCommitted(run_id=run_id, seq=self.last, message=row)
+            yield MessageCommitted.of(run_id, self.last, row)
 
 
 async def _stored_rows(

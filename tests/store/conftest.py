@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -90,6 +91,20 @@ async def open_postgres(url: sa.URL) -> PostgresStore:
             )
         )
     return store
+
+
+def raw_statements(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements the store sends on its raw connections (``_fetch_raw``) from now
+    on, in order."""
+    sent: list[str] = []
+    fetch_raw = store._fetch_raw
+
+    async def counted(text: str, args: list[Any]) -> list[Any]:
+        sent.append(text)
+        return await fetch_raw(text, args)
+
+    monkeypatch.setattr(store, "_fetch_raw", counted)
+    return sent
 
 
 async def _open(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:

@@ -6,7 +6,6 @@ however the first title and renames meet."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -18,6 +17,7 @@ from ostinato.store.accounts import UpdateConversation
 from ostinato.store.base import Conversation, CreateConversation, utcnow
 from ostinato.store.sql.pg_title import first_title
 from ostinato.store.sql.search_tables import message_search
+from tests.store.conftest import raw_statements
 
 ENTRIES = sa.select(message_search.c.text).where(
     message_search.c.conversation_id == sa.bindparam("cid"), message_search.c.message_id.is_(None)
@@ -37,14 +37,7 @@ async def entries(store: PostgresStore, cid: str) -> list[str]:
 
 def statements(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The statements the store sends on its raw connections from now on."""
-    sent: list[str] = []
-    fetch_raw = store._fetch_raw
-
-    async def counted(text: str, args: list[Any]) -> list[Any]:
-        sent.append(text)
-        return await fetch_raw(text, args)
-
-    monkeypatch.setattr(store, "_fetch_raw", counted)
+    sent = raw_statements(store, monkeypatch)
     monkeypatch.setattr(store, "_transaction", None)  # no transaction block at all
     return sent
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 from decimal import Decimal
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -21,6 +20,7 @@ from ostinato.store.sql.pg_driver import driver_of
 from ostinato.store.sql.pg_reads import RawSQL, RawStatements, compile_raw
 from ostinato.store.sql.spend_tables import spend_days
 from ostinato.store.sql.tables import conversations, messages
+from tests.store.conftest import raw_statements
 from tests.store.test_store_ops import new_conversation
 
 DIALECT = pg_asyncpg.dialect()
@@ -59,14 +59,7 @@ async def test_reads_give_the_rows_sqlalchemy_gives(
     await append(store, conv.id, user_text("hello"))
     async with store.engine.connect() as connection:
         expected = (await connection.execute(BY_ID, {"cid": conv.id})).all()
-    sent: list[str] = []
-    fetch = store._fetch_raw
-
-    async def spy(text: str, args: list[Any]) -> list[Any]:
-        sent.append(text)
-        return await fetch(text, args)
-
-    monkeypatch.setattr(store, "_fetch_raw", spy)
+    sent = raw_statements(store, monkeypatch)
     first = await store._fetch(BY_ID, {"cid": conv.id})
     second = await store._fetch(BY_ID, {"cid": conv.id})
     assert len(sent) == 1  # the first use went SQLAlchemy's way, the second straight

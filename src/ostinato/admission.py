@@ -77,7 +77,6 @@ class Admission:
         self.limit = limit
         self.wait = wait
         self.queue = queue
-        self.starts = starts
         self.running = 0
         self.starting = 0  # turns being begun now (``beginning``)
         self._waiters: deque[asyncio.Future[None]] = deque()

@@ -143,3 +143,42 @@ async def test_a_result_someone_else_wrote_first_stands_and_the_turn_stops() -> 
     assert_history_valid(rows)
     assert [text for _, text in _answers(rows)] == ["outcome unknown"]
     assert (await store.get_conversation(cid)).state == "idle"  # type: ignore[union-attr]
+
+
+def answer(ops: Ops) -> bool:
+    return _appends(ops, "assistant", lambda m: not m.tool_uses and m.text == "done")
+
+
+async def test_a_final_answer_and_the_turn_end_are_one_write() -> None:
+    """The last reply of a turn that needs nothing more is committed with the turn's end,
+    and its frame and ``turn.finished`` are announced together, in that order."""
+    store = InFlight()
+    writes: list[Ops] = []
+    store.hold = lambda ops: writes.append(ops) and False
+    runtime = _runtime(store)
+    bus = runtime.bus
+    assert isinstance(bus, CheckingBus)
+    cid = (await runtime.create_conversation()).id
+    assert (await runtime.run_turn(cid, "go")).stop_reason == "end_turn"
+    (last,) = [ops for ops in writes if answer(ops)]
+    assert [type(op).__name__ for op in last] == ["AppendMessage", "FinishTurn"]
+    assert bus.types()[-2:] == ["message", "turn.finished"]
+    (turn,) = await store.list_turns(cid)
+    assert turn.stop_reason == "end_turn" and turn.metrics == last[1].metrics  # type: ignore[union-attr]
+
+
+async def test_a_cancel_while_the_final_answer_is_written_leaves_the_turn_ended() -> None:
+    """The answer and the end commit together, so a cancel that lands while that write
+    is in flight finds the turn ended: the end stands, and nothing is written after it."""
+    store = InFlight()
+    store.hold = answer
+    runtime = _runtime(store)
+    bus = runtime.bus
+    assert isinstance(bus, CheckingBus)
+    cid, rows = await _cancel_while_held(store, runtime)
+    assert [m.text for m in rows if m.role == "assistant" and not m.tool_uses] == ["done"]
+    (turn,) = await store.list_turns(cid)
+    assert turn.stop_reason == "end_turn"
+    ends = [f for f in bus.frames if f.type == "turn.finished"]
+    assert [f.stop_reason for f in ends] == ["end_turn"]  # type: ignore[attr-defined]
+    assert (await store.get_conversation(cid)).state == "idle"  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ostinato.errors import ModelTimeout, StreamIncomplete
 from ostinato.frames import (
@@ -16,6 +17,7 @@ from ostinato.frames import (
     TextDiscarded,
     ThinkingDeltaFrame,
 )
+from ostinato.messages import Message, TextBlock
 from ostinato.models.assembly import CONTENT_EVENTS, MessageBuilder
 from ostinato.models.base import (
     Model,
@@ -40,6 +42,18 @@ class Shown:
         self.text.clear()
         self.deltas = 0
         self.tool_call = False
+
+    def partial_row(self) -> Message | None:
+        """What a call cancelled mid-reply had shown, as an assistant row marked
+        ``partial`` (no thinking, and no tool call: one cut short is never a call); None
+        when it showed no text."""
+        text = "".join(self.text)
+        if not text.strip():
+            return None
+        metadata: dict[str, Any] = {"stop_reason": "cancelled", "partial": True}
+        if self.tool_call:
+            metadata["cut_tool_call"] = True
+        return Message("assistant", (TextBlock(text),), metadata=metadata)
 
 
 async def stream_reply(

@@ -18,7 +18,6 @@ from typing import Any, assert_never, cast
 
 from ostinato import observe
 from ostinato.agents import AgentConfig
-from ostinato.attachments import placeholder
 from ostinato.bus import Bus
 from ostinato.context.keeper import ContextKeeper
 from ostinato.errors import AlreadyAnswered, ContextTooLong, ModelError, ToolError
@@ -37,7 +36,7 @@ from ostinato.loop.decision import (
     after_reply,
     after_tools,
 )
-from ostinato.loop.history import as_sent, repair, unique_tool_ids
+from ostinato.loop.history import as_requested, repair, unique_tool_ids
 from ostinato.loop.record import TurnRecord, start_op
 from ostinato.loop.running import ToolRunner
 from ostinato.loop.seeding import Seeded, run_seeds
@@ -75,6 +74,7 @@ class TurnDriver:
 
     handing: asyncio.Event | None = None  # set: hand over at the next step boundary
     steering: Steering | None = None  # takes steered messages at each step boundary
+    concluded: TurnResult | None = None  # ended with its answer, in one write (``_conclude``)
 
     def __init__(
         self,
@@ -105,7 +105,7 @@ class TurnDriver:
         self.catalog, self.settings, self.turn = catalog, settings, turn
         self.seeds = tuple(seeded.row.tool_uses) if seeded is not None else ()
         running = {call.id for call, _ in carried} | {call.id for call in self.seeds}
-        repaired, self.tool_ids = repair(_as_requested(history), running=running)
+        repaired, self.tool_ids = repair(as_requested(history), running=running)
         start = position or (history[-1].seq or 0 if history else 0)
         self.record = TurnRecord(store, bus, turn, repaired, start, carried)
         if seeded is not None:  # committed for this turn: its own row, still open
@@ -176,8 +176,7 @@ class TurnDriver:
                         if runs:
                             await self._commit_results(runs, note)
                     case Finish(stop_reason=reason, unanswered=unanswered):
-                        await self.record.answer(unanswered)
-                        return await self._finish(reason)
+                        return await self._ended(reason, unanswered)
                     case _:
                         assert_never(step)
         except ModelError as exc:
@@ -242,7 +241,15 @@ class TurnDriver:
             log.warning("turn %s was taken over before it could be handed over", self.turn.id)
         raise HandedOver
 
+    async def _ended(self, reason: TurnStopReason, unanswered: dict[str, str]) -> TurnResult:
+        if self.concluded is not None:  # its answer and its end were one write
+            return self.concluded
+        await self.record.answer(unanswered)
+        return await self._finish(reason)
+
     async def _teardown_cancelled(self) -> None:
+        if self.record.ended:  # the cancel came once the end had committed: it stands
+            return
         await self.record.answer_all(INTERRUPTED, "interrupted")
         await self._keep_shown()
         await self._finish("cancelled")
@@ -253,16 +260,12 @@ class TurnDriver:
         shown, self.shown = self.shown, None
         if shown is None or not shown.deltas:
             return
-        text = "".join(shown.text)
-        if not text.strip():
+        if (row := shown.partial_row()) is None:
             self.record.emit(
                 TextDiscarded(run_id=self.turn.run_id, seq=self.seq, reason="cancelled")
             )
             return
-        metadata: dict[str, Any] = {"stop_reason": "cancelled", "partial": True}
-        if shown.tool_call:
-            metadata["cut_tool_call"] = True
-        await self.record.commit([Message("assistant", (TextBlock(text),), metadata=metadata)])
+        await self.record.commit([row])
 
     def _discard_shown(self, reason: str) -> None:
         """What a model call showed will not be stored: tell the surfaces to drop it."""
@@ -328,7 +331,10 @@ class TurnDriver:
         try:
             if isinstance(step, RunTools) and step.awaiting is not None:  # a card
                 step = await self._unless_unfit(step)
-            await self._commit_reply(reply, step)
+            if isinstance(step, Finish) and not step.unanswered and not reply.tool_uses:
+                self.concluded = await self._conclude(reply, step)
+            else:
+                await self._commit_reply(reply, step)
         except BaseException as exc:
             if self.spend is not None:  # the reply's row, with its charge, not committed
                 await self.spend.unpaid(exc)
@@ -462,6 +468,24 @@ class TurnDriver:
                     tool = self.catalog.by_name.get(call.name)
                     self.record.started(call, tool.category if tool else "action")
 
+    async def _conclude(self, reply: ModelReply, step: Finish) -> TurnResult:
+        """A final answer, no call left open: its row and the turn's end in one write."""
+        self.tools.stop()
+        self.watch.settle()  # first: the row's metrics are the turn's, as ``_finish``'s
+        message = self._reply_row(reply, step)
+        self.shown = None  # the reply is what was shown, and more: it is stored whole
+        spend, reason, metrics = self.spend, step.stop_reason, self.metrics()
+        owed, timeline = spend.owed() if spend is not None else (), self.watch.ledger.timeline()
+        try:
+            await self.record.conclude(message, reason, metrics, timeline, owed)
+        finally:
+            if self.record.ended:
+                self.watch.finish(reason)
+                if spend is not None:  # parked once its count is in: no turn sees it before
+                    spend.paid()
+                    await spend.close(park=True)
+        return TurnResult(self.turn.id, self.turn.run_id, reason, metrics, self.written)
+
     async def _finish(self, reason: TurnStopReason, error: str | None = None) -> TurnResult:
         self.tools.stop()
         error = redact(error) if error else error  # stored, sent and returned: no secrets
@@ -474,11 +498,3 @@ class TurnDriver:
         finally:
             self.watch.finish(reason)
         return TurnResult(self.turn.id, self.turn.run_id, reason, metrics, self.written, error)
-
-
-def _as_requested(history: Sequence[Message]) -> list[Message]:
-    """Each row as a request carries it (``placeholder``, ``as_sent``: asked of their role's)."""
-    return [
-        as_sent(m) if m.role == "assistant" else placeholder(m) if m.role == "user" else m
-        for m in history
-    ]

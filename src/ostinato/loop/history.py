@@ -19,11 +19,20 @@ import dataclasses
 import os
 from collections.abc import Collection, Sequence
 
+from ostinato.attachments import placeholder
 from ostinato.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ostinato.models.assembly import ModelReply
 
 MISSING_RESULT = "no result was recorded for this tool call (it was interrupted)"
 CUT_OFF = "[cut off: the user cancelled the turn before this reply was finished]"
+
+
+def as_requested(history: Sequence[Message]) -> list[Message]:
+    """Each row as a request carries it (``placeholder``, ``as_sent``: asked of their role's)."""
+    return [
+        as_sent(m) if m.role == "assistant" else placeholder(m) if m.role == "user" else m
+        for m in history
+    ]
 
 
 def as_sent(message: Message) -> Message:

@@ -69,6 +69,7 @@ class TurnRecord:
         self.unfinished: set[str] = set()  # tool-call records still marked running
         self.seeded: frozenset[str] = frozenset()  # the turn-zero seed calls (reads)
         self.begun: dict[str, float] = {}  # when each call started (monotonic)
+        self.ended = False  # the turn's end is committed (``conclude``)
         self.so_far: dict[str, str] = {}  # what a call cut short had done (ToolContext)
         # the turn that recorded each call (a carried call's record is its earlier turn's)
         self.record_turn = {call.id: turn_id for call, turn_id in carried}
@@ -273,9 +274,39 @@ class TurnRecord:
             FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, error, timeline),
             *extra,
         )
+        self._finished(seq, reason, metrics, error)
+
+    async def conclude(
+        self,
+        answer: Message,
+        reason: TurnStopReason,
+        metrics: dict[str, Any],
+        timeline: dict[str, Any] | None,
+        extra: Sequence[WriteOp] = (),
+    ) -> None:
+        """Commit a final answer and the turn's end in one write (``extra``: the reply's
+        charge and the tab's, before and after the end), then announce the row and the
+        end together. A cancel that comes once the write has committed finds the turn
+        ended (``ended``): the end stands."""
+        turn = self.turn
+        end = FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, None, timeline)
+        try:
+            await self.commit([answer], [*extra, end])
+        except asyncio.CancelledError as cancel:
+            if written(cancel) is not None:
+                self.ended = True
+                self._finished(self.seq, reason, metrics, None)
+            raise
+        self.ended = True
+        self._finished(self.seq, reason, metrics, None)
+
+    def _finished(
+        self, seq: int, reason: TurnStopReason, metrics: dict[str, Any], error: str | None
+    ) -> None:
+        turn = self.turn
         self.emit(
             TurnFinished(
-                run_id=run_id,
+                run_id=turn.run_id,
                 seq=seq,
                 turn_id=turn.id,
                 stop_reason=reason,

@@ -315,10 +315,12 @@ class TurnSpend:
         self.left, self.under, self.blocks = 0.0, None, 0
         return () if tab is None else (CloseTab(tab.id),)
 
-    async def close(self) -> None:
+    async def close(self, *, park: bool = False) -> None:
         """Charge the tab in a write of its own (a turn handed over, or a tab of another
-        model or day). A failure is logged: the tab stays for recovery."""
-        ops = self.closing(park=False)
+        model or day), or with ``park`` park it and charge only a tab that parking it
+        displaced (a turn whose end is committed already: ``TurnDriver._conclude``). A
+        failure is logged: the tab stays for recovery."""
+        ops = self.closing(park=park)
         if not ops or self.store is None:
             return
         try:

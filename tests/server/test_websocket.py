@@ -10,6 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 from ostinato.approvals import ApprovalPolicy
+from ostinato.errors import StoreError
 from ostinato.models.scripted import ScriptedModel, text_step, tool_step
 from ostinato.runtime import Runtime
 from ostinato.server import create_app, end_streams
@@ -286,3 +287,32 @@ async def test_a_user_row_read_back_from_the_store_echoes_its_client_message_id(
         replayed = await ws.receive_json()
     assert replayed["type"] == "message" and replayed["message"]["role"] == "user"
     assert replayed["client_message_id"] == "c-1"
+
+
+async def test_a_stream_that_breaks_says_so_and_closes_with_1011(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    runtime: Runtime,
+    model: ScriptedModel,
+    conversation_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store failing under a socket's frames (here, its catch-up read) is logged, sent
+    as an ``error`` frame and the socket closed with 1011: before, the socket stayed open
+    and silent, and nothing was logged."""
+    model.add(text_step("Hi."))
+    await _turn(client, conversation_id, "hello")
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("sqlite: disk I/O error")
+
+    monkeypatch.setattr(runtime.store, "list_messages", broken)
+    async with open_websocket(app, f"/v1/conversations/{conversation_id}/ws?after_seq=0") as ws:
+        frame = await ws.receive_json()
+        assert frame["type"] == "error" and frame["code"] == "store_error"
+        assert "disk I/O error" in frame["message"]
+        with pytest.raises(Closed) as closed:
+            await ws.receive_json()
+    assert closed.value.code == 1011
+    assert "a WebSocket's frames broke" in caplog.text

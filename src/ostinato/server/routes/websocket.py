@@ -32,10 +32,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from ostinato.errors import ClientError, NotFound, Unavailable
+from ostinato.errors import ClientError, NotFound, OstinatoError, Unavailable
 from ostinato.frames import ErrorFrame, Frame
 from ostinato.identity.limits import LimitExceeded
 from ostinato.messages import JSON
+from ostinato.redaction import redact
 from ostinato.server.auth import Caller, CurrentCaller, owned
 from ostinato.server.context import ServerContext
 from ostinato.server.errors import describe_validation, log, refuse_websocket
@@ -54,6 +55,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["events"])
 
 # going away; try again later; policy violation (the credential no longer holds)
 CLOSE_CODES = {"closing": 1001, "overflow": 1013, "unauthorized": 1008}
+INTERNAL = "internal error; see the server log"
 NOT_FOUND_CLOSE = 4404
 ClientMessage = WsMessage | WsToolResponse | WsApproval | WsCancel
 Send = Callable[[JSON], Awaitable[None]]
@@ -136,20 +138,36 @@ async def conversation_socket(
 async def _pump(
     websocket: WebSocket, frames: AsyncGenerator[Frame | None, None], send: Send
 ) -> None:
-    """Send every frame; when the stream ends itself (server closing, overflow), close."""
+    """Send every frame; when the stream ends itself (server closing, overflow), close.
+    A stream that breaks (the store failed under it) is logged, told to the client as an
+    ``error`` frame, and closed with 1011, never left open and silent."""
     last: ErrorFrame | None = None
+    seq = 0
     try:
         async with aclosing(frames):
             async for frame in frames:
                 if frame is None:
                     continue  # the server's WebSocket pings keep the connection alive
                 await send(frame.to_json())
-                last = frame if isinstance(frame, ErrorFrame) else None
+                seq, last = frame.seq, frame if isinstance(frame, ErrorFrame) else None
     except (WebSocketDisconnect, OSError, RuntimeError):
         return  # the client is gone
-    code = CLOSE_CODES.get(last.code, 1000) if last is not None else 1000
+    except Exception as exc:
+        code = 1011
+        with suppress(WebSocketDisconnect, OSError, RuntimeError):
+            await send(_broken(exc, seq).to_json())
+    else:
+        code = CLOSE_CODES.get(last.code, 1000) if last is not None else 1000
     with suppress(WebSocketDisconnect, OSError, RuntimeError):
         await websocket.close(code=code)
+
+
+def _broken(exc: Exception, seq: int) -> ErrorFrame:
+    """The frame that says a conversation's stream broke, and the log line for it."""
+    log.error("a WebSocket's frames broke: %s", exc, exc_info=exc)
+    if isinstance(exc, OstinatoError):
+        return ErrorFrame(run_id="", seq=seq, code=exc.code, message=redact(exc.message))
+    return ErrorFrame(run_id="", seq=seq, code="internal_error", message=INTERNAL)
 
 
 async def _listen(
@@ -185,7 +203,7 @@ async def _listen(
             await _reply_error(send, exc.code, exc.message)
         except Exception:
             log.exception("unexpected error handling a WebSocket message on %s", conversation_id)
-            await _reply_error(send, "internal_error", "internal error; see the server log")
+            await _reply_error(send, "internal_error", INTERNAL)
 
 
 class _Refused(Exception):

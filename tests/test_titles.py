@@ -192,3 +192,21 @@ def test_the_titles_setting_names_a_known_model(tmp_path: Any) -> None:
     bad.write_text('[data]\ntitles = "tiny"\n')
     with pytest.raises(ConfigError, match=r"data\.titles: unknown tier 'tiny'"):
         load_config(bad, env={})
+
+
+async def test_the_titlers_write_is_marked_as_the_servers_own() -> None:
+    """It answers no client, so SQLite does not wait for an fsync for it
+    (``UpdateConversation.made``; tests/store/test_sqlite_durable.py)."""
+    ops: list[Any] = []
+
+    class Watched(MemoryStore):
+        async def write(self, *written: Any) -> list[Any]:
+            ops.extend(written)
+            return await super().write(*written)
+
+    store = Watched()
+    model = ScriptedModel([text_step("Coastal walk")])
+    _, cid = await run(store, Titler(store, lambda conversation: model), "Plan a walk")
+    assert await title_of(store, cid) == "Coastal walk"
+    (titled,) = [op for op in ops if isinstance(op, UpdateConversation)]
+    assert titled.made and titled.title == "Coastal walk"

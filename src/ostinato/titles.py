@@ -106,7 +106,9 @@ class Titler:
             title = first_words(user.text)
         if title is None or title == conversation.title:
             return None
-        op = UpdateConversation(conversation_id, title=title, expect_title=conversation.title)
+        op = UpdateConversation(
+            conversation_id, title=title, expect_title=conversation.title, made=True
+        )
         (written,) = await self.store.write(op)
         return title if written.title == title else None
 

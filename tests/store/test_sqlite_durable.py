@@ -13,6 +13,7 @@ import pytest
 from ostinato.ids import new_id
 from ostinato.messages import Message, TextBlock, user_text
 from ostinato.store import open_store
+from ostinato.store.accounts import UpdateConversation
 from ostinato.store.base import (
     AppendMessage,
     Conversation,
@@ -103,3 +104,25 @@ def test_which_writes_acknowledge_something() -> None:
     seed = FinishToolCall(tid, "u2", "ok", "tea", False, now, 0.1, side_effects=False)
     result = AppendMessage(cid, Message("tool", (TextBlock("x"),), hidden=True), tid)
     assert not acknowledges((result, seed))
+    # a client's rename answers that client; a title the server made answers nobody
+    assert acknowledges((UpdateConversation(cid, title="Trip to Lisbon"),))
+    made = UpdateConversation(cid, title="Trip to Lisbon", expect_title=None, made=True)
+    assert not acknowledges((made,))
+
+
+async def test_a_title_the_server_made_waits_for_no_fsync(
+    tmp_path: Path, synced: list[str]
+) -> None:
+    """The ``Titler``'s write: the title of a conversation is the server's own
+    bookkeeping; the same rename sent by a client is on disk before it is answered."""
+    store = await SQLiteStore.open(tmp_path / "t.db")
+    wal = store.path + "-wal"
+    try:
+        cid = await _conversation(store)
+        assert synced.count(wal) == 1
+        await store.write(UpdateConversation(cid, title="Tea", expect_title=None, made=True))
+        assert synced.count(wal) == 1
+        await store.write(UpdateConversation(cid, title="Green tea"))
+        assert synced.count(wal) == 2
+    finally:
+        await store.close()

@@ -119,7 +119,8 @@ class UpdateConversation:
     time (None: not archived); a field left out is kept. Returns the updated
     ``Conversation``; ``NotFound`` if there is none. With ``expect_title``, a compare
     and set: a conversation whose title is not that one is left as it is (and
-    returned so)."""
+    returned so). ``made``: a title the server made (``titles.Titler``), which answers
+    no client, so its commit is not waited for on disk (``wal_sync.acknowledges``)."""
 
     conversation_id: str
     title: str | None = _UNSET
@@ -128,6 +129,7 @@ class UpdateConversation:
     pinned: bool = _UNSET
     archived_at: datetime | None = _UNSET
     expect_title: str | None = _UNSET
+    made: bool = False
 
     def expects(self, title: str | None) -> bool:
         """Whether a conversation titled ``title`` is to be changed (``expect_title``)."""

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
+from ostinato.store.accounts import UpdateConversation
 from ostinato.store.base import (
     AppendMessage,
     CreateConversation,
@@ -61,7 +62,7 @@ def acknowledges(ops: tuple[WriteOp, ...]) -> bool:
     its ``write()`` returns: any op of ``_ACKNOWLEDGING``, a message of the person's
     (their text, or tool results), a tool call's end unless the call changed nothing (a
     turn-zero seed's read: ``FinishToolCall.side_effects``), and any op that is not a
-    turn's bookkeeping."""
+    turn's bookkeeping (nor a title the server made: ``UpdateConversation.made``)."""
     for op in ops:
         kind = type(op)
         if kind in _ACKNOWLEDGING:
@@ -76,6 +77,8 @@ def acknowledges(ops: tuple[WriteOp, ...]) -> bool:
             continue
         if kind is SetTurnMetrics or kind.__name__ in _BOOKKEEPING_NAMES:
             continue
+        if kind is UpdateConversation and op.made:  # type: ignore[union-attr]
+            continue  # a title the server made: nobody was told
         return True  # keys, settings, erasure, forged tools, ...: the client was told
     return False
 

@@ -162,9 +162,11 @@ async def test_a_final_answer_and_the_turn_end_are_one_write() -> None:
     assert (await runtime.run_turn(cid, "go")).stop_reason == "end_turn"
     (last,) = [ops for ops in writes if answer(ops)]
     assert [type(op).__name__ for op in last] == ["AppendMessage", "FinishTurn"]
+    row, end = last
+    assert row.message.metadata["metrics"] == end.metrics  # type: ignore[union-attr]
     assert bus.types()[-2:] == ["message", "turn.finished"]
     (turn,) = await store.list_turns(cid)
-    assert turn.stop_reason == "end_turn" and turn.metrics == last[1].metrics  # type: ignore[union-attr]
+    assert turn.stop_reason == "end_turn" and turn.metrics == end.metrics  # type: ignore[union-attr]
 
 
 async def test_a_cancel_while_the_final_answer_is_written_leaves_the_turn_ended() -> None:

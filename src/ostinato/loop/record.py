@@ -285,9 +285,8 @@ class TurnRecord:
         extra: Sequence[WriteOp] = (),
     ) -> None:
         """Commit a final answer and the turn's end in one write (``extra``: the reply's
-        charge and the tab's, before and after the end), then announce the row and the
-        end together. A cancel that comes once the write has committed finds the turn
-        ended (``ended``): the end stands."""
+        charge), then announce the row and the end together. A cancel that comes once the
+        write has committed finds the turn ended (``ended``): the end stands."""
         turn = self.turn
         end = FinishTurn(turn.id, turn.conversation_id, reason, utcnow(), metrics, None, timeline)
         try:

@@ -89,6 +89,8 @@ async def snapshot(store: Store, rec: ResponseRecord) -> Snapshot:
     turn = await store.get_turn(turn_id) if turn_id else None
     if turn is None:
         return Snapshot([], [], answers, {}, None)
+    if turn.status == "finished":  # rows committed with its end after the read above
+        rows += (await _turn_rows(store, rec, turn.id, rows[-1].seq if rows else None))[1]
     calls = {c.id: (c.name, c.input) for c in await store.list_tool_calls(cid, turn_id=turn_id)}
     return Snapshot(rows, [a for a in approvals if a.turn_id == turn_id], answers, calls, turn)
 
@@ -101,13 +103,14 @@ def _starts(rec: ResponseRecord, row: Message) -> bool:
 
 
 async def _turn_rows(
-    store: Store, rec: ResponseRecord, turn_id: str | None
+    store: Store, rec: ResponseRecord, turn_id: str | None, after: int | None = None
 ) -> tuple[str | None, list[Message]]:
     """The response's turn and its rows after ``after_seq`` (a later turn's are not
     read), reading at most ``SCAN`` rows of every branch (a turn's rows follow each
-    other in seq order, whichever branch is current now)."""
+    other in seq order, whichever branch is current now). ``after``: the seq of a row of
+    the turn read already, to read only what follows it."""
     out: list[Message] = []
-    after_seq, read = rec.after_seq, 0
+    after_seq, read, begun = rec.after_seq if after is None else after, 0, after is not None
     while read < SCAN:
         page = await store.list_messages(
             rec.conversation_id, after_seq=after_seq, limit=PAGE, branch=WHOLE
@@ -120,7 +123,7 @@ async def _turn_rows(
                 continue
             if row.turn_id == turn_id:
                 out.append(row)
-            elif out:  # the next turn: this one's rows are all read
+            elif out or begun:  # the next turn: this one's rows are all read
                 return turn_id, out
         if len(page) < PAGE:
             break

@@ -103,6 +103,8 @@ async def run_state(store: Store, run: RunRecord) -> RunState:
     answered = [a for a in approvals if a.id in run.answers]
     turn_id, rows = await _turn_rows(store, run, answered[0].turn_id if answered else None)
     turn = await store.get_turn(turn_id) if turn_id else None
+    if turn is not None and turn.status == "finished":  # rows committed with its end after
+        rows += (await _turn_rows(store, run, turn.id, rows[-1].seq if rows else None))[1]
     waits = any(
         a.turn_id == turn_id and a.status == "pending" and a.id not in run.answers
         for a in approvals
@@ -117,10 +119,12 @@ def _starts(run: RunRecord, row: Message) -> bool:
 
 
 async def _turn_rows(
-    store: Store, run: RunRecord, turn_id: str | None
+    store: Store, run: RunRecord, turn_id: str | None, after: int | None = None
 ) -> tuple[str | None, list[Message]]:
+    """The run's turn and its rows (``after``: only those after that seq, one of the
+    turn's read already)."""
     out: list[Message] = []
-    after_seq, read = run.after_seq, 0
+    after_seq, read, begun = run.after_seq if after is None else after, 0, after is not None
     while read < SCAN:
         page = await store.list_messages(run.thread_id, after_seq=after_seq, limit=PAGE)
         read += len(page)
@@ -129,7 +133,7 @@ async def _turn_rows(
                 turn_id = row.turn_id
             if turn_id is not None and row.turn_id == turn_id:
                 out.append(row)
-            elif out and row.turn_id is not None:
+            elif (out or begun) and row.turn_id is not None:
                 return turn_id, out
         if len(page) < PAGE:
             break

@@ -17,12 +17,11 @@ from ostinato.errors import NotFound
 from ostinato.messages import JSON, Message
 from ostinato.server.agent_protocol.wire import iso
 from ostinato.server.auth import Caller
+from ostinato.server.turn_rows import read_turn
 from ostinato.store.base import Store, Turn, utcnow
 from ostinato.store.protocol_records import ProtocolRecord, records
 
 KIND = "lg_run"
-PAGE = 200
-SCAN = 5000
 ENDED = {
     "end_turn": "success",
     "budget_exhausted": "success",
@@ -101,44 +100,14 @@ class RunState:
 async def run_state(store: Store, run: RunRecord) -> RunState:
     approvals = await store.list_approvals(run.thread_id)
     answered = [a for a in approvals if a.id in run.answers]
-    turn_id, rows = await _turn_rows(store, run, answered[0].turn_id if answered else None)
-    turn = await store.get_turn(turn_id) if turn_id else None
-    if turn is not None and turn.status == "finished":  # rows committed with its end after
-        rows += (await _turn_rows(store, run, turn.id, rows[-1].seq if rows else None))[1]
+    known = answered[0].turn_id if answered else None
+    turn, rows = await read_turn(store, run.thread_id, run.after_seq, run.message_id, known)
+    turn_id = turn.id if turn is not None else None
     waits = any(
         a.turn_id == turn_id and a.status == "pending" and a.id not in run.answers
         for a in approvals
     )
     return RunState(turn, rows, waits)
-
-
-def _starts(run: RunRecord, row: Message) -> bool:
-    if run.message_id is None:
-        return row.turn_id is not None
-    return row.role == "user" and row.metadata.get("client_message_id") == run.message_id
-
-
-async def _turn_rows(
-    store: Store, run: RunRecord, turn_id: str | None, after: int | None = None
-) -> tuple[str | None, list[Message]]:
-    """The run's turn and its rows (``after``: only those after that seq, one of the
-    turn's read already)."""
-    out: list[Message] = []
-    after_seq, read, begun = run.after_seq if after is None else after, 0, after is not None
-    while read < SCAN:
-        page = await store.list_messages(run.thread_id, after_seq=after_seq, limit=PAGE)
-        read += len(page)
-        for row in page:
-            if turn_id is None and _starts(run, row):
-                turn_id = row.turn_id
-            if turn_id is not None and row.turn_id == turn_id:
-                out.append(row)
-            elif (out or begun) and row.turn_id is not None:
-                return turn_id, out
-        if len(page) < PAGE:
-            break
-        after_seq = page[-1].seq or after_seq
-    return turn_id, out
 
 
 def run_json(run: RunRecord, state: RunState, created: Any = None) -> JSON:

@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ostinato.errors import NotFound
-from ostinato.messages import JSON, Message
+from ostinato.messages import JSON
 from ostinato.server.auth import Caller
 from ostinato.server.responses.steps import Snapshot
 from ostinato.server.responses.wire import Envelope
+from ostinato.server.turn_rows import read_turn
 from ostinato.store.base import Store, utcnow
 from ostinato.store.protocol_records import ProtocolRecord, records
 from ostinato.store.tree import WHOLE
 
 KIND = "response"
-PAGE = 200
-SCAN = 5000  # rows read at most to find a response's turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,47 +84,9 @@ async def snapshot(store: Store, rec: ResponseRecord) -> Snapshot:
     approvals = await store.list_approvals(cid)
     answers = [a for a in approvals if a.id in rec.answers]
     known = answers[0].turn_id if answers else None
-    turn_id, rows = await _turn_rows(store, rec, known)
-    turn = await store.get_turn(turn_id) if turn_id else None
+    turn, rows = await read_turn(store, cid, rec.after_seq, rec.message_id, known, WHOLE)
     if turn is None:
         return Snapshot([], [], answers, {}, None)
-    if turn.status == "finished":  # rows committed with its end after the read above
-        rows += (await _turn_rows(store, rec, turn.id, rows[-1].seq if rows else None))[1]
+    turn_id = turn.id
     calls = {c.id: (c.name, c.input) for c in await store.list_tool_calls(cid, turn_id=turn_id)}
     return Snapshot(rows, [a for a in approvals if a.turn_id == turn_id], answers, calls, turn)
-
-
-def _starts(rec: ResponseRecord, row: Message) -> bool:
-    """Whether ``row`` is the first of the response's turn, when that is not known."""
-    if rec.message_id is None:
-        return row.turn_id is not None
-    return row.role == "user" and row.metadata.get("client_message_id") == rec.message_id
-
-
-async def _turn_rows(
-    store: Store, rec: ResponseRecord, turn_id: str | None, after: int | None = None
-) -> tuple[str | None, list[Message]]:
-    """The response's turn and its rows after ``after_seq`` (a later turn's are not
-    read), reading at most ``SCAN`` rows of every branch (a turn's rows follow each
-    other in seq order, whichever branch is current now). ``after``: the seq of a row of
-    the turn read already, to read only what follows it."""
-    out: list[Message] = []
-    after_seq, read, begun = rec.after_seq if after is None else after, 0, after is not None
-    while read < SCAN:
-        page = await store.list_messages(
-            rec.conversation_id, after_seq=after_seq, limit=PAGE, branch=WHOLE
-        )
-        read += len(page)
-        for row in page:
-            if turn_id is None and _starts(rec, row):
-                turn_id = row.turn_id
-            if turn_id is None or row.turn_id is None:
-                continue
-            if row.turn_id == turn_id:
-                out.append(row)
-            elif out or begun:  # the next turn: this one's rows are all read
-                return turn_id, out
-        if len(page) < PAGE:
-            break
-        after_seq = page[-1].seq or after_seq
-    return turn_id, out
